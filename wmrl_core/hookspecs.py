@@ -1,0 +1,128 @@
+"""The WMRL plugin API: every hook a plugin may implement.
+
+A plugin is an ordinary module with functions decorated by ``wmrl_core.hookimpl``, exposed
+under the entry-point group ``wmrl`` of its package::
+
+    [project.entry-points.wmrl]
+    my_domain = "my_package.wmrl_plugin"
+
+WMRL's own components (the synthetic domain, the default reward extractors) are plugins
+registered through these same hooks, so a user plugin is a first-class citizen.
+
+Components are registered, not instantiated: each registration hook receives a
+:class:`~wmrl_core.registry.ComponentTable` and calls ``table.add(name, entry_point, ...)``
+where ``entry_point`` is ``"module:Attr"`` (imported lazily, only when the component is
+made) or a callable. The engine then makes components by name from the config
+(``environment.name``, ``policy.name``, ``world_model.name``, ``reward.name``).
+
+The objects the factories return must honour these interfaces (checked by
+``wmrl_core.checkers``; see ``wmrl_core.types`` for ``Task``, ``Outcome``, ``Rollouts``):
+
+Environment (the real, expensive execution; factory called as ``factory(**kwargs)``)
+    ``tasks(split: str) -> list[Task]``: the tasks of a split (at least ``"train"``;
+    ``"heldout"`` when the domain has one). ``execute(tasks, solutions) -> list[Outcome]``:
+    runs each solution for real, one outcome per solution, never raises for bad solutions.
+    Optional: ``cost: CostModel`` (declared cost per call/item), ``true_reward(task,
+    solution) -> float`` (domains that know the truth; feeds ``eval/true_reward``),
+    ``close()``.
+
+Policy (factory called as ``factory(env=env, **kwargs)``; usually a ``torch.nn.Module``)
+    ``generate(tasks, group_size) -> Rollouts``: ``group_size`` samples per task, with
+    per-token log-probabilities. ``log_probs(rollouts) -> Tensor (N, T)``: differentiable
+    log-probabilities of the same tokens under the current parameters. ``parameters()``,
+    ``state_dict()``, ``load_state_dict()``. Randomness comes from torch's global RNG (the
+    trainer checkpoints it) or from a generator kept in the state dict. Optional:
+    ``cost: CostModel``, ``reference_log_probs(rollouts)`` (else a frozen copy is kept for
+    the KL term), ``after_update()`` (called after each optimizer step, e.g. to sync weights
+    into an inference engine), ``close()``.
+
+World model (factory called as ``factory(env=env, **kwargs)``)
+    ``predict(tasks, solutions) -> list[Outcome | float]``: one batched call predicting the
+    outcome of every solution. Optional: ``cost: CostModel``, ``close()``.
+
+Reward extractor (factory called as ``factory(env=env, **kwargs)``)
+    ``__call__(task, outcome) -> float | None``: the reward of one outcome, real or
+    predicted. ``None`` means "no reward" and becomes NaN (never 0); the engine drops such
+    rollouts from the update instead of rewarding them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from wmrl_core.registry import ComponentTable
+
+hookspec = pluggy.HookspecMarker("wmrl")
+
+# --------------------------------------------------------------------------- environments
+
+
+@hookspec
+def wmrl_register_environments(table: "ComponentTable") -> None:
+    """Register real environments: the expensive execution that anchors training.
+
+    Call ``table.add(name, "pkg.module:Factory", description=..., **default_kwargs)`` once per
+    environment. The name is what users write as ``environment.name``.
+
+    :param table: the environment table of the registry.
+    """
+
+
+@hookspec
+def wmrl_register_tasks(table: "ComponentTable") -> None:
+    """Register task sets that an environment offers, so ``wmrl plugins`` can list them and
+    users can add tasks to an installed environment without editing it.
+
+    Call ``table.add(name, "pkg.module:load_tasks", environment="env-name", description=...)``;
+    the entry point returns ``list[Task]`` when called with the spec's kwargs. Environments
+    look up their extra task sets with ``registry.tasks.for_environment(env_name)``.
+
+    :param table: the task-set table of the registry.
+    """
+
+
+# --------------------------------------------------------------------------- policies
+
+
+@hookspec
+def wmrl_register_policies(table: "ComponentTable") -> None:
+    """Register policies: the models that generate ``G`` solutions per task.
+
+    :param table: the policy table of the registry.
+    """
+
+
+# --------------------------------------------------------------------------- world models
+
+
+@hookspec
+def wmrl_register_world_models(table: "ComponentTable") -> None:
+    """Register world models: cheap, batched predictors of an execution's outcome.
+
+    :param table: the world-model table of the registry.
+    """
+
+
+# --------------------------------------------------------------------------- rewards
+
+
+@hookspec
+def wmrl_register_reward_extractors(table: "ComponentTable") -> None:
+    """Register reward extractors: functions from an ``Outcome`` to a float reward.
+
+    :param table: the reward-extractor table of the registry.
+    """
+
+
+@hookspec(firstresult=True)
+def wmrl_default_reward_extractor(environment_name: str) -> str | None:
+    """Name the reward extractor to use for an environment when the config leaves
+    ``reward.name`` empty. Stops at first non-None result.
+
+    :param environment_name: the configured ``environment.name``.
+    :return: a registered reward-extractor name, or ``None`` if this plugin does not know
+        the environment.
+    """
