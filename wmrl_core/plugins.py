@@ -8,6 +8,7 @@ installed plugin.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Iterable
@@ -15,6 +16,7 @@ from typing import Iterable
 import pluggy
 
 from wmrl_core import hookspecs
+from wmrl_core.errors import WMRLError
 from wmrl_core.registry import Registry
 
 __all__ = ["ENTRY_POINT_GROUP", "BUILTIN_PLUGINS", "PluginInfo", "get_plugin_manager", "build_registry"]
@@ -42,10 +44,14 @@ def get_plugin_manager(
     """
     pm = pluggy.PluginManager("wmrl")
     pm.add_hookspecs(hookspecs)
-    for name in blocked:
+    env_blocked = [n.strip() for n in os.environ.get("WMRL_DISABLE_PLUGINS", "").split(",") if n.strip()]
+    for name in [*blocked, *env_blocked]:
         pm.set_blocked(name)
     if entry_points:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        except Exception as exc:
+            raise WMRLError(_broken_plugin_message(pm, exc)) from exc
     for module_name in BUILTIN_PLUGINS:
         if not pm.is_blocked(module_name) and pm.get_plugin(module_name) is None:
             pm.register(importlib.import_module(module_name), name=module_name)
@@ -53,6 +59,17 @@ def get_plugin_manager(
         pm.register(plugin)
     pm.check_pending()
     return pm
+
+
+def _broken_plugin_message(pm: pluggy.PluginManager, exc: Exception) -> str:
+    loaded = {pm.get_name(p) for p in pm.get_plugins()}
+    candidates = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
+                  if ep.name not in loaded and not pm.is_blocked(ep.name)]
+    culprit = candidates[0] if candidates else None
+    where = f"plugin `{culprit.name}` ({culprit.value}, from {culprit.dist.name if culprit.dist else '?'})" if culprit else "a plugin"
+    name = culprit.name if culprit else "NAME"
+    return (f"{where} failed to load: {type(exc).__name__}: {exc}. Fix or reinstall it, or skip it with "
+            f"WMRL_DISABLE_PLUGINS={name}")
 
 
 def build_registry(pm: pluggy.PluginManager | None = None) -> Registry:

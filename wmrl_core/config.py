@@ -1,0 +1,194 @@
+"""The training configuration: one structured config, every field documented.
+
+YAML files and dotted command-line overrides (``grpo.lr=0.01``) are merged onto
+:class:`TrainConfig` with OmegaConf; unknown keys and mistyped values fail with the key,
+the problem and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from wmrl_core.errors import ConfigError
+
+__all__ = ["TrainConfig", "load_config", "MODES"]
+
+MODES = ("real", "world_model", "wmrl")
+
+
+@dataclass
+class ComponentConfig:
+    name: str = MISSING
+    """Registered component name (``wmrl plugins`` lists them)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments passed to the component's factory, over its registered defaults."""
+
+
+@dataclass
+class RewardConfig:
+    name: Optional[str] = None
+    """Reward extractor; ``None`` asks the environment's plugin for its default."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RolloutConfig:
+    batch_tasks: int = 16
+    """B: tasks (= groups) per step."""
+    group_size: int = 8
+    """G: rollouts per task."""
+    task_split: str = "train"
+    """Which split of the environment's tasks training samples from."""
+
+
+@dataclass
+class AnchorConfig:
+    fraction: float = 0.1
+    """rho: share of groups executed for real in ``wmrl`` mode."""
+    min_groups: int = 1
+    """At least this many anchor groups per step."""
+
+
+@dataclass
+class DebiasConfig:
+    enabled: bool = True
+    """Calibrate world-model rewards with the isotonic map fitted on anchors."""
+    window: Optional[int] = None
+    """Keep only the last ``window`` anchor pairs (``None``: all)."""
+
+
+@dataclass
+class DenoiseConfig:
+    enabled: bool = True
+    """Inverse-variance fusion; ``False`` pools both streams by their share of samples."""
+    min_pairs: int = 4
+    """Anchor pairs needed before the world model gets any weight."""
+
+
+@dataclass
+class GRPOConfig:
+    lr: float = 1e-3
+    """Adam learning rate."""
+    clip_eps: float = 0.2
+    """PPO clip range."""
+    kl_coef: float = 0.0
+    """Weight of the KL penalty to the initial policy (0 disables it and the reference copy)."""
+    loss_aggregation: str = "token_mean"
+    """``token_mean`` or ``sequence_mean`` (see ``wmrl_core.grpo``)."""
+    epochs: int = 1
+    """Optimizer passes over each step's rollouts."""
+    scale_advantages: bool = True
+    """Divide advantages by the group's standard deviation."""
+    max_grad_norm: Optional[float] = 1.0
+    """Gradient clipping (``None`` disables)."""
+
+
+@dataclass
+class EvalConfig:
+    every: int = 5
+    """Evaluate every N steps (and before the first and after the last); 0 disables."""
+    split: str = "heldout"
+    """Tasks to evaluate on (falls back to ``train`` when the environment has no such split)."""
+    samples_per_task: int = 16
+    """Solutions sampled per task for evaluation."""
+
+
+@dataclass
+class LoggingConfig:
+    tensorboard: bool = True
+    progress: bool = True
+    """Show a progress bar."""
+    wandb_project: Optional[str] = None
+    """Log to wandb under this project when set (needs ``pip install wandb``)."""
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 10
+    """Save a checkpoint every N steps and at the end; 0 saves only at the end."""
+
+
+@dataclass
+class TrainConfig:
+    mode: str = "wmrl"
+    """``real`` (GRPO, every group executed), ``world_model`` (no execution), ``wmrl``."""
+    steps: int = 50
+    """Policy updates."""
+    seed: int = 0
+    run_dir: str = "runs/default"
+    """Where config.yaml, metrics.jsonl, summary.json, checkpoints/ and tensorboard/ go."""
+    resume: bool = False
+    """Continue from ``run_dir/checkpoints/last.pt``."""
+    environment: ComponentConfig = field(default_factory=ComponentConfig)
+    policy: ComponentConfig = field(default_factory=ComponentConfig)
+    world_model: Optional[ComponentConfig] = None
+    """Required in ``world_model`` and ``wmrl`` modes."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    anchors: AnchorConfig = field(default_factory=AnchorConfig)
+    debias: DebiasConfig = field(default_factory=DebiasConfig)
+    denoise: DenoiseConfig = field(default_factory=DenoiseConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Semantic checks that types alone cannot express."""
+    if cfg.mode not in MODES:
+        raise ConfigError(f"mode={cfg.mode!r} is unknown; use one of {', '.join(MODES)}")
+    if cfg.mode != "real" and cfg.world_model is None:
+        raise ConfigError(f"mode={cfg.mode} needs a world model: set world_model.name (or use mode=real)")
+    if cfg.steps < 0:
+        raise ConfigError(f"steps must be >= 0, got {cfg.steps}")
+    if cfg.rollout.batch_tasks < 1 or cfg.rollout.group_size < 2:
+        raise ConfigError("rollout.batch_tasks must be >= 1 and rollout.group_size >= 2 (GRPO compares within a group)")
+    if cfg.grpo.loss_aggregation not in ("token_mean", "sequence_mean"):
+        raise ConfigError(f"grpo.loss_aggregation={cfg.grpo.loss_aggregation!r}; use token_mean or sequence_mean")
+    if not 0.0 <= cfg.anchors.fraction <= 1.0:
+        raise ConfigError(f"anchors.fraction={cfg.anchors.fraction} must be in [0, 1]")
+    if cfg.grpo.epochs < 1:
+        raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> TrainConfig:
+    """Merge YAML file and ``key=value`` overrides onto the schema, then validate.
+
+    :raises ConfigError: for unknown keys, wrong types, missing required values.
+    """
+    try:
+        schema = OmegaConf.structured(TrainConfig)
+        layers: list[DictConfig] = [schema]
+        if base:
+            layers.append(OmegaConf.create(base))
+        if path is not None:
+            path = Path(path)
+            if not path.is_file():
+                raise ConfigError(f"config file {path} does not exist; pass a YAML file (see configs/)")
+            layers.append(OmegaConf.load(path))
+        bad = [o for o in overrides if "=" not in o]
+        if bad:
+            raise ConfigError(f"overrides must look like key=value, got {bad}")
+        layers.append(OmegaConf.from_dotlist(list(overrides)))
+        merged = OmegaConf.merge(*layers)
+        OmegaConf.resolve(merged)
+        missing = sorted(OmegaConf.missing_keys(merged))
+        if missing:
+            raise ConfigError(f"required config values are missing: {', '.join(missing)}; set them in the YAML or as key=value")
+        cfg: TrainConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None)
+        raise ConfigError(f"invalid config{f' at `{key}`' if key else ''}: {str(exc).splitlines()[0]}. "
+                          "Check the key's spelling and type against `wmrl_core/config.py` (TrainConfig).") from None
+    validate(cfg)
+    return cfg
+
+
+def to_yaml(cfg: TrainConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))

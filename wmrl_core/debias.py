@@ -1,0 +1,96 @@
+"""Online debiasing of world-model rewards with isotonic regression.
+
+The world model's reward ``w`` is assumed to be a monotone but otherwise unknown
+(nonlinear, biased) function of the real reward plus noise. The best monotone map
+:math:`\\hat f = \\arg\\min_{f\\uparrow} \\sum_j (r_j - f(w_j))^2` over the anchor pairs
+:math:`(w_j, r_j)` seen so far is refit after every step; calibrated rewards are
+:math:`\\hat f(w)`. Before the first anchors the map is the identity; outside the seen range
+predictions are clipped to the nearest fitted value.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.isotonic import IsotonicRegression
+
+__all__ = ["IsotonicDebiaser"]
+
+
+class IsotonicDebiaser:
+    """A monotone map from world-model reward to real reward, refit online.
+
+    :param window: keep only the most recent ``window`` anchor pairs (``None``: all).
+    :param increasing: ``True`` when a higher world-model reward means a higher real one.
+
+    Fitted attributes: ``n_pairs_``, ``x_`` / ``y_`` / ``groups_`` (the stored pairs and the
+    group key of each), ``isotonic_`` (the scikit-learn estimator, ``None`` before data).
+    """
+
+    def __init__(self, *, window: int | None = None, increasing: bool = True):
+        if window is not None and window < 2:
+            raise ValueError(f"window must be >= 2 pairs or None, got {window}")
+        self.window = window
+        self.increasing = increasing
+        self.x_ = np.empty(0)
+        self.y_ = np.empty(0)
+        self.groups_ = np.empty(0, dtype=np.int64)
+        self.isotonic_: IsotonicRegression | None = None
+
+    @property
+    def n_pairs_(self) -> int:
+        return int(self.x_.size)
+
+    def update(self, world_model_rewards: np.ndarray, real_rewards: np.ndarray, groups: np.ndarray) -> None:
+        """Add anchor pairs (NaNs dropped) and refit.
+
+        :param groups: int key of each pair's group (unique across steps), used by the
+            denoiser to compare rewards within groups.
+        """
+        x = np.asarray(world_model_rewards, dtype=np.float64)
+        y = np.asarray(real_rewards, dtype=np.float64)
+        g = np.asarray(groups, dtype=np.int64)
+        if not (x.shape == y.shape == g.shape) or x.ndim != 1:
+            raise ValueError(f"pairs must be 1-D of equal length, got {x.shape}, {y.shape}, {g.shape}")
+        keep = np.isfinite(x) & np.isfinite(y)
+        self.x_ = np.concatenate([self.x_, x[keep]])
+        self.y_ = np.concatenate([self.y_, y[keep]])
+        self.groups_ = np.concatenate([self.groups_, g[keep]])
+        if self.window is not None and self.x_.size > self.window:
+            self.x_, self.y_, self.groups_ = (a[-self.window :] for a in (self.x_, self.y_, self.groups_))
+        self._refit()
+
+    def _refit(self) -> None:
+        if self.x_.size == 0:
+            self.isotonic_ = None
+            return
+        iso = IsotonicRegression(increasing=self.increasing, out_of_bounds="clip")
+        with warnings.catch_warnings():
+            # one distinct x gives a constant map, which is the honest answer
+            warnings.simplefilter("ignore", RuntimeWarning)
+            iso.fit(self.x_, self.y_)
+        self.isotonic_ = iso
+
+    def transform(self, world_model_rewards: np.ndarray) -> np.ndarray:
+        """Calibrated rewards; identity before any anchor pair; NaN stays NaN."""
+        x = np.asarray(world_model_rewards, dtype=np.float64)
+        if self.isotonic_ is None:
+            return x.copy()
+        out = np.full_like(x, np.nan)
+        finite = np.isfinite(x)
+        if finite.any():
+            out[finite] = self.isotonic_.predict(x[finite])
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"x": self.x_.tolist(), "y": self.y_.tolist(), "groups": self.groups_.tolist(),
+                "window": self.window, "increasing": self.increasing}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.window, self.increasing = state["window"], state["increasing"]
+        self.x_ = np.asarray(state["x"], dtype=np.float64)
+        self.y_ = np.asarray(state["y"], dtype=np.float64)
+        self.groups_ = np.asarray(state["groups"], dtype=np.int64)
+        self._refit()

@@ -1,0 +1,127 @@
+r"""GRPO's maths as small pure functions (one test each in ``tests/test_grpo.py``).
+
+Notation: ``N`` rollouts in groups of ``G`` (one group per task), ``T`` tokens (or actions)
+per rollout, ``m_{i,t}`` the mask of existing tokens.
+
+* Group-normalized advantage (Shao et al., 2024):
+  :math:`A_i = (r_i - \bar r_g) / (\sigma_g + \epsilon)`, where :math:`\bar r_g` and
+  :math:`\sigma_g` are the mean and population standard deviation of the finite rewards of
+  rollout *i*'s group. A group with zero spread carries no preference: its advantages are 0.
+* Clipped surrogate (PPO): with :math:`\rho_{i,t} = \exp(\log\pi_\theta - \log\pi_{old})`,
+  :math:`\ell_{i,t} = -\min(\rho_{i,t} A_i, \operatorname{clip}(\rho_{i,t}, 1-\varepsilon, 1+\varepsilon) A_i)`.
+* KL penalty to a reference policy, the non-negative "k3" estimator (Schulman, 2020):
+  :math:`k_{i,t} = e^{\log\pi_{ref}-\log\pi_\theta} - (\log\pi_{ref}-\log\pi_\theta) - 1`.
+* Aggregation of per-token terms into one loss:
+  ``token_mean``: :math:`\sum_{i,t} m\ell / \sum_{i,t} m` (long answers weigh more, as in DAPO);
+  ``sequence_mean``: :math:`\frac1N\sum_i \sum_t m\ell / \sum_t m` (the original GRPO).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["group_advantages", "clipped_surrogate", "kl_k3", "aggregate", "grpo_loss"]
+
+LossAggregation = Literal["token_mean", "sequence_mean"]
+
+
+def group_advantages(
+    rewards: Sequence[float] | np.ndarray,
+    group_ids: Sequence[int] | np.ndarray,
+    *,
+    scale: bool = True,
+    eps: float = 1e-6,
+) -> np.ndarray:
+    """Advantages :math:`A_i = (r_i - \\bar r_g) / (\\sigma_g + \\epsilon)` per group.
+
+    :param rewards: (N,) rewards; NaN marks "no reward" and gets advantage 0 (the rollout is
+        not pushed either way) and is left out of its group's mean and spread.
+    :param group_ids: (N,) group of each rollout.
+    :param scale: divide by the group's standard deviation (``False``: mean-centering only,
+        as in Dr. GRPO).
+    :return: (N,) float64 advantages; never NaN.
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    g = np.asarray(group_ids)
+    if r.shape != g.shape or r.ndim != 1:
+        raise ValueError(f"rewards {r.shape} and group_ids {g.shape} must be 1-D of equal length")
+    adv = np.zeros_like(r)
+    for gid in np.unique(g):
+        idx = np.flatnonzero((g == gid) & np.isfinite(r))
+        if idx.size < 2:
+            continue
+        centered = r[idx] - r[idx].mean()
+        std = r[idx].std()
+        if std <= eps:
+            continue  # zero spread: no preference inside the group
+        adv[idx] = centered / (std + eps) if scale else centered
+    return adv
+
+
+def clipped_surrogate(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_eps: float,
+) -> torch.Tensor:
+    """Per-token PPO loss :math:`-\\min(\\rho A, \\operatorname{clip}(\\rho, 1\\pm\\varepsilon) A)`.
+
+    :param log_probs: (N, T) log-probabilities under the current policy (differentiable).
+    :param old_log_probs: (N, T) log-probabilities at sampling time.
+    :param advantages: (N,) advantages, broadcast over tokens.
+    :param clip_eps: clip range :math:`\\varepsilon` (> 0).
+    :return: (N, T) per-token losses (not yet masked).
+    """
+    if clip_eps <= 0:
+        raise ValueError(f"clip_eps must be > 0, got {clip_eps}")
+    ratio = torch.exp(log_probs - old_log_probs.detach())
+    adv = advantages.to(log_probs.dtype).unsqueeze(-1)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv
+    return -torch.minimum(unclipped, clipped)
+
+
+def kl_k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+    """Per-token KL estimate :math:`e^{d} - d - 1` with :math:`d = \\log\\pi_{ref} - \\log\\pi_\\theta` (>= 0)."""
+    d = ref_log_probs.detach() - log_probs
+    return torch.exp(d) - d - 1.0
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: LossAggregation = "token_mean") -> torch.Tensor:
+    """Reduce (N, T) per-token terms to a scalar; rows with an empty mask count for nothing.
+
+    ``token_mean`` = :math:`\\sum m\\ell / \\sum m`; ``sequence_mean`` = mean over rows of
+    :math:`\\sum_t m\\ell / \\sum_t m`. An empty selection gives 0 (keeps the graph).
+    """
+    mask = mask.to(per_token.dtype)
+    if mode == "token_mean":
+        return (per_token * mask).sum() / mask.sum().clamp_min(1.0)
+    if mode == "sequence_mean":
+        lengths = mask.sum(dim=-1)
+        rows = lengths > 0
+        per_row = (per_token * mask).sum(dim=-1) / lengths.clamp_min(1.0)
+        return per_row[rows].sum() / rows.sum().clamp_min(1)
+    raise ValueError(f"unknown loss aggregation {mode!r}; use 'token_mean' or 'sequence_mean'")
+
+
+def grpo_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_eps: float = 0.2,
+    kl_coef: float = 0.0,
+    ref_log_probs: torch.Tensor | None = None,
+    aggregation: LossAggregation = "token_mean",
+) -> torch.Tensor:
+    """:math:`L = \\operatorname{agg}(\\ell^{clip} + \\beta\\, k^{KL})` over the rows selected by ``mask``."""
+    per_token = clipped_surrogate(log_probs, old_log_probs, advantages, clip_eps)
+    if kl_coef:
+        if ref_log_probs is None:
+            raise ValueError("kl_coef > 0 needs ref_log_probs; pass the reference policy's log-probs")
+        per_token = per_token + kl_coef * kl_k3(log_probs, ref_log_probs)
+    return aggregate(per_token, mask, aggregation)

@@ -1,0 +1,1 @@
+"""The synthetic domain: a contextual bandit whose truth is known (a built-in plugin)."""
