@@ -1,0 +1,24 @@
+"""The plugin API stays documented: every hook, with its exact signature, in hookspecs and README."""
+
+import inspect
+from pathlib import Path
+
+from wmrl_core import hookspecs
+
+ROOT = Path(__file__).resolve().parents[1]
+HOOKS = [name for name in dir(hookspecs) if name.startswith("wmrl_")]
+
+
+def test_every_hook_has_a_docstring_with_params():
+    for name in HOOKS:
+        doc = inspect.getdoc(getattr(hookspecs, name))
+        assert doc and len(doc) > 40, name
+        for param in inspect.signature(getattr(hookspecs, name)).parameters:
+            assert f":param {param}:" in doc, (name, param)
+
+
+def test_every_hook_is_in_the_readme_with_its_signature():
+    readme = (ROOT / "README.md").read_text()
+    for name in HOOKS:
+        params = ", ".join(inspect.signature(getattr(hookspecs, name)).parameters)
+        assert f"{name}({params})" in readme, f"README.md lacks `{name}({params})`"

@@ -1,0 +1,108 @@
+"""The ``wmrl`` command line: ``train``, ``plugins``, ``experiment``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from wmrl_core.errors import WMRLError
+
+EXAMPLE = "wmrl train configs/synthetic/wmrl.yaml mode=real steps=20"
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from wmrl_core.config import load_config
+    from wmrl_core.trainer import train
+
+    cfg = load_config(args.config, args.overrides)
+    summary = train(cfg)
+    run_dir = Path(summary["run_dir"])
+    final = {k: v for k, v in summary["final"].items() if k.startswith(("eval/", "compute/total_s", "reward/"))}
+    print(json.dumps(final, indent=2, default=float))
+    print(f"run directory: {run_dir}  (metrics.jsonl, summary.json, checkpoints/, tensorboard/)")
+    return 0
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    from wmrl_core.plugins import build_registry, describe_plugins, get_plugin_manager
+
+    pm = get_plugin_manager()
+    registry = build_registry(pm)
+    infos = describe_plugins(pm, registry)
+    if args.json:
+        print(json.dumps([{"name": i.name, "version": i.version, "module": i.module, "components": i.components}
+                          for i in infos], indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="WMRL plugins")
+    for col in ("plugin", "version", "kind", "name", "description"):
+        table.add_column(col)
+    for info in infos:
+        for kind, tbl in registry.tables().items():
+            for spec in tbl:
+                if spec.plugin == info.name:
+                    table.add_row(info.name, info.version, kind, spec.name, spec.description)
+    Console(width=160 if not sys.stdout.isatty() else None).print(table)
+    return 0
+
+
+def _cmd_experiment(args: argparse.Namespace) -> int:
+    from wmrl_core.experiment import SYNTHETIC_ARMS, run_arms, write_report
+    from wmrl_core.synthetic.bandit import BanditTruth
+
+    if args.domain != "synthetic":
+        raise WMRLError(f"unknown experiment {args.domain!r}; available: synthetic (the AutoResearch one is in benchmarks/)")
+    config = Path(args.config)
+    if not config.is_file():
+        raise WMRLError(f"config {config} not found; run from the repository root or pass --config PATH")
+    arms = {k: v for k, v in SYNTHETIC_ARMS.items() if not args.arms or k in args.arms}
+    results = run_arms(config, arms, seeds=range(args.seeds), out_dir=args.out, overrides=args.overrides)
+    summary = write_report(results, args.out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
+    print((Path(args.out) / "table.md").read_text())
+    print(f"plot: {Path(args.out) / 'reward_vs_compute.png'}; JSON: {Path(args.out) / 'summary.json'}")
+    return 0 if summary else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wmrl", description="World-model reinforcement learning.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train from a YAML config with key=value overrides",
+                       epilog=f"example: {EXAMPLE}")
+    p.add_argument("config", help="YAML config (see configs/)")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. grpo.lr=0.01 resume=true")
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("plugins", help="list installed plugins and their components")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_plugins)
+
+    p = sub.add_parser("experiment", help="run all modes over seeds; write a table and a plot")
+    p.add_argument("domain", choices=["synthetic"])
+    p.add_argument("--config", default="configs/synthetic/wmrl.yaml")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--out", default="runs/experiment-synthetic")
+    p.add_argument("--arms", nargs="*", help="subset of arms (default: all)")
+    p.add_argument("overrides", nargs="*", help="overrides applied to every arm")
+    p.set_defaults(func=_cmd_experiment)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except WMRLError as exc:
+        print(f"wmrl: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("wmrl: interrupted; the last checkpoint is kept (resume with resume=true)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""Side-by-side runs of several arms (modes, ablations) over seeds, with a table and a plot.
+
+The *theorem experiment* (``wmrl experiment synthetic``) runs ``real``, ``world_model``,
+``wmrl`` and the two ablations on the synthetic bandit and reports, per arm: final true
+reward (mean and 95% t-interval over seeds), compute spent, and compute to reach 95% of
+the ``real`` arm's final true reward. Seeds are the outer loop so that machine noise hits
+every arm alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from wmrl_core.config import load_config
+from wmrl_core.metrics import read_metrics
+from wmrl_core.trainer import train
+
+__all__ = ["SYNTHETIC_ARMS", "ArmResult", "run_arms", "compute_to_reach", "summarize", "write_report"]
+
+SYNTHETIC_ARMS: dict[str, list[str]] = {
+    "real": ["mode=real"],
+    "world_model": ["mode=world_model"],
+    "wmrl": ["mode=wmrl"],
+    "wmrl_no_debias": ["mode=wmrl", "debias.enabled=false"],
+    "wmrl_no_denoise": ["mode=wmrl", "denoise.enabled=false"],
+    "wmrl_independent_wm": ["mode=wmrl", "world_model.kwargs.quality=independent"],
+}
+
+
+@dataclass
+class ArmResult:
+    name: str
+    curves: list[list[tuple[float, float]]] = field(default_factory=list)
+    """Per seed: (cumulative compute in s, evaluation score) at each evaluation."""
+    finals: list[float] = field(default_factory=list)
+    compute: list[dict[str, float]] = field(default_factory=list)
+    w_world_model: list[float] = field(default_factory=list)
+    """Per seed: mean world-model fusion weight over the second half of training."""
+
+
+def _final_score(curve: Sequence[tuple[float, float]], last_k: int = 3) -> float:
+    """Mean of the last ``last_k`` evaluations (one evaluation is too noisy to compare)."""
+    return float(np.mean([s for _, s in curve[-last_k:]]))
+
+
+def run_arms(config_path: str | Path, arms: dict[str, list[str]], seeds: Sequence[int], out_dir: str | Path,
+             overrides: Sequence[str] = (), metric: str = "eval/true_reward") -> dict[str, ArmResult]:
+    """Train every arm for every seed (seeds outer, arms inner) and collect their curves."""
+    out_dir = Path(out_dir)
+    results = {name: ArmResult(name) for name in arms}
+    for seed in seeds:
+        for name, arm_overrides in arms.items():
+            run_dir = out_dir / "runs" / f"{name}-seed{seed}"
+            cfg = load_config(config_path, [*overrides, *arm_overrides, f"seed={seed}", f"run_dir={run_dir}",
+                                            "logging.progress=false"])
+            train(cfg)
+            records = read_metrics(run_dir)
+            curve = [(r["compute/total_s"], r[metric]) for r in records if r.get(metric) is not None]
+            res = results[name]
+            res.curves.append(curve)
+            res.finals.append(_final_score(curve))
+            res.compute.append({k.split("/")[1]: records[-1][k] for k in
+                                ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s")})
+            half = [r["fusion/w_world_model"] for r in records[len(records) // 2:] if r.get("fusion/w_world_model") is not None]
+            res.w_world_model.append(float(np.mean(half)) if half else math.nan)
+            print(f"  {name:<22} seed {seed}: final {metric} {res.finals[-1]:.3f}, compute {res.compute[-1]['total_s']:.0f} s",
+                  flush=True)
+    return results
+
+
+def compute_to_reach(curve: Sequence[tuple[float, float]], target: float, smooth: int = 2) -> float | None:
+    """First cumulative compute at which the running mean of ``smooth`` evaluations reaches ``target``."""
+    scores = np.array([s for _, s in curve])
+    for i in range(len(curve)):
+        window = scores[max(0, i - smooth + 1): i + 1]
+        if window.mean() >= target:
+            return float(curve[i][0])
+    return None
+
+
+def _mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and half-width of the 95% t-interval (0 for one value)."""
+    from scipy import stats
+
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return math.nan, math.nan
+    if v.size == 1:
+        return float(v[0]), 0.0
+    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+
+
+def summarize(results: dict[str, ArmResult], baseline: str = "real", fraction: float = 0.95) -> dict[str, Any]:
+    """Per-arm final score, compute, and compute to reach ``fraction`` of the baseline's final score."""
+    target = fraction * float(np.mean(results[baseline].finals))
+    rows = {}
+    for name, res in results.items():
+        reach = [compute_to_reach(c, target) for c in res.curves]
+        reached = [r for r in reach if r is not None]
+        final_mean, final_ci = _mean_ci(res.finals)
+        rows[name] = {
+            "final_mean": final_mean, "final_ci95": final_ci,
+            "compute_total_s": float(np.mean([c["total_s"] for c in res.compute])),
+            "compute_execution_s": float(np.mean([c["execution_s"] for c in res.compute])),
+            "compute_to_target_s": float(np.mean(reached)) if len(reached) == len(reach) else None,
+            "seeds_reaching_target": f"{len(reached)}/{len(reach)}",
+            "w_world_model_late": float(np.nanmean(res.w_world_model)) if res.w_world_model else math.nan,
+        }
+    base = rows[baseline]["compute_to_target_s"]
+    for row in rows.values():
+        ctt = row["compute_to_target_s"]
+        row["speedup_vs_baseline"] = base / ctt if base and ctt else None
+    return {"baseline": baseline, "target": target, "fraction": fraction, "arms": rows}
+
+
+def markdown_table(summary: dict[str, Any], metric_label: str = "final true reward") -> str:
+    lines = [f"| arm | {metric_label} (95% CI) | compute (s) | execution (s) | compute to {summary['fraction']:.0%} of "
+             f"{summary['baseline']} ({summary['target']:.3f}) | speed-up | w_world_model (late) |",
+             "|---|---|---|---|---|---|---|"]
+    for name, r in summary["arms"].items():
+        ctt = f"{r['compute_to_target_s']:.0f}" if r["compute_to_target_s"] is not None else f"not reached ({r['seeds_reaching_target']})"
+        speed = f"{r['speedup_vs_baseline']:.1f}x" if r["speedup_vs_baseline"] else "-"
+        w = f"{r['w_world_model_late']:.2f}" if math.isfinite(r["w_world_model_late"]) else "-"
+        lines.append(f"| {name} | {r['final_mean']:.3f} ± {r['final_ci95']:.3f} | {r['compute_total_s']:.0f} | "
+                     f"{r['compute_execution_s']:.0f} | {ctt} | {speed} | {w} |")
+    return "\n".join(lines)
+
+
+def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true reward", target: float | None = None,
+                optimum: float | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, res in results.items():
+        grid = np.unique(np.concatenate([[x for x, _ in c] for c in res.curves]))
+        ys = np.array([np.interp(grid, [x for x, _ in c], [y for _, y in c]) for c in res.curves])
+        line, = ax.plot(grid, ys.mean(axis=0), label=name)
+        if len(ys) > 1:
+            ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.15)
+    if target is not None:
+        ax.axhline(target, color="gray", ls="--", lw=1, label="95% of real's final")
+    if optimum is not None:
+        ax.axhline(optimum, color="black", ls=":", lw=1, label="optimum")
+    ax.set_xscale("symlog", linthresh=100)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("cumulative compute (charged seconds)")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(results: dict[str, ArmResult], out_dir: str | Path, title: str, optimum: float | None = None) -> dict[str, Any]:
+    """Write ``summary.json``, ``table.md`` and ``reward_vs_compute.png`` into ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = summarize(results)
+    summary["title"] = title
+    summary["optimum"] = optimum
+    table = markdown_table(summary)
+    (out_dir / "table.md").write_text(f"# {title}\n\n{table}\n")
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot_curves(results, out_dir / "reward_vs_compute.png", target=summary["target"], optimum=optimum)
+    return summary
