@@ -30,6 +30,7 @@ SYNTHETIC_ARMS: dict[str, list[str]] = {
     "wmrl_no_debias": ["mode=wmrl", "debias.enabled=false"],
     "wmrl_no_denoise": ["mode=wmrl", "denoise.enabled=false"],
     "wmrl_independent_wm": ["mode=wmrl", "world_model.kwargs.quality=independent"],
+    "wmrl_independent_wm_no_denoise": ["mode=wmrl", "world_model.kwargs.quality=independent", "denoise.enabled=false"],
 }
 
 
@@ -97,43 +98,48 @@ def _mean_ci(values: Sequence[float]) -> tuple[float, float]:
 
 
 def summarize(results: dict[str, ArmResult], baseline: str = "real", fraction: float = 0.95) -> dict[str, Any]:
-    """Per-arm final score, compute, and compute to reach ``fraction`` of the baseline's final score."""
+    """Per-arm final score, compute by stage, and compute to reach ``fraction`` of the baseline's
+    final score. The speed-up is paired by seed: :math:`s_i = C^{base}_i / C^{arm}_i`, reported as
+    the mean and 95% t-interval of :math:`s_i` over seeds where both arms reach the target."""
     target = fraction * float(np.mean(results[baseline].finals))
+    base_reach = [compute_to_reach(c, target) for c in results[baseline].curves]
     rows = {}
     for name, res in results.items():
         reach = [compute_to_reach(c, target) for c in res.curves]
         reached = [r for r in reach if r is not None]
         final_mean, final_ci = _mean_ci(res.finals)
+        ratios = [b / a for b, a in zip(base_reach, reach) if a and b]
+        speed, speed_ci = _mean_ci(ratios) if len(ratios) == len(reach) else (None, None)
         rows[name] = {
             "final_mean": final_mean, "final_ci95": final_ci,
-            "compute_total_s": float(np.mean([c["total_s"] for c in res.compute])),
-            "compute_execution_s": float(np.mean([c["execution_s"] for c in res.compute])),
+            **{f"compute_{stage}_s": float(np.mean([c[f"{stage}_s"] for c in res.compute]))
+               for stage in ("generation", "world_model", "execution", "total")},
             "compute_to_target_s": float(np.mean(reached)) if len(reached) == len(reach) else None,
             "seeds_reaching_target": f"{len(reached)}/{len(reach)}",
+            "speedup_vs_baseline": speed, "speedup_ci95": speed_ci,
             "w_world_model_late": float(np.nanmean(res.w_world_model)) if res.w_world_model else math.nan,
         }
-    base = rows[baseline]["compute_to_target_s"]
-    for row in rows.values():
-        ctt = row["compute_to_target_s"]
-        row["speedup_vs_baseline"] = base / ctt if base and ctt else None
     return {"baseline": baseline, "target": target, "fraction": fraction, "arms": rows}
 
 
 def markdown_table(summary: dict[str, Any], metric_label: str = "final true reward") -> str:
-    lines = [f"| arm | {metric_label} (95% CI) | compute (s) | execution (s) | compute to {summary['fraction']:.0%} of "
-             f"{summary['baseline']} ({summary['target']:.3f}) | speed-up | w_world_model (late) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"| arm | {metric_label} (95% CI) | generation (s) | world model (s) | execution (s) | total (s) | "
+             f"compute to {summary['fraction']:.0%} of {summary['baseline']} ({summary['target']:.3f}) | "
+             f"speed-up (95% CI) | w_world_model (late) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, r in summary["arms"].items():
-        ctt = f"{r['compute_to_target_s']:.0f}" if r["compute_to_target_s"] is not None else f"not reached ({r['seeds_reaching_target']})"
-        speed = f"{r['speedup_vs_baseline']:.1f}x" if r["speedup_vs_baseline"] else "-"
+        ctt = (f"{r['compute_to_target_s']:.0f}" if r["compute_to_target_s"] is not None
+               else f"not reached ({r['seeds_reaching_target']})")
+        speed = f"{r['speedup_vs_baseline']:.1f}x ± {r['speedup_ci95']:.1f}" if r["speedup_vs_baseline"] else "-"
         w = f"{r['w_world_model_late']:.2f}" if math.isfinite(r["w_world_model_late"]) else "-"
-        lines.append(f"| {name} | {r['final_mean']:.3f} ± {r['final_ci95']:.3f} | {r['compute_total_s']:.0f} | "
-                     f"{r['compute_execution_s']:.0f} | {ctt} | {speed} | {w} |")
+        lines.append(f"| {name} | {r['final_mean']:.3f} ± {r['final_ci95']:.3f} | {r['compute_generation_s']:.0f} | "
+                     f"{r['compute_world_model_s']:.0f} | {r['compute_execution_s']:.0f} | {r['compute_total_s']:.0f} | "
+                     f"{ctt} | {speed} | {w} |")
     return "\n".join(lines)
 
 
 def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true reward", target: float | None = None,
-                optimum: float | None = None) -> None:
+                optimum: float | None = None, target_label: str = "target") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -147,7 +153,7 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
         if len(ys) > 1:
             ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.15)
     if target is not None:
-        ax.axhline(target, color="gray", ls="--", lw=1, label="95% of real's final")
+        ax.axhline(target, color="gray", ls="--", lw=1, label=target_label)
     if optimum is not None:
         ax.axhline(optimum, color="black", ls=":", lw=1, label="optimum")
     ax.set_xscale("symlog", linthresh=100)
@@ -161,15 +167,17 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     plt.close(fig)
 
 
-def write_report(results: dict[str, ArmResult], out_dir: str | Path, title: str, optimum: float | None = None) -> dict[str, Any]:
+def write_report(results: dict[str, ArmResult], out_dir: str | Path, title: str, optimum: float | None = None,
+                 fraction: float = 0.95, metric_label: str = "final true reward") -> dict[str, Any]:
     """Write ``summary.json``, ``table.md`` and ``reward_vs_compute.png`` into ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = summarize(results)
+    summary = summarize(results, fraction=fraction)
     summary["title"] = title
     summary["optimum"] = optimum
-    table = markdown_table(summary)
+    table = markdown_table(summary, metric_label)
     (out_dir / "table.md").write_text(f"# {title}\n\n{table}\n")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    plot_curves(results, out_dir / "reward_vs_compute.png", target=summary["target"], optimum=optimum)
+    plot_curves(results, out_dir / "reward_vs_compute.png", ylabel=metric_label.replace("final ", ""),
+                target=summary["target"], optimum=optimum, target_label=f"{fraction:.0%} of real's final")
     return summary

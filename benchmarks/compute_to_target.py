@@ -1,0 +1,203 @@
+"""Compute to reach the ``real`` baseline's final score, side by side, with plots.
+
+Runs ``real``, ``world_model``, ``wmrl`` and the two ablations on the same tasks, the same
+policy initialisation and several seeds (seeds outer, arms inner, so machine noise hits
+every arm alike), then reports per arm: final score (mean, 95% interval over seeds),
+compute by stage, compute to reach the ``real`` arm's final score, and the paired
+``real / arm`` ratio with its interval. Writes ``table.md``, ``summary.json``,
+``reward_vs_compute.png`` and ``calibration.png`` under ``--out``.
+
+    python benchmarks/compute_to_target.py --suite synthetic            # seconds
+    python benchmarks/compute_to_target.py --suite synthetic --sweep    # cost ratio x anchor fraction
+    python benchmarks/compute_to_target.py --suite autoresearch         # real Docker execution (minutes)
+    ... --quick                                                        # every arm end to end, tiny budget (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from wmrl_core.experiment import compute_to_reach, run_arms, write_report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Arms get more steps than the real baseline so that each can reach the baseline's final
+# score; the comparison is compute to that score, not score at equal steps.
+SUITES = {
+    "synthetic": {
+        "config": ROOT / "configs/synthetic/wmrl.yaml",
+        "metric": "eval/true_reward", "label": "final true reward",
+        "arms": {"real": ["mode=real", "steps=60"], "world_model": ["mode=world_model", "steps=120"],
+                 "wmrl": ["mode=wmrl", "steps=120"],
+                 "wmrl_no_debias": ["mode=wmrl", "steps=120", "debias.enabled=false"],
+                 "wmrl_no_denoise": ["mode=wmrl", "steps=120", "denoise.enabled=false"]},
+        "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=2"],
+        "quick": ["eval.every=2", "rollout.batch_tasks=10"], "quick_steps": 0.5, "seeds": 5,
+    },
+    "autoresearch": {
+        "config": ROOT / "configs/autoresearch/quickstart.yaml",
+        "metric": "eval/reward", "label": "final held-out score",
+        "arms": {"real": ["mode=real"], "world_model": ["mode=world_model"], "wmrl": ["mode=wmrl"],
+                 "wmrl_no_debias": ["mode=wmrl", "debias.enabled=false"],
+                 "wmrl_no_denoise": ["mode=wmrl", "denoise.enabled=false"]},
+        "overrides": ["logging.tensorboard=false", "checkpoint.every=0"],
+        "quick": ["eval.every=2"], "quick_steps": 0.2, "seeds": 3,
+    },
+}
+
+
+def _scale_steps(arms: dict[str, list[str]], factor: float, default_steps: int) -> dict[str, list[str]]:
+    out = {}
+    for name, overrides in arms.items():
+        steps = next((int(o.split("=")[1]) for o in overrides if o.startswith("steps=")), default_steps)
+        out[name] = [o for o in overrides if not o.startswith("steps=")] + [f"steps={max(2, int(steps * factor))}"]
+    return out
+
+
+def plot_calibration(run_dir: Path, path: Path) -> None:
+    """Raw and debiased world-model rewards against real rewards on the anchors of one run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in (run_dir / "anchor_pairs.jsonl").read_text().splitlines() if line]
+    if not rows:
+        return
+    real = np.concatenate([r["real"] for r in rows]).astype(float)
+    raw = np.concatenate([r["world_model"] for r in rows]).astype(float)
+    cal = np.concatenate([r["calibrated"] for r in rows]).astype(float)
+    ok = np.isfinite(real) & np.isfinite(raw) & np.isfinite(cal)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=True)
+    for ax, pred, title in ((axes[0], raw, "raw world model"), (axes[1], cal, "debiased (online isotonic)")):
+        ax.scatter(pred[ok], real[ok], s=6, alpha=0.4)
+        lo, hi = np.nanmin([pred[ok].min(), real[ok].min()]), np.nanmax([pred[ok].max(), real[ok].max()])
+        ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+        ax.set_title(f"{title}: MSE {np.mean((pred[ok] - real[ok]) ** 2):.4f}")
+        ax.set_xlabel("predicted reward")
+    axes[0].set_ylabel("real reward (anchors)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_suite(suite: str, out: Path, seeds: int, quick: bool) -> dict:
+    spec = SUITES[suite]
+    if not spec["config"].is_file():
+        sys.exit(f"{spec['config']} is missing: the {suite} suite needs its plugin's configs (see README)")
+    arms, overrides = spec["arms"], list(spec["overrides"])
+    if quick:
+        arms = _scale_steps(arms, spec["quick_steps"], default_steps=60)
+        overrides += spec["quick"]
+    started = time.perf_counter()
+    results = run_arms(spec["config"], arms, seeds=range(seeds), out_dir=out, overrides=overrides, metric=spec["metric"])
+    summary = write_report(results, out, title=f"compute to target: {suite}", fraction=1.0, metric_label=spec["label"])
+    plot_calibration(out / "runs" / "wmrl-seed0", out / "calibration.png")
+    summary["machine"] = {"cpus": __import__("os").cpu_count(), "processor": platform.processor() or platform.machine(),
+                          "python": platform.python_version()}
+    summary["wall_s"] = time.perf_counter() - started
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
+    """Measured ``real / wmrl`` compute ratio over execution/generation cost ratio and anchor fraction.
+
+    The *ideal* ratio is what the costs alone allow when WMRL needs as many steps as GRPO:
+    :math:`\\frac{BG(g+e)}{BG(g+\\rho e) + w}` with generation ``g`` and execution ``e`` per rollout
+    and world-model cost ``w`` per step.
+    """
+    spec = SUITES["synthetic"]
+    cost_ratios = [1, 3, 10] if quick else [1, 3, 10, 30, 100]
+    fractions = [0.1, 0.5] if quick else [0.05, 0.1, 0.2, 0.5]
+    g, B, G = 0.05, 20, 8
+    w_call, w_item = 0.1, 0.001
+    measured = np.full((len(cost_ratios), len(fractions)), np.nan)
+    ideal = np.zeros_like(measured)
+    base_over = [*spec["overrides"], f"policy.kwargs.generation_cost_s={g}"]
+    steps = {"real": 30 if quick else 60, "wmrl": 60 if quick else 120}
+    for i, ratio in enumerate(cost_ratios):
+        e = g * ratio
+        over = [*base_over, f"environment.kwargs.execution_cost_s={e}"]
+        real = run_arms(spec["config"], {"real": ["mode=real", f"steps={steps['real']}"]}, range(seeds),
+                        out / "sweep" / f"cost{ratio}", over, spec["metric"])["real"]
+        target = float(np.mean(real.finals))
+        for j, rho in enumerate(fractions):
+            n_anchor = max(1, round(rho * B))
+            ideal[i, j] = B * G * (g + e) / (B * G * g + n_anchor * G * e + w_call + w_item * B * G)
+            arm = run_arms(spec["config"], {"wmrl": ["mode=wmrl", f"steps={steps['wmrl']}", f"anchors.fraction={rho}"]},
+                           range(seeds), out / "sweep" / f"cost{ratio}-rho{rho}", over, spec["metric"])["wmrl"]
+            ratios = [compute_to_reach(rc, target) / c for rc, c in
+                      ((r_curve, compute_to_reach(a_curve, target)) for r_curve, a_curve in zip(real.curves, arm.curves))
+                      if c and compute_to_reach(rc, target)]
+            measured[i, j] = float(np.mean(ratios)) if len(ratios) == seeds else np.nan
+    _plot_sweep(cost_ratios, fractions, measured, ideal, out / "sweep.png")
+    lines = ["| exec/gen cost | " + " | ".join(f"rho={f}" for f in fractions) + " |",
+             "|---|" + "---|" * len(fractions)]
+    for i, ratio in enumerate(cost_ratios):
+        cells = [("not reached" if math.isnan(measured[i, j]) else f"{measured[i, j]:.1f}x") + f" (ideal {ideal[i, j]:.1f}x)"
+                 for j in range(len(fractions))]
+        lines.append(f"| {ratio} | " + " | ".join(cells) + " |")
+    table = "\n".join(lines)
+    (out / "sweep.md").write_text("# real / wmrl compute to reach real's final true reward\n\n" + table + "\n")
+    result = {"cost_ratios": cost_ratios, "fractions": fractions, "measured": measured.tolist(), "ideal": ideal.tolist()}
+    (out / "sweep.json").write_text(json.dumps(result, indent=2))
+    print(table)
+    return result
+
+
+def _plot_sweep(cost_ratios, fractions, measured, ideal, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for j, rho in enumerate(fractions):
+        line, = ax.plot(cost_ratios, measured[:, j], "o-", label=f"measured, rho={rho}")
+        ax.plot(cost_ratios, ideal[:, j], "--", color=line.get_color(), alpha=0.6)
+    ax.axhline(1.0, color="black", lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("execution cost / generation cost (per rollout)")
+    ax.set_ylabel("compute ratio real / wmrl (>1: WMRL pays off)")
+    ax.set_title("dashed: ideal ratio from costs alone")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", choices=sorted(SUITES), default="synthetic")
+    parser.add_argument("--seeds", type=int, default=None, help="default: the suite's")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true", help="tiny budget, every arm end to end (CI)")
+    parser.add_argument("--sweep", action="store_true", help="synthetic only: cost ratio x anchor fraction")
+    args = parser.parse_args(argv)
+    out = args.out or ROOT / "runs" / "bench" / (f"{args.suite}-sweep" if args.sweep else args.suite)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = args.seeds or (2 if args.quick else SUITES[args.suite]["seeds"])
+    if args.sweep:
+        if args.suite != "synthetic":
+            parser.error("--sweep runs on the synthetic suite only")
+        run_sweep(out, seeds, args.quick)
+    else:
+        run_suite(args.suite, out, seeds, args.quick)
+        print((out / "table.md").read_text())
+    print(f"outputs in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
