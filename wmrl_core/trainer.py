@@ -218,14 +218,17 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             rho2 = math.nan
             if cfg.mode == "wmrl" and cfg.denoise.enabled:
                 rho2 = fuser.estimate_rho2(debiaser.x_, debiaser.y_, debiaser.groups_, calibrate=cfg.debias.enabled)
-                w_real, w_wm = fuser.weights(n_real, n_wm, rho2).w_real, fuser.weights(n_real, n_wm, rho2).w_world_model
+                weights = fuser.weights(n_real, n_wm, rho2)
+                w_real, w_wm = weights.w_real, weights.w_world_model
             else:  # pool the streams by their share of informative rollouts
                 total = max(n_real + n_wm, 1)
                 w_real, w_wm = (n_real / total, n_wm / total) if n_real + n_wm else (float(is_anchor.any()), float(not is_anchor.any()))
 
             # 8. GRPO update on the fused loss
-            adv_t = torch.as_tensor(advantages, dtype=torch.float32)
-            real_rows = torch.as_tensor(is_anchor, dtype=torch.float32).unsqueeze(-1)
+            device = rollouts.old_log_probs.device  # the policy's device (GPU for LLM policies)
+            adv_t = torch.as_tensor(advantages, dtype=torch.float32, device=device)
+            real_rows = torch.as_tensor(is_anchor, dtype=torch.float32, device=device).unsqueeze(-1)
+            mask = rollouts.mask.to(device)
             ref_lp = None
             if cfg.grpo.kl_coef:
                 with torch.no_grad():
@@ -234,8 +237,8 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 log_probs = c.policy.log_probs(rollouts)
                 kwargs = dict(clip_eps=cfg.grpo.clip_eps, kl_coef=cfg.grpo.kl_coef, ref_log_probs=ref_lp,
                               aggregation=cfg.grpo.loss_aggregation)
-                loss = (w_real * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, rollouts.mask * real_rows, **kwargs)
-                        + w_wm * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, rollouts.mask * (1 - real_rows), **kwargs))
+                loss = (w_real * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * real_rows, **kwargs)
+                        + w_wm * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * (1 - real_rows), **kwargs))
                 optimizer.zero_grad()
                 loss.backward()
                 grad_norm = (torch.nn.utils.clip_grad_norm_(c.policy.parameters(), cfg.grpo.max_grad_norm)
