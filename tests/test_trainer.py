@@ -21,7 +21,8 @@ def _cfg(path, tmp_path, *overrides):
 def test_each_mode_writes_a_complete_run_directory(synthetic_config, tmp_path, mode):
     summary = train(_cfg(synthetic_config, tmp_path, f"mode={mode}", "logging.tensorboard=true"))
     run = tmp_path / "run"
-    for name in ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt", "checkpoints/step_000012.pt"):
+    for name in ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt", "checkpoints/step_000012.pt",
+                 "plots/evaluation.png", "plots/compute.png"):
         assert (run / name).exists(), name
     assert any((run / "tensorboard").iterdir())
     records = read_metrics(run)

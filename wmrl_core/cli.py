@@ -19,9 +19,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     summary = train(cfg)
     run_dir = Path(summary["run_dir"])
-    final = {k: v for k, v in summary["final"].items() if k.startswith(("eval/", "compute/total_s", "reward/"))}
+    final = {k: v for k, v in summary["final"].items() if k.startswith(("compute/total_s", "reward/"))}
     print(json.dumps(final, indent=2, default=float))
-    print(f"run directory: {run_dir}  (metrics.jsonl, summary.json, checkpoints/, tensorboard/)")
+    if summary["eval_first"] and summary["eval_last"]:
+        for key in (k for k in summary["eval_last"] if k.startswith("eval/") and not k.endswith("_s")):
+            print(f"{key}: {summary['eval_first'].get(key)} at step {summary['eval_first']['step']} -> "
+                  f"{summary['eval_last'][key]} at step {summary['eval_last']['step']}")
+    print(f"run directory: {run_dir}  (metrics.jsonl, summary.json, plots/, checkpoints/, tensorboard/)")
     return 0
 
 
@@ -67,6 +71,17 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     return 0 if summary else 1
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from wmrl_core.plots import plot_run
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "metrics.jsonl").is_file():
+        raise WMRLError(f"{run_dir} has no metrics.jsonl; pass a run directory written by `wmrl train`")
+    for path in plot_run(run_dir):
+        print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="World-model reinforcement learning.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -80,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plugins", help="list installed plugins and their components")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_plugins)
+
+    p = sub.add_parser("plot", help="(re)draw a run's plots into RUN_DIR/plots")
+    p.add_argument("run_dir")
+    p.set_defaults(func=_cmd_plot)
 
     p = sub.add_parser("experiment", help="run all modes over seeds; write a table and a plot")
     p.add_argument("domain", choices=["synthetic"])

@@ -42,4 +42,10 @@ def make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManag
     reward_name = cfg.reward.name or pm.hook.wmrl_default_reward_extractor(environment_name=cfg.environment.name) or "score"
     reward = registry.reward_extractors.make(reward_name, env=env, **cfg.reward.kwargs)
     checkers.check_reward_extractor(reward)
+    if cfg.distributed.backend == "ray":  # execution on Ray workers; the others keep the local instance
+        from wmrl_core.distributed import RayExecutionPool
+
+        d = cfg.distributed
+        env = RayExecutionPool(cfg.environment.name, cfg.environment.kwargs, num_workers=d.num_workers,
+                               address=d.address, worker_cpus=d.worker_cpus, local_env=env)
     return Components(env, policy, world_model, reward, reward_name)

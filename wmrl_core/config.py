@@ -7,6 +7,7 @@ the problem and the fix.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -19,6 +20,7 @@ from wmrl_core.errors import ConfigError
 __all__ = ["TrainConfig", "load_config", "MODES"]
 
 MODES = ("real", "world_model", "wmrl")
+BACKENDS = ("local", "ray")
 
 
 @dataclass
@@ -114,6 +116,20 @@ class CheckpointConfig:
 
 
 @dataclass
+class DistributedConfig:
+    backend: str = "local"
+    """``local`` (execution in this process) or ``ray`` (real execution, training and
+    evaluation, spread over Ray workers; see ``wmrl_core/distributed.py``)."""
+    num_workers: int = 2
+    """Ray actors, each with its own environment instance (``ray`` only)."""
+    address: Optional[str] = None
+    """``None`` starts a local Ray; ``auto`` joins the cluster this machine belongs to;
+    ``ray://host:10001`` a remote one (``ray`` only)."""
+    worker_cpus: float = 1.0
+    """CPUs Ray reserves per worker; fractional or 0 for execution that waits on a sandbox."""
+
+
+@dataclass
 class TrainConfig:
     mode: str = "wmrl"
     """``real`` (GRPO, every group executed), ``world_model`` (no execution), ``wmrl``."""
@@ -137,6 +153,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
 
 def validate(cfg: TrainConfig) -> None:
@@ -155,6 +172,15 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"anchors.fraction={cfg.anchors.fraction} must be in [0, 1]")
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
+    dist = cfg.distributed
+    if dist.backend not in BACKENDS:
+        raise ConfigError(f"distributed.backend={dist.backend!r} is unknown; use one of {', '.join(BACKENDS)}")
+    if dist.num_workers < 1 or dist.worker_cpus < 0:
+        raise ConfigError(f"distributed.num_workers must be >= 1 and distributed.worker_cpus >= 0, "
+                          f"got {dist.num_workers} and {dist.worker_cpus}")
+    if dist.backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise ConfigError("distributed.backend=ray needs Ray, which is not installed: pip install 'wmrl[ray]' "
+                          "(or use distributed.backend=local)")
 
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> TrainConfig:

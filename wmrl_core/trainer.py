@@ -30,7 +30,8 @@ from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion import InverseVarianceFuser, cross_fitted_calibration
 from wmrl_core.grpo import group_advantages, grpo_loss
 from wmrl_core.ledger import ComputeLedger
-from wmrl_core.metrics import MetricsWriter
+from wmrl_core.metrics import MetricsWriter, read_metrics
+from wmrl_core.plots import plot_run
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.progress import TrainingProgress
 from wmrl_core.types import Outcome, Task, as_outcome
@@ -280,7 +281,11 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         writer.close()
         c.close()
 
+    evals = [r for r in read_metrics(run_dir) if any(k.startswith("eval/") for k in r)]
+    plot_run(run_dir)
     summary = {"mode": cfg.mode, "steps": cfg.steps, "seed": cfg.seed, "run_dir": str(run_dir),
+               "eval_first": {k: v for k, v in evals[0].items() if k.startswith("eval/") or k == "step"} if evals else None,
+               "eval_last": {k: v for k, v in evals[-1].items() if k.startswith("eval/") or k == "step"} if evals else None,
                "components": {"environment": cfg.environment.name, "policy": cfg.policy.name,
                               "world_model": cfg.world_model.name if cfg.world_model else None, "reward": c.reward_name},
                "wall_s_this_invocation": time.perf_counter() - started, "final": last}

@@ -13,6 +13,7 @@ the raw world model prefers the decoy, which is truly worse.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -63,15 +64,20 @@ class SyntheticBanditEnvironment:
 
     :param execution_cost_s: declared cost of one real execution (seconds).
     :param execution_noise: standard deviation :math:`\\sigma_{exec}` of real rewards.
+    :param execution_sleep_s: wall seconds ``execute`` sleeps per solution, to emulate slow
+        execution in benchmarks (``benchmarks/ray_execution.py``); 0 by default.
     Other keyword arguments define the truth (see :class:`BanditTruth`).
     """
 
     def __init__(self, *, num_tasks: int = 8, num_arms: int = 10, decoy_spread: float = 0.6,
                  base_spread: float = 0.1, execution_noise: float = 0.1, execution_cost_s: float = 1.0,
-                 truth_seed: int = 0, seed: int = 0):
+                 truth_seed: int = 0, seed: int = 0, execution_sleep_s: float = 0.0):
+        if execution_sleep_s < 0:
+            raise ValueError(f"execution_sleep_s must be >= 0 seconds, got {execution_sleep_s}")
         self.truth = BanditTruth(num_tasks=num_tasks, num_arms=num_arms, decoy_spread=decoy_spread,
                                  base_spread=base_spread, seed=truth_seed)
         self.execution_noise = execution_noise
+        self.execution_sleep_s = execution_sleep_s
         self.cost = CostModel(per_item_s=execution_cost_s)
         self._rng = np.random.default_rng([seed, 0xE7])
         self._tasks = [
@@ -88,6 +94,8 @@ class SyntheticBanditEnvironment:
     def execute(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
         outcomes = []
         for task, arm in zip(tasks, solutions, strict=True):
+            if self.execution_sleep_s:
+                time.sleep(self.execution_sleep_s)
             mu = self.truth.mu[_task_index(task), int(arm)]
             outcomes.append(Outcome(score=float(mu + self.execution_noise * self._rng.standard_normal())))
         return outcomes

@@ -1,0 +1,48 @@
+"""Short versions of the main job and its two baselines, in real containers (CI runs them)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wmrl_core.testing import require
+
+ROOT = Path(__file__).resolve().parents[3]
+CONFIGS = ROOT / "configs" / "autoresearch"
+
+
+def _docker_ready() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        client.images.get("wmrl-autoresearch-sandbox:latest")
+        return True
+    except Exception:  # any failure means: no usable engine or image here
+        return False
+
+
+@pytest.mark.parametrize("config, overrides, executed", [
+    ("quickstart.yaml", ["steps=2", "rollout.batch_tasks=4", "rollout.group_size=2"], 2 * 1 * 2),
+    ("real.yaml", ["steps=1", "rollout.batch_tasks=2", "rollout.group_size=2"], 1 * 2 * 2),
+    ("world_model.yaml", ["steps=2", "rollout.batch_tasks=4", "rollout.group_size=2"], 0),
+])
+def test_short_job_in_real_containers(tmp_path, config, overrides, executed):
+    require(_docker_ready(), "Docker engine with the sandbox image is needed (bash plugins/autoresearch/ci/setup.sh)")
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "wmrl_core.cli", "train", str(CONFIGS / config), f"run_dir={run_dir}",
+         "eval.every=100", "eval.samples_per_task=1", "logging.progress=false", "logging.tensorboard=false",
+         "environment.kwargs.limits.timeout_s=60", *overrides],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "eval/reward" in proc.stdout and "run directory" in proc.stdout
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["compute/execution_items"] == executed
+    first, last = records[0], records[-1]
+    assert first["eval/ok_fraction"] is not None and last["eval/reward"] is not None  # held-out before and after
+    assert (run_dir / "plots" / "evaluation.png").exists()
+    assert (run_dir / "checkpoints" / "last.pt").exists()
