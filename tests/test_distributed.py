@@ -18,7 +18,7 @@ import pytest
 from wmrl_core.builtin_rewards import ScoreReward
 from wmrl_core.config import load_config
 from wmrl_core.distributed import SEED_STRIDE, RayExecutionPool, _worker_kwargs, ray_available, shard_bounds
-from wmrl_core.errors import ConfigError
+from wmrl_core.errors import ConfigError, WMRLError
 from wmrl_core.metrics import read_metrics
 from wmrl_core.testing import require
 from wmrl_core.trainer import extract_rewards, train
@@ -93,7 +93,7 @@ def _ensure_ray():
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False)
     return ray
 
 
@@ -213,6 +213,14 @@ def test_execute_preserves_order_across_shards(ray_cluster):
         pool.close()
 
 
+def test_startup_failures_name_the_fix(ray_cluster):
+    with pytest.raises(WMRLError, match=r"(?s)could not build environment `no-such-env`.*No environment named.*Install the plugin"):
+        RayExecutionPool("no-such-env", {}, num_workers=1)  # e.g. a plugin missing on the Ray nodes
+    with pytest.raises(WMRLError, match=r"did not start within 1 s; they need 2 x 100 CPUs and the cluster has 2"):
+        RayExecutionPool("echo", {}, num_workers=2, worker_cpus=100, factory=EchoEnv, ready_timeout_s=1)
+    assert ray_cluster.is_initialized()
+
+
 def test_dead_worker_is_restarted_and_retried_then_reported_as_sandbox_error(ray_cluster, tmp_path):
     pool = RayExecutionPool("echo", {"marker": str(tmp_path / "died")}, num_workers=2, factory=EchoEnv)
     try:
@@ -266,7 +274,8 @@ def test_training_on_ray_executes_and_charges_like_the_local_run(ray_cluster, tw
         assert two[-1][key] == local[-1][key], key
     assert two[-1]["compute/execution_items"] == 12 * 2 * 8  # 10% of 20 groups of 8
     assert two[-1]["reward/real_mean"] != local[-1]["reward/real_mean"]  # worker 1 draws its own noise
-    assert two[-1]["eval/true_reward"] > two[0]["eval/true_reward"] + 0.1
+    assert two[-1]["eval/true_reward"] > two[0]["eval/true_reward"] + 0.08  # it learns (0.49 -> 0.62 here)
+    assert abs(two[-1]["eval/true_reward"] - local[-1]["eval/true_reward"]) < 0.05  # as much as the local run
     assert ray_cluster.is_initialized()  # the runs joined the test's Ray and left it running
 
 

@@ -13,7 +13,10 @@ How the workers build their environment
     forwarded) and makes the environment by name with the config's kwargs. Components that
     exist only in the driver (plugin objects passed as ``extra_plugins``, test classes) are
     invisible to the workers: pass ``factory=`` (a callable, shipped to the workers by
-    Ray's cloudpickle) to build those instead.
+    Ray's cloudpickle) to build those instead. Cloudpickle ships a class *by reference*
+    when its module is importable here; if the workers cannot import that module, call
+    ``ray.cloudpickle.register_pickle_by_value(module)`` first (``tests/test_distributed.py``
+    does this for its test environments).
 
 Seeds
     Worker ``i`` gets ``seed + i * SEED_STRIDE`` when the environment takes an integer
@@ -55,9 +58,10 @@ __all__ = ["RayExecutionPool", "SEED_STRIDE", "SANDBOX_ERROR", "ray_available", 
 log = logging.getLogger(__name__)
 
 SEED_STRIDE = 1_000_003
-"""Seed offset between consecutive workers (a prime, so seeds of nearby runs do not collide)."""
+"""Seed offset between consecutive workers: larger than the seeds of any sweep, so the worker
+seeds of runs with nearby seeds (0, 1, 2, ...) never coincide."""
 SANDBOX_ERROR = "sandbox_error"
-"""``Outcome.status`` of a solution whose worker died twice while executing it."""
+"""``Outcome.status`` of a solution whose worker died on the retry too (or did not come back)."""
 INSTALL_HINT = "pip install 'wmrl[ray]'"
 
 
@@ -99,13 +103,16 @@ class _ExecutionWorker:
     def __init__(self, name: str, kwargs: dict[str, Any], factory: Callable[..., Any] | None, index: int):
         from wmrl_core import checkers
 
-        if factory is None:
-            from wmrl_core.plugins import build_registry
+        try:
+            if factory is None:
+                from wmrl_core.plugins import build_registry
 
-            spec = build_registry().environments.get(name)
-            factory, kwargs = spec.load(), {**spec.kwargs, **kwargs}
-        self.env = factory(**_worker_kwargs(kwargs, factory, index))
-        checkers.check_environment(self.env)
+                spec = build_registry().environments.get(name)
+                factory, kwargs = spec.load(), {**spec.kwargs, **kwargs}
+            self.env = factory(**_worker_kwargs(kwargs, factory, index))
+            checkers.check_environment(self.env)
+        except Exception as exc:  # re-raised as a plain message: not every exception class unpickles
+            raise WMRLError(f"{type(exc).__name__}: {exc}") from None
         self.index = index
 
     def describe(self) -> dict[str, Any]:
@@ -171,15 +178,21 @@ class RayExecutionPool:
         self._ready_timeout_s = ready_timeout_s
         self.restarts, self.sandbox_errors = 0, 0  # shards retried, outcomes lost to dead workers
         self._actors: list[Any] = []
-        self._started_ray = False
-        if not ray.is_initialized():
-            if address is None:
-                needed = math.ceil(num_workers * worker_cpus)
-                ray.init(num_cpus=max(os.cpu_count() or 1, needed), include_dashboard=False)
-            else:
-                ray.init(address=address)
-            self._started_ray = True
+        self._started_ray = self._ready = False
         try:
+            if not ray.is_initialized():
+                if address is None:
+                    needed = math.ceil(num_workers * worker_cpus)
+                    # "local": a new instance even if `ray start` left one (or a stale record of one) here
+                    ray.init(address="local", num_cpus=max(os.cpu_count() or 1, needed), include_dashboard=False)
+                else:
+                    try:
+                        ray.init(address=address)
+                    except ConnectionError as exc:
+                        raise WMRLError(f"could not join the Ray cluster at distributed.address={address!r}: "
+                                        f"{exc}. Start one (`ray start --head` on the head node) or leave "
+                                        "distributed.address unset to start a local Ray") from None
+                self._started_ray = True
             self._start_actors(kwargs or {}, factory, worker_cpus, max_restarts, ready_timeout_s)
         except BaseException:
             self.close()
@@ -190,7 +203,7 @@ class RayExecutionPool:
     def _start_actors(self, kwargs: dict[str, Any], factory: Callable[..., Any] | None, worker_cpus: float,
                       max_restarts: int, ready_timeout_s: float) -> None:
         import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
+        from ray.exceptions import GetTimeoutError, RayError
 
         options: dict[str, Any] = {"num_cpus": worker_cpus, "max_restarts": max_restarts, "max_task_retries": 0}
         if os.environ.get("WMRL_DISABLE_PLUGINS"):
@@ -207,10 +220,11 @@ class RayExecutionPool:
                 f"{self.num_workers} Ray workers for environment `{self.name}` did not start within {ready_timeout_s:.0f} s; "
                 f"they need {self.num_workers} x {worker_cpus} CPUs and the cluster has {cpus:g}. Lower "
                 "distributed.num_workers or distributed.worker_cpus, or add nodes") from None
-        except RayActorError as exc:
+        except RayError as exc:
             raise WMRLError(
                 f"a Ray worker could not build environment `{self.name}`: {str(exc).strip()[-1500:]}\n"
                 "Install the plugin (and wmrl) on every Ray node, or check the environment's kwargs") from None
+        self._ready = True
         self.pids = [d["pid"] for d in info]  # the actors' process ids at start (a restart changes them)
         first = info[0]
         self._stateful = first["stateful"]
@@ -232,7 +246,7 @@ class RayExecutionPool:
         except ImportError:
             return
         actors, self._actors = self._actors, []
-        if actors and ray.is_initialized():
+        if actors and ray.is_initialized() and self._ready:  # environments exist: close them first
             refs = [a.close.remote() for a in actors]
             deadline = time.monotonic() + 60
             for k, ref in enumerate(refs):
@@ -240,6 +254,7 @@ class RayExecutionPool:
                     ray.get(ref, timeout=max(deadline - time.monotonic(), 1))
                 except Exception as exc:  # a dead or stuck worker must not keep the others alive
                     log.warning("closing the environment of Ray execution worker %d: %s", k, type(exc).__name__)
+        if actors and ray.is_initialized():
             for actor in actors:
                 try:
                     ray.kill(actor, no_restart=True)
@@ -262,13 +277,7 @@ class RayExecutionPool:
     def tasks(self, split: str = "train") -> list[Task]:
         if self._local is not None:
             return self._local.tasks(split)
-        import ray
-        from ray.exceptions import RayTaskError
-
-        try:
-            return ray.get(self._alive().tasks.remote(split))
-        except RayTaskError as exc:
-            raise exc.as_instanceof_cause() from None  # e.g. ValueError for an unknown split
+        return self._call(0, "tasks", split)
 
     def execute(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Any]:
         """Outcomes of ``solutions``, in order, executed concurrently in contiguous shards."""
@@ -294,7 +303,7 @@ class RayExecutionPool:
                 except RayTaskError as exc:
                     raise exc.as_instanceof_cause() from None
             for k, reason in failed.items():
-                log.warning("Ray execution worker %d died executing items %d..%d (%s); %s", k, *bounds[k],
+                log.warning("Ray execution worker %d died or was down for items %d..%d (%s); %s", k, *bounds[k],
                             reason, "retrying once" if attempt == 0 else "reporting them as sandbox_error")
             pending = list(failed)
             if not pending:
@@ -320,7 +329,7 @@ class RayExecutionPool:
         """Wait (up to ``ready_timeout_s``) until Ray has restarted actor ``k``; ``False`` if it
         stays dead (restarts exhausted, environment no longer builds) or does not come back."""
         import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
+        from ray.exceptions import GetTimeoutError, RayError
 
         unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())  # Ray >= 2.3x: "the actor is restarting"
         deadline = time.monotonic() + self._ready_timeout_s
@@ -336,24 +345,40 @@ class RayExecutionPool:
         return False
 
     def _remote_true_reward(self, task: Task, solution: Any) -> float:
-        import ray
+        return self._call(0, "true_reward", task, solution)
 
-        return ray.get(self._alive().true_reward.remote(task, solution))
-
-    def state_dict(self) -> dict[str, Any]:
-        """Each worker's environment state (``None`` for stateless environments)."""
+    def _call(self, k: int, method: str, *args: Any) -> Any:
+        """``method(*args)`` on worker ``k``, waiting out one restart of its actor. Exceptions
+        the environment raises propagate as themselves (e.g. ``ValueError``)."""
         import ray
+        from ray.exceptions import RayActorError, RayTaskError
 
         self._alive()
-        states = ray.get([a.state_dict.remote() for a in self._actors]) if self._stateful else [None] * self.num_workers
+        for attempt in range(2):
+            try:
+                return ray.get(getattr(self._actors[k], method).remote(*args))
+            except RayTaskError as exc:
+                raise exc.as_instanceof_cause() from None
+            except RayActorError as exc:
+                if attempt or not self._wait_restarted(k):
+                    raise WMRLError(f"Ray execution worker {k} of `{self.name}` is unavailable for {method}() "
+                                    f"({type(exc).__name__}); its log is under /tmp/ray/session_latest/logs "
+                                    "on its node") from exc
+
+    def state_dict(self) -> dict[str, Any]:
+        """Each worker's environment state (``None`` for stateless environments, and for a
+        worker that is unavailable: it would resume from a fresh environment)."""
+        states: list[Any] = [None] * self.num_workers
+        for k in range(self.num_workers if self._stateful else 0):
+            try:
+                states[k] = self._call(k, "state_dict")
+            except WMRLError as exc:
+                log.warning("checkpointing without the state of a Ray execution worker: %s", exc)
         return {"ray_workers": states}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the workers' states. A checkpoint of a local run restores worker 0 (the
         others start fresh); a pool of another size restores the workers both have."""
-        import ray
-
-        self._alive()
         if isinstance(state, dict) and "ray_workers" in state:
             states = list(state["ray_workers"])
             if len(states) != self.num_workers:
@@ -362,7 +387,8 @@ class RayExecutionPool:
         else:
             log.warning("checkpoint comes from a local run: restoring its environment state on Ray worker 0 only")
             states = [state]
-        ray.get([a.load_state_dict.remote(s) for a, s in zip(self._actors, states)])
+        for k, worker_state in enumerate(states[:self.num_workers]):
+            self._call(k, "load_state_dict", worker_state)
 
     def _alive(self) -> Any:
         if not self._actors:
