@@ -68,9 +68,15 @@ def _arrays(rows: Sequence[dict], tasks_by_id: dict) -> tuple[np.ndarray, np.nda
     return features, one_hot, np.array([r["reward"] for r in rows], dtype=np.float32)
 
 
-def fit_from_corpus(rows: Sequence[dict], tasks_by_id: dict, seed: int = 0, hidden: int = 64):
+HIDDEN, RIDGE = 0, 30.0
+"""Chosen by leave-one-task-out cross-validation on the training corpus (within-task Spearman and
+MSE; the held-out suite was not used): the linear model generalized across tasks as well as
+MLPs, gradient boosting and random forests, and is the simplest."""
+
+
+def fit_from_corpus(rows: Sequence[dict], tasks_by_id: dict, seed: int = 0, hidden: int = HIDDEN):
     features, one_hot, rewards = _arrays(rows, tasks_by_id)
-    return fit_reward_mlp(features, one_hot, rewards, hidden=hidden, seed=seed)
+    return fit_reward_mlp(features, one_hot, rewards, hidden=hidden, ridge=RIDGE, seed=seed)
 
 
 def calibration_report(model, rows: Sequence[dict], tasks_by_id: dict) -> dict:
@@ -146,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             "execution_wall_s": time.perf_counter() - started}
     from wmrl_autoresearch.tasks import N_FEATURES
 
-    torch.save({"model": model.state_dict(), "n_features": N_FEATURES, "hidden": 64, "info": info},
+    torch.save({"model": model.state_dict(), "n_features": N_FEATURES, "hidden": HIDDEN, "info": info},
                args.out / "world_model.pt")
     (args.out / "calibration.json").write_text(json.dumps(info, indent=2))
     for split, report in reports.items():

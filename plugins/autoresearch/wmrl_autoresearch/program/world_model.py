@@ -33,10 +33,14 @@ SHIPPED_CHECKPOINT = "world_model.pt"
 
 
 class RewardMLP(nn.Module):
+    """``hidden=0`` is a linear (ridge) model: main effects of each decision plus task features."""
+
     def __init__(self, n_features: int, hidden: int = 64):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(n_features + ONE_HOT_SIZE, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        n_in = n_features + ONE_HOT_SIZE
+        self.net = (nn.Linear(n_in, 1) if hidden == 0 else
+                    nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                  nn.Linear(hidden, 1)))
         self.register_buffer("mu", torch.zeros(n_features))
         self.register_buffer("sigma", torch.ones(n_features))
 
@@ -46,8 +50,10 @@ class RewardMLP(nn.Module):
 
 
 def fit_reward_mlp(features: np.ndarray, one_hot: np.ndarray, rewards: np.ndarray, *, hidden: int = 64,
-                   epochs: int = 400, lr: float = 3e-3, weight_decay: float = 1e-3, seed: int = 0) -> RewardMLP:
-    """Full-batch Adam on MSE. Small data (hundreds of runs), so full batch is exact and fast."""
+                   epochs: int = 400, lr: float = 3e-3, weight_decay: float = 1e-3, ridge: float = 30.0,
+                   seed: int = 0) -> RewardMLP:
+    """``hidden=0``: closed-form ridge, :math:`w = (X^TX + \lambda I)^{-1} X^T (y - \bar y)` on
+    standardized inputs. ``hidden>0``: full-batch Adam on MSE (hundreds of runs: full batch is exact)."""
     if not (len(features) == len(one_hot) == len(rewards)) or len(rewards) < 2:
         raise ValueError(f"need >= 2 aligned examples, got {len(features)}, {len(one_hot)}, {len(rewards)}")
     torch.manual_seed(seed)
@@ -57,6 +63,15 @@ def fit_reward_mlp(features: np.ndarray, one_hot: np.ndarray, rewards: np.ndarra
     model.sigma.copy_(f.std(0).clamp_min(1e-3))
     oh = torch.as_tensor(one_hot, dtype=torch.float32)
     y = torch.as_tensor(rewards, dtype=torch.float32)
+    if hidden == 0:
+        x = torch.cat([(f - model.mu) / model.sigma, oh], dim=-1).double()
+        x_mean = x.mean(0)
+        xc, yc = x - x_mean, (y - y.mean()).double()
+        w = torch.linalg.solve(xc.T @ xc + ridge * torch.eye(x.shape[1], dtype=torch.float64), xc.T @ yc)
+        with torch.no_grad():
+            model.net.weight.copy_(w.float().unsqueeze(0))
+            model.net.bias.copy_((y.mean() - x_mean.float() @ w.float()).reshape(1))
+        return model.eval()
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     for _ in range(epochs):
         opt.zero_grad()
