@@ -1,0 +1,169 @@
+"""``wmrl-autoresearch``: list tasks, run and grade one script, build the image, benchmark.
+
+Commands::
+
+    wmrl-autoresearch tasks [--split train|heldout|all] [--task-file F] [--json]
+    wmrl-autoresearch run-solution TASK SCRIPT.py [--sandbox docker|local-unsafe] [--timeout S] ...
+    wmrl-autoresearch build-image [--tag T] [--mirror URL] [--pip-arg ARG] [--if-missing]
+    wmrl-autoresearch bench-sandbox [--latency-runs N] [--throughput-runs N] [--parallel P] [--json]
+    wmrl-autoresearch sweep        # remove sandbox containers left by dead processes
+
+``run-solution`` prints the structured outcome as JSON (status, score, reward, runtime_s,
+logs ...) and exits 0 when the status is ``ok``, 1 for a failed solution, 2 for a sandbox error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _cmd_tasks(args) -> int:
+    from wmrl_autoresearch.environment import collect_tasks
+
+    tasks = collect_tasks(task_files=args.task_file)
+    if args.split != "all":
+        tasks = [t for t in tasks if t.data.split == args.split]
+    if args.json:
+        print(json.dumps([{**t.data.public_metadata(), "split": t.data.split, "source": t.data.source}
+                          for t in tasks], indent=2))
+        return 0
+    print(f"{'id':28} {'split':8} {'kind':15} {'metric':18} {'train':>6} {'test':>6} {'feat':>5}")
+    for t in tasks:
+        d = t.data
+        print(f"{d.id:28} {d.split:8} {d.kind:15} {d.metric:18} {d.n_train:6d} {d.n_test:6d} {d.n_features:5d}")
+    return 0
+
+
+def _cmd_run_solution(args) -> int:
+    from wmrl_autoresearch.environment import AutoResearchEnvironment
+    from wmrl_autoresearch.outcomes import outcome_to_dict
+    from wmrl_autoresearch.rewards import AutoResearchScoreReward
+
+    script_path = Path(args.script)
+    if not script_path.is_file():
+        print(f"error: script {script_path} does not exist", file=sys.stderr)
+        return 2
+    limits = {k: v for k, v in {"timeout_s": args.timeout, "memory_mb": args.memory_mb, "cpus": args.cpus}.items()
+              if v is not None}
+    env = AutoResearchEnvironment(sandbox=args.sandbox, max_parallel=1, image=args.image, task_files=args.task_file,
+                                  limits=limits, gpus=args.gpus)
+    try:
+        task = env.task(args.task)
+        outcome = env.execute([task], [script_path.read_text(encoding="utf-8", errors="replace")])[0]
+    finally:
+        env.close()
+    record = outcome_to_dict(task.id, outcome)
+    record["reward"] = AutoResearchScoreReward()(task, outcome)
+    print(json.dumps(record, indent=2, default=str))
+    return 0 if outcome.status == "ok" else 2 if outcome.status == "sandbox_error" else 1
+
+
+def _cmd_build_image(args) -> int:
+    from wmrl_autoresearch.engine import docker_client
+    from wmrl_autoresearch.image import OfflineImageBuild, build_image_offline, image_exists
+
+    client = docker_client(timeout_s=900)
+    if args.if_missing and image_exists(client, args.tag):
+        print(f"image {args.tag} already exists; nothing to do")
+        return 0
+    build = OfflineImageBuild(tag=args.tag, mirror=args.mirror, extra_pip_args=tuple(args.pip_arg))
+    build = build_image_offline(build, client=client)
+    size_mb = client.images.get(args.tag).attrs.get("Size", 0) / 1e6
+    print(f"built {args.tag} ({size_mb:.0f} MB) in {sum(build.timings_s.values()):.0f} s: {build.timings_s}")
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from wmrl_autoresearch.bench import bench_sandbox
+
+    result = bench_sandbox(latency_runs=args.latency_runs, throughput_runs=args.throughput_runs,
+                           parallel=args.parallel, backend=args.sandbox, image=args.image)
+    print(json.dumps(result.as_dict(), indent=2) if args.json else result.summary())
+    return 0
+
+
+def _cmd_sweep(args) -> int:
+    from wmrl_autoresearch.engine import docker_client
+    from wmrl_autoresearch.orphans import sweep_orphans
+
+    removed = sweep_orphans(docker_client())
+    print(f"removed {len(removed)} orphaned sandbox container(s)" + (f": {', '.join(removed)}" if removed else ""))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from wmrl_autoresearch.image import SANDBOX_IMAGE
+
+    p = argparse.ArgumentParser(prog="wmrl-autoresearch", description=__doc__.split("\n")[0])
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tasks", help="list the tasks")
+    t.add_argument("--split", choices=["train", "heldout", "all"], default="all")
+    t.add_argument("--task-file", action="append", default=[], help="extra YAML/JSON/CSV task description")
+    t.add_argument("--json", action="store_true", help="print JSON (with descriptions)")
+    t.set_defaults(fn=_cmd_tasks)
+
+    r = sub.add_parser("run-solution", help="run and grade one script on one task; prints the outcome as JSON")
+    r.add_argument("task", help="task id (see `wmrl-autoresearch tasks`)")
+    r.add_argument("script", help="path of the Python solution script")
+    r.add_argument("--sandbox", choices=["docker", "local-unsafe"], default="docker",
+                   help="local-unsafe runs WITHOUT isolation (machines without Docker, trusted code only)")
+    r.add_argument("--timeout", type=float, help="wall-clock limit in seconds (default: the task's)")
+    r.add_argument("--memory-mb", type=int, help="memory limit in MiB (default: the task's)")
+    r.add_argument("--cpus", type=float, help="CPU quota in cores (default: the task's)")
+    r.add_argument("--image", default=SANDBOX_IMAGE)
+    r.add_argument("--gpus", default="auto", help="'auto', 'none' or comma-separated NVIDIA device ids")
+    r.add_argument("--task-file", action="append", default=[], help="extra YAML/JSON/CSV task description")
+    r.set_defaults(fn=_cmd_run_solution)
+
+    b = sub.add_parser("build-image", help="build the sandbox image without any registry (debootstrap + import)")
+    b.add_argument("--tag", default=SANDBOX_IMAGE)
+    b.add_argument("--mirror", default="http://deb.debian.org/debian", help="Debian mirror for debootstrap")
+    b.add_argument("--pip-arg", action="append", default=[], help="extra pip argument (repeatable)")
+    b.add_argument("--if-missing", action="store_true", help="do nothing when the image exists")
+    b.set_defaults(fn=_cmd_build_image)
+
+    m = sub.add_parser("bench-sandbox", help="measure cold/warm start-up latency and parallel throughput")
+    m.add_argument("--latency-runs", type=int, default=7)
+    m.add_argument("--throughput-runs", type=int, default=12)
+    m.add_argument("--parallel", type=int, default=None, help="sandboxes at once (default: CPU cores)")
+    m.add_argument("--sandbox", choices=["docker", "local-unsafe"], default="docker")
+    m.add_argument("--image", default=SANDBOX_IMAGE)
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(fn=_cmd_bench)
+
+    s = sub.add_parser("sweep", help="remove sandbox containers whose owner process is gone")
+    s.set_defaults(fn=_cmd_sweep)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if getattr(args, "gpus", None) not in (None, "auto", "none"):
+        args.gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one clean line for configuration errors (docker down, unknown task ...)
+        from wmrl_autoresearch.engine import DockerUnavailableError
+        from wmrl_autoresearch.image import ImageBuildError
+
+        if isinstance(exc, (DockerUnavailableError, ImageBuildError, KeyError, ValueError, FileNotFoundError)):
+            print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

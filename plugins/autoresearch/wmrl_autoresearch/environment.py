@@ -1,0 +1,188 @@
+"""AutoResearchEnvironment: the real, expensive environment registered as ``autoresearch``.
+
+``tasks(split)`` lists the tasks of every task set registered for the environment (the
+built-in suite, ``$WMRL_AUTORESEARCH_TASK_FILES``, user task plugins) plus ``task_files``;
+``execute(tasks, solutions)`` runs the scripts in parallel sandboxes and grades them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from wmrl_autoresearch.limits import SandboxLimits
+from wmrl_autoresearch.outcomes import rejected_outcome, to_outcome
+from wmrl_autoresearch.tasks import SPLITS, AutoResearchTask, to_wmrl_task
+
+__all__ = ["AutoResearchEnvironment", "ENVIRONMENT_NAME", "collect_tasks"]
+
+log = logging.getLogger(__name__)
+
+ENVIRONMENT_NAME = "autoresearch"
+
+_LIMIT_FIELDS = ("timeout_s", "memory_mb", "cpus", "pids", "tmp_mb", "output_mb", "shm_mb", "log_bytes",
+                 "predictions_bytes")
+
+
+def _as_wmrl_tasks(items: Any, origin: str) -> list:
+    from wmrl_core.types import Task
+
+    out = []
+    for item in items or []:
+        if isinstance(item, AutoResearchTask):
+            item = to_wmrl_task(item)
+        if not isinstance(item, Task) or not isinstance(item.data, AutoResearchTask):
+            raise TypeError(
+                f"task set {origin} returned {type(item).__name__}; it must return AutoResearchTask objects or "
+                "wmrl_core.types.Task with .data an AutoResearchTask (see wmrl_autoresearch.tasks)"
+            )
+        out.append(item)
+    return out
+
+
+def collect_tasks(task_sets: Sequence[str] | None = None, task_files: Sequence[str] = (), registry=None) -> list:
+    """All tasks of the registered task sets for ``autoresearch`` (or just ``task_sets``) plus ``task_files``.
+
+    :raises ValueError: when two task sets define the same task id.
+    """
+    from wmrl_autoresearch.task_files import tasks_from_files
+
+    if registry is None:
+        from wmrl_core.plugins import build_registry
+
+        registry = build_registry()
+    specs = registry.tasks.for_environment(ENVIRONMENT_NAME)
+    if task_sets is not None:
+        known = {s.name for s in specs}
+        unknown = [n for n in task_sets if n not in known]
+        if unknown:
+            raise ValueError(f"unknown autoresearch task sets {unknown}; registered: {sorted(known)}")
+        specs = [s for s in specs if s.name in task_sets]
+    tasks, origin = [], {}
+    for spec in specs:
+        for t in _as_wmrl_tasks(spec.make(), f"`{spec.name}` (plugin {spec.plugin})"):
+            tasks.append((t, f"task set `{spec.name}`"))
+    for t in tasks_from_files(list(task_files)) if task_files else []:
+        tasks.append((t, "task_files"))
+    result = []
+    for t, where in tasks:
+        if t.id in origin:
+            raise ValueError(f"task id `{t.id}` is defined twice ({origin[t.id]} and {where}); rename one")
+        origin[t.id] = where
+        result.append(t)
+    return result
+
+
+class AutoResearchEnvironment:
+    """Machine-learning tasks solved by Python scripts run in sandboxes.
+
+    :param sandbox: ``"docker"`` (hardened containers) or ``"local-unsafe"`` (NOT isolated, warns;
+        never chosen automatically).
+    :param max_parallel: sandboxes running at once (default: CPU cores / cpus per task).
+    :param warm: containers started ahead of need (0: cold start per run).
+    :param image: sandbox image (``wmrl-autoresearch-sandbox:latest``).
+    :param gpus: ``"auto"``, ``"none"`` or a list of NVIDIA device ids shared out exclusively.
+    :param task_sets: names of registered task sets to use (default: all for ``autoresearch``).
+    :param task_files: extra YAML/JSON/CSV task descriptions (see :mod:`wmrl_autoresearch.task_files`).
+    :param limits: overrides applied to every task's limits, e.g. ``{"timeout_s": 10, "memory_mb": 512}``;
+        without an override each task's own ``time_limit_s``, ``memory_mb`` and ``cpus`` apply.
+    :param cost: optional declared ``CostModel`` (else the engine charges wall time).
+    """
+
+    def __init__(
+        self,
+        sandbox: str = "docker",
+        max_parallel: int | None = None,
+        warm: int = 0,
+        image: str | None = None,
+        gpus: str | Sequence[str] = "auto",
+        task_sets: Sequence[str] | None = None,
+        task_files: Sequence[str] = (),
+        limits: dict[str, Any] | None = None,
+        cost: Any = None,
+        workdir: str | None = None,
+    ):
+        from wmrl_autoresearch.pool import BACKENDS
+
+        if sandbox not in BACKENDS:
+            raise ValueError(f"sandbox={sandbox!r}: use 'docker' or, only for trusted code without Docker, "
+                             "'local-unsafe' (NOT isolated)")
+        unknown = set(limits or {}) - set(_LIMIT_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown limit(s) {sorted(unknown)}; known: {', '.join(_LIMIT_FIELDS)}")
+        self.sandbox = sandbox
+        self.max_parallel = max_parallel
+        self.warm = int(warm)
+        self.image = image
+        self.gpus = gpus
+        self.limit_overrides = dict(limits or {})
+        self.cost = cost
+        self.workdir = workdir
+        self._tasks = collect_tasks(task_sets, task_files)
+        self._pool = None
+
+    # ---------------------------------------------------------------- tasks
+
+    def tasks(self, split: str = "train") -> list:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; autoresearch has {SPLITS}")
+        return [t for t in self._tasks if t.data.split == split]
+
+    def task(self, task_id: str):
+        for t in self._tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(f"no autoresearch task `{task_id}`; `wmrl-autoresearch tasks` lists them")
+
+    def limits_for(self, task: AutoResearchTask) -> SandboxLimits:
+        """The task's own budget, with the environment's overrides applied."""
+        base = {"timeout_s": task.time_limit_s, "memory_mb": task.memory_mb, "cpus": task.cpus}
+        return SandboxLimits().with_overrides(**{**base, **self.limit_overrides})
+
+    # ---------------------------------------------------------------- execution
+
+    @property
+    def pool(self):
+        """The sandbox pool, created on first use (listing tasks needs no Docker)."""
+        if self._pool is None:
+            from wmrl_autoresearch.image import SANDBOX_IMAGE
+            from wmrl_autoresearch.pool import SandboxPool
+
+            first = self._tasks[0].data if self._tasks else None
+            default_limits = self.limits_for(first) if first is not None else SandboxLimits()
+            self._pool = SandboxPool(self.sandbox, limits=default_limits, max_parallel=self.max_parallel,
+                                     warm=self.warm, image=self.image or SANDBOX_IMAGE, gpus=self.gpus,
+                                     workdir=self.workdir)
+        return self._pool
+
+    def execute(self, tasks: Sequence, solutions: Sequence) -> list:
+        """Run every solution for its task (in parallel) and grade it; one Outcome each, in order.
+
+        Bad solutions never raise: they come back as failed outcomes.
+        """
+        from wmrl_autoresearch.pool import RunRequest
+
+        if len(tasks) != len(solutions):
+            raise ValueError(f"{len(tasks)} tasks but {len(solutions)} solutions; pass one task per solution")
+        ar_tasks = [getattr(t, "data", t) for t in tasks]
+        for t in ar_tasks:
+            if not isinstance(t, AutoResearchTask):
+                raise TypeError(f"autoresearch cannot run a task of type {type(t).__name__}")
+        outcomes: list = [None] * len(tasks)
+        requests, index = [], []
+        for i, (task, solution) in enumerate(zip(ar_tasks, solutions)):
+            if not isinstance(solution, str):
+                outcomes[i] = rejected_outcome(
+                    task, f"solution is a {type(solution).__name__}, not a Python script (str)")
+                continue
+            requests.append(RunRequest(task, solution, self.limits_for(task)))
+            index.append(i)
+        for i, execution in zip(index, self.pool.run_many(requests) if requests else []):
+            outcomes[i] = to_outcome(ar_tasks[i], execution)
+        return outcomes
+
+    def close(self) -> None:
+        """Stop warm containers and remove every sandbox."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None

@@ -1,0 +1,109 @@
+"""The grader: runs outside the sandbox and scores ``predictions.csv`` against the hidden targets.
+
+Accepted file: UTF-8 CSV with a header. Either ``id,prediction`` (rows in any order, each test
+id exactly once) or a single column (any name) in test-row order. Classification predictions
+are class labels (``1`` and ``1.0`` are the same label; an unknown label is simply wrong);
+regression predictions must be finite numbers. Anything else is ``invalid_output`` with a
+reason; nothing the script prints is read.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from wmrl_autoresearch.tasks import AutoResearchTask, _label_string
+
+__all__ = ["Grade", "grade_predictions", "InvalidPredictions"]
+
+
+class InvalidPredictions(ValueError):
+    """The predictions file cannot be scored; the message says why."""
+
+
+@dataclass
+class Grade:
+    """Result of grading one predictions file.
+
+    :param score: raw metric value (``None`` when invalid).
+    :param error: why the file is invalid (``None`` when valid).
+    """
+
+    score: float | None
+    error: str | None = None
+
+
+def _parse(data: bytes, n_rows: int) -> list[str]:
+    if b"\x00" in data:
+        raise InvalidPredictions("predictions.csv is binary (contains NUL bytes); write a text CSV")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidPredictions(f"predictions.csv is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise InvalidPredictions(f"predictions.csv is not valid CSV: {exc}") from None
+    if not rows:
+        raise InvalidPredictions("predictions.csv is empty; write a header and one row per test row")
+    header = [h.strip().lower() for h in rows[0]]
+    body = rows[1:]
+    if "id" in header and "prediction" in header:
+        i_id, i_pred = header.index("id"), header.index("prediction")
+        values: list[str | None] = [None] * n_rows
+        for k, row in enumerate(body, start=2):
+            if len(row) <= max(i_id, i_pred):
+                raise InvalidPredictions(f"predictions.csv line {k} has {len(row)} fields, expected {len(header)}")
+            try:
+                idx = int(float(row[i_id]))
+            except ValueError:
+                raise InvalidPredictions(f"predictions.csv line {k}: id {row[i_id]!r} is not an integer") from None
+            if not 0 <= idx < n_rows:
+                raise InvalidPredictions(f"predictions.csv line {k}: id {idx} is not a test id (0..{n_rows - 1})")
+            if values[idx] is not None:
+                raise InvalidPredictions(f"predictions.csv: id {idx} appears twice")
+            values[idx] = row[i_pred].strip()
+        missing = [i for i, v in enumerate(values) if v is None]
+        if missing:
+            raise InvalidPredictions(
+                f"predictions.csv has {n_rows - len(missing)} of {n_rows} test ids; missing e.g. {missing[:5]}"
+            )
+        return values  # type: ignore[return-value]
+    if len(header) == 1:
+        if len(body) != n_rows:
+            raise InvalidPredictions(f"predictions.csv has {len(body)} rows, the test set has {n_rows}")
+        return [r[0].strip() for r in body]
+    raise InvalidPredictions(
+        f"predictions.csv header is {rows[0][:6]}; expected `id,prediction` (or a single column in test-row order)"
+    )
+
+
+def grade_predictions(task: AutoResearchTask, data: bytes | None) -> Grade:
+    """Score predictions against ``task.y_test``; never raises for bad content."""
+    if data is None:
+        return Grade(None, "no predictions.csv in the output directory")
+    try:
+        values = _parse(data, task.n_test)
+        if task.kind == "classification":
+            y_pred = np.array([_label_string(v) for v in values], dtype=object)
+            bad = [v for v in values if v.lower() in {"nan", "inf", "-inf", "", "none", "null"}]
+            if bad:
+                raise InvalidPredictions(f"{len(bad)} predictions are empty or NaN (e.g. {bad[0]!r})")
+        else:
+            try:
+                y_pred = np.array([float(v) for v in values], dtype=float)
+            except ValueError as exc:
+                raise InvalidPredictions(f"regression predictions must be numbers: {exc}") from None
+            if not np.isfinite(y_pred).all():
+                n_bad = int((~np.isfinite(y_pred)).sum())
+                raise InvalidPredictions(f"{n_bad} predictions are NaN or infinite")
+        score = task.metric_spec(task.y_test, y_pred)
+    except InvalidPredictions as exc:
+        return Grade(None, str(exc))
+    if not math.isfinite(score):
+        return Grade(None, f"{task.metric} evaluated to {score}")
+    return Grade(float(score))

@@ -1,0 +1,57 @@
+"""Resource limits of one sandbox run (container or local process)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+__all__ = ["SandboxLimits"]
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Limits applied to every solution run; hashable, so warm containers can be keyed by them.
+
+    :param timeout_s: wall-clock limit of the script, seconds; the sandbox is killed after it.
+    :param memory_mb: memory limit, MiB (swap disabled; tmpfs pages count towards it).
+    :param cpus: CPU quota, in cores (may be fractional).
+    :param pids: maximum number of processes/threads in the sandbox.
+    :param tmp_mb: size of the writable ``/tmp`` tmpfs, MiB.
+    :param output_mb: size of the writable ``/output`` tmpfs, MiB.
+    :param shm_mb: size of ``/dev/shm``, MiB.
+    :param log_bytes: bytes kept of stdout and of stderr each (half from the start, half from the end).
+    :param predictions_bytes: largest predictions file read back, bytes; bigger is ``invalid_output``.
+    """
+
+    timeout_s: float = 60.0
+    memory_mb: int = 1024
+    cpus: float = 1.0
+    pids: int = 256
+    tmp_mb: int = 256
+    output_mb: int = 64
+    shm_mb: int = 64
+    log_bytes: int = 64 * 1024
+    predictions_bytes: int = 16 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("timeout_s", "memory_mb", "cpus", "pids", "tmp_mb", "output_mb", "shm_mb", "log_bytes",
+                     "predictions_bytes"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)!r}")
+        if self.memory_mb < 32:
+            raise ValueError(f"SandboxLimits.memory_mb={self.memory_mb} is below 32 MiB; Python alone needs ~20 MiB")
+
+    def with_overrides(self, **changes: Any) -> "SandboxLimits":
+        """A copy with some fields replaced (``None`` values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def container_settings(self) -> dict[str, Any]:
+        """The Docker SDK ``containers.create`` keyword arguments that enforce these limits."""
+        memory = f"{int(self.memory_mb)}m"
+        return {
+            "mem_limit": memory,
+            "memswap_limit": memory,  # equal to mem_limit: no swap
+            "pids_limit": int(self.pids),
+            "nano_cpus": int(self.cpus * 1e9),
+            "shm_size": f"{int(self.shm_mb)}m",
+        }

@@ -1,0 +1,234 @@
+"""The LLM world model: a language model reads the task and a candidate script and
+predicts what running it would yield.
+
+One :meth:`LLMWorldModel.predict` call renders one prompt per solution
+(``prompt_template`` with ``{description}``, ``{task_id}``, ``{solution}``), decodes all of
+them greedily in batched ``generate`` calls (``max_new_tokens`` small: the answer is two
+short lines), and parses each answer with :func:`~wmrl_autoresearch.llm.parsing.parse_prediction`:
+
+==========================================  ===============================================
+answer                                      ``Outcome``
+==========================================  ===============================================
+``status: crash`` / ``timeout`` / ``oom``   ``Outcome("crashed" | "timeout" | "oom", None)``
+a readable number (``score: 0.87``, ``87%``) ``Outcome("ok", 0.87)``
+no readable number                          ``Outcome("invalid_output", None)``, with
+                                            ``info["parse_failed"] = True``
+an :class:`InvalidSolution` (not queried)   ``Outcome("invalid_output", None)``, as the
+                                            real environment reports it
+==========================================  ===============================================
+
+Every outcome's ``info`` holds ``predicted=True``, the raw answer, and
+``world_model_parse_failures`` (failures in this call); :attr:`LLMWorldModel.stats` keeps
+running totals. ``info["reason"]`` tells a parse failure
+(``"world_model_answer_unparseable"``) from an invalid solution.
+
+Engines: its own model (``model=...``, backend ``transformers`` or ``vllm``), or the code
+agent's (``policy=<LLMCodeAgent>`` or ``share_policy: true``, which takes the agent created
+last in this process): the same weights and the same engine answer with another prompt,
+so no second model is loaded and, under vLLM, scoring shares the generation engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from wmrl_core.types import Outcome, Task
+
+from wmrl_autoresearch.llm import prompts as P
+from wmrl_autoresearch.llm.backends import check_backend
+from wmrl_autoresearch.llm.backends.transformers_backend import TransformersBackend
+from wmrl_autoresearch.llm.loading import load_causal_lm, load_tokenizer, resolve_device, resolve_dtype
+from wmrl_autoresearch.llm.parsing import parse_prediction
+from wmrl_autoresearch.llm.sampling import SamplingConfig
+from wmrl_autoresearch.llm.solution import INVALID_STATUS, is_invalid_solution
+
+__all__ = ["LLMWorldModel"]
+
+UNPARSEABLE = "world_model_answer_unparseable"
+
+
+class LLMWorldModel:
+    """Predict ``Outcome`` s of scripts with a language model (see the module docstring).
+
+    :param env: the environment (unused; accepted per the factory contract).
+    :param model: local folder or hub id of the world model's LM; omit when sharing.
+    :param policy: an :class:`~wmrl_autoresearch.llm.policy.LLMCodeAgent` whose model and
+        engine to use.
+    :param share_policy: use the code agent created last in this process (resolved at the
+        first ``predict``, so the policy may be made after the world model).
+    :param backend: ``"transformers"`` or ``"vllm"`` (own model only).
+    :param prompt_template: template with ``{solution}`` (and ``{description}``,
+        ``{task_id}``); see :mod:`..prompts`.
+    :param max_new_tokens: answer budget in tokens (greedy decoding).
+    :param batch_size: prompts per transformers ``generate`` call.
+    :param max_solution_chars: scripts longer than this are cut (head kept) in the prompt.
+    :param parse: options of :func:`..parsing.parse_prediction` (``score_keys``,
+        ``require_key``, ``percent_as_fraction``).
+    :param vllm: ``vllm.LLM`` keyword arguments (own vLLM engine only).
+    """
+
+    def __init__(
+        self,
+        env: Any = None,
+        *,
+        model: str | None = None,
+        policy: Any = None,
+        share_policy: bool = False,
+        backend: str = "transformers",
+        tokenizer: str | None = None,
+        revision: str | None = None,
+        trust_remote_code: bool = False,
+        prompt_template: str = P.WORLD_MODEL_TEMPLATE,
+        system_prompt: str | None = P.WORLD_MODEL_SYSTEM,
+        use_chat_template: bool | None = None,
+        plain_suffix: str = "\n\n",
+        chat_template_kwargs: dict[str, Any] | None = None,
+        max_new_tokens: int = 24,
+        batch_size: int = 16,
+        max_solution_chars: int | None = 12000,
+        parse: dict[str, Any] | None = None,
+        device: str | None = "auto",
+        dtype: str | None = "auto",
+        vllm: dict[str, Any] | None = None,
+        seed: int = 0,
+    ):
+        sources = (model is not None) + (policy is not None) + bool(share_policy)
+        if sources != 1:
+            raise ValueError(
+                "give exactly one of `model` (the world model's own LM), `policy` (an LLMCodeAgent object) "
+                f"or `share_policy: true`; got model={model!r}, policy={'set' if policy is not None else None}, "
+                f"share_policy={share_policy}"
+            )
+        self.prompt_template = P.check_template(
+            prompt_template, allowed=P._WORLD_MODEL_FIELDS, required={"solution"}, what="world-model prompt"
+        )
+        self.system_prompt = system_prompt or None
+        self.use_chat_template = use_chat_template
+        self.plain_suffix = plain_suffix
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.sampling = SamplingConfig(max_new_tokens=max_new_tokens, greedy=True)
+        self.max_solution_chars = max_solution_chars
+        self.parse_options = {"score_keys": ("score", "metric", "value", "accuracy", "result"), "require_key": False, "percent_as_fraction": True}
+        unknown = set(parse or {}) - set(self.parse_options)
+        if unknown:
+            raise ValueError(f"unknown parse option(s) {sorted(unknown)}; known: {sorted(self.parse_options)}")
+        self.parse_options.update(parse or {})
+        self.parse_options["score_keys"] = tuple(self.parse_options["score_keys"])
+        self.stats = {"calls": 0, "queried": 0, "parse_failures": 0, "invalid_solutions": 0}
+
+        self._policy = policy
+        self._share_policy = bool(share_policy)
+        self.tokenizer: Any = None
+        self.backend: Any = None
+        self.model: Any = None
+        if model is not None:
+            check_backend(backend)
+            self.tokenizer = load_tokenizer(tokenizer or model, trust_remote_code=trust_remote_code, revision=revision)
+            dev = resolve_device(device)
+            dt = resolve_dtype(dtype, dev)
+            if backend == "vllm":
+                from wmrl_autoresearch.llm.backends.vllm_backend import VLLMBackend
+
+                self.backend = VLLMBackend(
+                    model, tokenizer=tokenizer or model, dtype=dt, seed=seed, revision=revision,
+                    trust_remote_code=trust_remote_code, engine_kwargs=vllm,
+                )
+            else:
+                if vllm:
+                    raise ValueError("kwarg `vllm` is only used with backend: vllm; remove it or set backend: vllm")
+                self.model = load_causal_lm(model, device=dev, dtype=dt, trust_remote_code=trust_remote_code, revision=revision)
+                self.model.requires_grad_(False)
+                eos = self.model.generation_config.eos_token_id
+                stop = set([eos] if isinstance(eos, int) else (eos or []))
+                if self.tokenizer.eos_token_id is not None:
+                    stop.add(self.tokenizer.eos_token_id)
+                self.backend = TransformersBackend(
+                    lambda: self.model, pad_id=self.tokenizer.pad_token_id, stop_ids=stop, batch_size=batch_size
+                )
+        elif policy is not None:
+            self._attach(policy)
+
+    # ------------------------------------------------------------------ engine
+
+    def _attach(self, policy: Any) -> None:
+        for attr in ("tokenizer", "backend"):
+            if not hasattr(policy, attr):
+                raise TypeError(f"policy {type(policy).__name__} has no `{attr}`; pass an LLMCodeAgent")
+        self._policy = policy
+        self.tokenizer = policy.tokenizer
+        self.backend = policy.backend
+
+    def _ensure_engine(self) -> None:
+        if self.backend is not None:
+            return
+        from wmrl_autoresearch.llm.policy import latest_policy
+
+        policy = latest_policy()
+        if policy is None:
+            raise RuntimeError(
+                "share_policy: true but no llm-code-agent policy exists in this process; use policy: "
+                "llm-code-agent, or give the world model its own `model`"
+            )
+        self._attach(policy)
+
+    # ------------------------------------------------------------------ prediction
+
+    def prompt_text(self, task: Task, solution: str) -> tuple[str, bool]:
+        if self.max_solution_chars is not None and len(solution) > self.max_solution_chars:
+            solution = solution[: self.max_solution_chars] + "\n# ... (truncated)\n"
+        return P.render(
+            self.tokenizer,
+            P.fill(self.prompt_template, task, solution),
+            system=self.system_prompt,
+            use_chat_template=self.use_chat_template,
+            plain_suffix=self.plain_suffix,
+            chat_template_kwargs=self.chat_template_kwargs,
+        )
+
+    def predict(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
+        """One predicted :class:`~wmrl_core.types.Outcome` per solution (same order)."""
+        if len(tasks) != len(solutions):
+            raise ValueError(f"{len(tasks)} tasks but {len(solutions)} solutions; pass one task per solution")
+        self._ensure_engine()
+        self.stats["calls"] += 1
+        outcomes: list[Outcome | None] = [None] * len(solutions)
+        query_idx, prompts = [], []
+        for i, (task, sol) in enumerate(zip(tasks, solutions)):
+            if is_invalid_solution(sol) or not isinstance(sol, str) or not sol.strip():
+                reason = getattr(sol, "reason", "the solution is not a non-empty script")
+                outcomes[i] = Outcome(INVALID_STATUS, None, {"predicted": True, "reason": reason})
+                self.stats["invalid_solutions"] += 1
+                continue
+            text, is_chat = self.prompt_text(task, sol)
+            prompts.append(list(self.tokenizer(text, add_special_tokens=not is_chat)["input_ids"]))
+            query_idx.append(i)
+        answers: list[str] = []
+        if prompts:
+            gens = self.backend.generate(prompts, 1, self.sampling, want_logprobs=False)
+            if len(gens) != len(prompts) or any(len(g) != 1 for g in gens):
+                raise RuntimeError(f"backend returned {len(gens)} answers for {len(prompts)} prompts")
+            answers = self.tokenizer.batch_decode([g[0].token_ids for g in gens], skip_special_tokens=True)
+        failures = 0
+        for i, answer in zip(query_idx, answers, strict=True):
+            status, score = parse_prediction(answer, **self.parse_options)
+            info: dict[str, Any] = {"predicted": True, "raw_answer": answer}
+            if status is not None and status != "ok":  # a predicted failure needs no score
+                outcomes[i] = Outcome(status, None, info)
+            elif score is not None:
+                outcomes[i] = Outcome("ok", score, info)
+            else:
+                failures += 1
+                info.update(parse_failed=True, reason=UNPARSEABLE)
+                outcomes[i] = Outcome(INVALID_STATUS, None, info)
+        self.stats["queried"] += len(query_idx)
+        self.stats["parse_failures"] += failures
+        for o in outcomes:
+            assert o is not None
+            o.info["world_model_parse_failures"] = failures
+        return outcomes  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self.model = None
+        if self._policy is None and self.backend is not None and hasattr(self.backend, "close"):
+            self.backend.close()
+        self.backend = None

@@ -1,0 +1,52 @@
+"""WMRL plugin hooks of the AutoResearch environment (entry point ``wmrl: autoresearch``).
+
+Registers the ``autoresearch`` environment, the task sets ``autoresearch-builtin`` (the
+built-in suite) and ``autoresearch-files`` (tasks from ``$WMRL_AUTORESEARCH_TASK_FILES``),
+and the reward extractor ``autoresearch-score``, the default for ``autoresearch``.
+"""
+
+from __future__ import annotations
+
+from wmrl_core import hookimpl
+
+from wmrl_autoresearch.environment import ENVIRONMENT_NAME
+from wmrl_autoresearch.rewards import REWARD_EXTRACTOR_NAME
+
+
+@hookimpl
+def wmrl_register_environments(table):
+    table.add(
+        ENVIRONMENT_NAME,
+        "wmrl_autoresearch.environment:AutoResearchEnvironment",
+        description="ML tasks solved by Python scripts, run in hardened Docker sandboxes, graded on hidden labels",
+    )
+
+
+@hookimpl
+def wmrl_register_tasks(table):
+    table.add(
+        "autoresearch-builtin",
+        "wmrl_autoresearch.tasks:builtin_tasks",
+        environment=ENVIRONMENT_NAME,
+        description="17 offline tasks (sklearn datasets + seeded synthetic): 10 train, 7 held-out",
+    )
+    table.add(
+        "autoresearch-files",
+        "wmrl_autoresearch.task_files:tasks_from_files",
+        environment=ENVIRONMENT_NAME,
+        description="user tasks from YAML/JSON/CSV descriptions listed in $WMRL_AUTORESEARCH_TASK_FILES",
+    )
+
+
+@hookimpl
+def wmrl_register_reward_extractors(table):
+    table.add(
+        REWARD_EXTRACTOR_NAME,
+        "wmrl_autoresearch.rewards:make_reward_extractor",
+        description="normalized metric in [-1, 1], higher is better; failures get a penalty (default -1)",
+    )
+
+
+@hookimpl
+def wmrl_default_reward_extractor(environment_name):
+    return REWARD_EXTRACTOR_NAME if environment_name == ENVIRONMENT_NAME else None

@@ -1,0 +1,345 @@
+"""DockerSandbox: one hardened container that runs exactly one solution script, then is removed.
+
+Hardening of every container (each checked by a test against a real engine):
+
+* no network (``network_mode="none"``);
+* non-root user ``sandbox`` (uid/gid 10001), all capabilities dropped, ``no-new-privileges``;
+* read-only root file system; writable only ``/tmp`` and ``/output``, both size-capped tmpfs
+  (their pages count against the memory limit); ``/data`` and ``/code`` are read-only bind
+  mounts holding the task's visible files and the script; the test targets are never there;
+* memory limit without swap, pids limit, CPU quota (``nano_cpus``), core dumps off;
+* wall-clock timeout: the container is killed when the script runs past it;
+* stdout/stderr captured with a size cap (head and tail kept);
+* removed afterwards (``finally``), created with ``auto_remove`` and a main process of
+  ``sleep <lifetime>`` so that an orphan dies by itself, and labelled so that orphans left by
+  a crashed caller are swept at the next start-up (:mod:`wmrl_autoresearch.orphans`).
+
+The container's main process is ``sleep``; the script runs as a ``docker exec`` in it. This
+lets a container be started *ahead* of need (warm mode) with identical isolation: a warm
+container has the task files linked into its (initially empty) ``/data`` directory and the
+script written into ``/code`` when work arrives. Predictions are read back from the
+``/output`` tmpfs with a second exec (``head -c``), so their size is capped too; the same exec
+reports the container's peak memory and CPU time from its cgroup.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from wmrl_autoresearch.execution import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
+from wmrl_autoresearch.image import SANDBOX_UID
+from wmrl_autoresearch.limits import SandboxLimits
+from wmrl_autoresearch.orphans import owner_labels
+from wmrl_autoresearch.workspace import Slot
+
+__all__ = ["DockerSandbox", "SANDBOX_ENV", "SandboxStartError"]
+
+log = logging.getLogger(__name__)
+
+SANDBOX_ENV = {
+    "DATA_DIR": "/data",
+    "OUTPUT_DIR": "/output",
+    "TASK_FILE": "/data/task.json",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "MPLCONFIGDIR": "/tmp",
+}
+"""Environment of every solution; ``OMP_NUM_THREADS`` etc. are added from the CPU quota."""
+
+_EXIT_SIGKILL = 137  # 128 + SIGKILL: how a kernel OOM kill shows up as an exit status
+_GRACE_S = 10.0  # extra lifetime of a container beyond its run's timeout, seconds
+
+
+class SandboxStartError(RuntimeError):
+    """A container could not be created or started (image missing, engine down ...)."""
+
+
+def _thread_env(cpus: float) -> dict[str, str]:
+    n = str(max(1, int(round(cpus))))
+    return {"OMP_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+
+
+class DockerSandbox:
+    """One container for one solution.
+
+    :param client: a ``docker.DockerClient``.
+    :param image: image name, normally :data:`wmrl_autoresearch.image.SANDBOX_IMAGE`.
+    :param limits: resource limits of the container and the run's default timeout.
+    :param slot: the host directories mounted at ``/data`` and ``/code``.
+    :param lifetime_s: the container removes itself after this many seconds whatever happens.
+    :param gpu_ids: NVIDIA device ids given exclusively to this container; empty on CPU hosts.
+    """
+
+    backend = "docker"
+
+    def __init__(self, client, image: str, limits: SandboxLimits, slot: Slot, lifetime_s: float,
+                 gpu_ids: tuple[str, ...] = ()):
+        self.client = client
+        self.image = image
+        self.limits = limits
+        self.slot = slot
+        self.lifetime_s = float(lifetime_s)
+        self.gpu_ids = tuple(gpu_ids)
+        self.name = f"wmrl-ar-{uuid.uuid4().hex[:12]}"
+        self.container = None  # cleared by remove()
+        self._handle = None  # the same container, kept for the run's own calls
+        self.started_at: float | None = None  # time.monotonic() of start
+        self.startup_s = 0.0
+        self.used = False
+        self.removed = False  # set by remove(); a start or run in another thread gives up
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def create_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``client.containers.create`` (the whole hardening in one place)."""
+        import docker.types
+
+        uid = SANDBOX_UID
+        kwargs: dict[str, Any] = dict(
+            image=self.image,
+            command=["sleep", str(int(self.lifetime_s))],
+            name=self.name,
+            user=f"{uid}:{uid}",
+            working_dir="/tmp",
+            environment={**SANDBOX_ENV, **_thread_env(self.limits.cpus)},
+            network_mode="none",
+            read_only=True,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            tmpfs={
+                "/tmp": f"size={self.limits.tmp_mb}m,uid={uid},gid={uid},mode=1777",
+                "/output": f"size={self.limits.output_mb}m,uid={uid},gid={uid},mode=0755",
+            },
+            volumes={
+                str(self.slot.data): {"bind": "/data", "mode": "ro"},
+                str(self.slot.code): {"bind": "/code", "mode": "ro"},
+            },
+            ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0),
+                     docker.types.Ulimit(name="nofile", soft=1024, hard=1024)],
+            init=True,
+            auto_remove=True,
+            hostname="sandbox",
+            labels=owner_labels(self.lifetime_s),
+            **self.limits.container_settings(),
+        )
+        if self.gpu_ids:
+            kwargs["device_requests"] = [docker.types.DeviceRequest(device_ids=list(self.gpu_ids),
+                                                                   capabilities=[["gpu"]])]
+        return kwargs
+
+    def start(self) -> None:
+        """Create and start the container; afterwards it idles until :meth:`run`.
+
+        :raises SandboxStartError: naming the cause and the fix.
+        """
+        import docker.errors
+
+        t0 = time.perf_counter()
+        try:
+            container = self.client.containers.create(**self.create_kwargs())
+            with self._lock:
+                self.container = self._handle = container
+                if self.removed:  # removed (pool closed) while the engine was creating it
+                    raise SandboxStartError("sandbox was removed while starting (pool closed)")
+            container.start()
+        except docker.errors.ImageNotFound as exc:
+            self.remove()
+            raise SandboxStartError(
+                f"sandbox image {self.image!r} is missing; build it with `wmrl-autoresearch build-image` "
+                f"(no registry needed) or `docker build -t {self.image} plugins/autoresearch`"
+            ) from exc
+        except (docker.errors.APIError, OSError) as exc:
+            self.remove()
+            raise SandboxStartError(f"could not start sandbox container: {exc}") from exc
+        except SandboxStartError:
+            self.remove()
+            raise
+        self.started_at = time.monotonic()
+        self.startup_s = time.perf_counter() - t0
+
+    def remaining_lifetime_s(self) -> float:
+        if self.started_at is None:
+            return self.lifetime_s
+        return self.lifetime_s - (time.monotonic() - self.started_at)
+
+    def remove(self) -> None:
+        """Kill and remove the container and its host directories; safe to call twice."""
+        import docker.errors
+
+        with self._lock:
+            self.removed = True
+            container, self.container = self.container, None
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc):
+                    log.warning("could not remove sandbox container %s: %s", self.name, exc)
+        self.slot.remove()
+
+    # ---------------------------------------------------------------- one run
+
+    def run(self, task_dir: Path, script: str, timeout_s: float | None = None) -> Execution:
+        """Run ``script`` against the task files in ``task_dir``; never raises for a bad script.
+
+        :param task_dir: host directory with the task's visible files.
+        :param script: Python source of the solution.
+        :param timeout_s: wall-clock limit, seconds; defaults to ``limits.timeout_s``.
+        """
+        import docker.errors
+
+        if self.used:
+            raise RuntimeError(f"sandbox {self.name} already ran a solution; a container never runs two")
+        self.used = True
+        timeout_s = float(timeout_s if timeout_s is not None else self.limits.timeout_s)
+        result = Execution(backend=self.backend, startup_s=self.startup_s)
+        container = self.container
+        if container is None:
+            result.sandbox_error = "sandbox was not started or already removed"
+            return result
+        if self.remaining_lifetime_s() < timeout_s + _GRACE_S:
+            result.sandbox_error = "sandbox container is too close to the end of its lifetime"
+            return result
+        try:
+            self.slot.stage(task_dir, script)
+            result.resources["memory_limit_bytes"] = int(self.limits.memory_mb) << 20
+            if self.gpu_ids:
+                result.resources["gpu_ids"] = list(self.gpu_ids)
+            self._exec_script(result, timeout_s)
+            if not result.timed_out and result.sandbox_error is None:
+                self._collect(result)
+        except docker.errors.NotFound as exc:
+            result.sandbox_error = f"sandbox container vanished during the run: {exc}"
+        except OSError as exc:  # slot removed under us (pool closed), host disk full, engine connection lost
+            result.sandbox_error = f"sandbox I/O failed: {exc.__class__.__name__}: {exc}"
+        except Exception as exc:  # never let an infrastructure surprise crash training
+            log.exception("unexpected failure in sandbox %s", self.name)
+            result.sandbox_error = f"unexpected sandbox failure: {exc.__class__.__name__}: {exc}"
+        except docker.errors.APIError as exc:
+            if result.exit_code is None:
+                result.sandbox_error = f"docker engine error: {exc}"
+            else:
+                result.notes.append(f"reading results failed: {exc}")
+        return result
+
+    def _exec_script(self, result: Execution, timeout_s: float) -> None:
+        api = self.client.api
+        stdout, stderr = CappedBuffer(self.limits.log_bytes), CappedBuffer(self.limits.log_bytes)
+        exec_id = api.exec_create(self._handle.id, ["python3", f"/code/{SOLUTION_FILENAME}"], workdir="/tmp")["Id"]
+        t0 = time.perf_counter()
+        stream = api.exec_start(exec_id, stream=True, demux=True)
+        reader_error: list[BaseException] = []
+
+        def pump() -> None:
+            try:
+                for out, err in stream:
+                    if out:
+                        stdout.write(out)
+                    if err:
+                        stderr.write(err)
+            except BaseException as exc:  # the stream breaks when the container is killed
+                reader_error.append(exc)
+
+        reader = threading.Thread(target=pump, name=f"{self.name}-logs", daemon=True)
+        reader.start()
+        deadline = t0 + timeout_s
+        while reader.is_alive() and not self.removed:
+            reader.join(max(0.0, min(0.25, deadline - time.perf_counter())))
+            if time.perf_counter() >= deadline:
+                break
+        if self.removed:
+            result.sandbox_error = "sandbox removed during the run (pool closed or interrupted)"
+            return
+        if reader.is_alive():
+            result.timed_out = True
+            self._kill()
+            reader.join(5.0)
+            try:
+                stream.close()
+            except Exception:
+                pass
+        result.runtime_s = time.perf_counter() - t0
+        result.capture_logs(stdout, stderr)
+        if result.timed_out:
+            result.exit_code = -9
+            return
+        result.exit_code = self._exit_code(exec_id)
+        if result.exit_code != 0 and "MemoryError" in result.stderr[-4000:]:
+            result.oom_killed = True
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        deadline = time.monotonic() + 5.0
+        while True:
+            info = self.client.api.exec_inspect(exec_id)
+            if not info.get("Running") or time.monotonic() > deadline:
+                return info.get("ExitCode")
+            time.sleep(0.02)
+
+    def _kill(self) -> None:
+        import docker.errors
+
+        try:
+            self._handle.kill()
+        except docker.errors.APIError:
+            pass
+
+    def _events_say_oom(self) -> bool:
+        now = time.time()
+        events = self.client.events(since=now - 3600, until=now + 1, decode=True,
+                                    filters={"container": self._handle.id, "event": "oom"})
+        return any(True for _ in events)
+
+    def _collect(self, result: Execution) -> None:
+        """One exec after the script: resource use from the container's cgroup (on stderr) and,
+        when the script exited 0, the predictions file (on stdout, at most ``predictions_bytes + 1``)."""
+        cap = self.limits.predictions_bytes
+        want = "1" if result.exit_code == 0 else "0"
+        res = self._handle.exec_run(["sh", "-c", _COLLECT_SCRIPT, "collect", want, str(cap + 1)], demux=True,
+                                    user=f"{SANDBOX_UID}:{SANDBOX_UID}")
+        out, err = (res.output or (None, None))
+        out, err = out or b"", err or b""
+        figures = dict(item.split("=", 1) for item in err.decode(errors="replace").split() if "=" in item)
+        if figures.get("peak", "-").isdigit():
+            result.resources["memory_peak_bytes"] = int(figures["peak"])
+        if figures.get("cpu_ns", "-").isdigit():
+            result.resources["cpu_s"] = round(int(figures["cpu_ns"]) / 1e9, 3)
+        elif figures.get("cpu_usec", "-").isdigit():
+            result.resources["cpu_s"] = round(int(figures["cpu_usec"]) / 1e6, 3)
+        if want == "1":
+            if res.exit_code == 3:
+                result.predictions = None
+            elif res.exit_code == 0:
+                result.predictions = out[:cap]
+                result.predictions_truncated = len(out) > cap
+            else:  # e.g. leftover processes exhausted the pids limit, so `head` could not start
+                result.notes.append(f"could not read predictions (exit {res.exit_code}): {err[-300:]!r}")
+        if result.exit_code == _EXIT_SIGKILL:
+            peak = result.resources.get("memory_peak_bytes")
+            limit = int(self.limits.memory_mb) << 20
+            result.oom_killed = peak >= 0.95 * limit if peak else self._events_say_oom()
+
+
+# Runs inside the container after the script: $1 = read predictions (1/0), $2 = byte cap.
+# cgroup v1 paths first, then v2; "-" when unknown. `[ -f ]` so that a directory or fifo
+# named predictions.csv counts as missing.
+_COLLECT_SCRIPT = (
+    "c=/sys/fs/cgroup; "
+    "peak=$(cat $c/memory/memory.max_usage_in_bytes 2>/dev/null || cat $c/memory.peak 2>/dev/null || echo -); "
+    "ns=$(cat $c/cpuacct/cpuacct.usage 2>/dev/null || echo -); "
+    "us=$(sed -n 's/^usage_usec //p' $c/cpu.stat 2>/dev/null); "
+    'echo "peak=$peak cpu_ns=$ns cpu_usec=${us:--}" >&2; '
+    '[ "$1" = 1 ] || exit 0; '
+    f'p=/output/{PREDICTIONS_FILENAME}; '
+    '[ -f "$p" ] || exit 3; '
+    'exec head -c "$2" "$p"'
+)

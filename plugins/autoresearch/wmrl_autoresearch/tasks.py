@@ -1,0 +1,351 @@
+"""What an AutoResearch task is, how it is shown to agents, and how it becomes a WMRL ``Task``.
+
+A task is a supervised-learning problem: a training table the agent sees (features plus the
+``target`` column), a test table whose targets the agent never sees, a metric with a known
+direction, and time/resource limits. A solution is a Python script that reads the visible
+files and writes ``predictions.csv``; the grader scores it against the hidden targets.
+
+Files visible to a solution (in ``$DATA_DIR``, ``/data`` inside the sandbox):
+
+* ``train.csv``: header ``<feature columns...>,target``; one row per training example.
+* ``test.csv``: header ``id,<feature columns...>``; no target.
+* ``task.json``: id, description, kind, metric, direction, limits, column names.
+
+Missing values are empty cells; categorical features are strings.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from wmrl_autoresearch.metrics import METRICS, Metric, constant_baseline, get_metric
+
+__all__ = [
+    "AutoResearchTask",
+    "FEATURE_NAMES",
+    "N_FEATURES",
+    "task_features",
+    "to_wmrl_task",
+    "builtin_tasks",
+    "write_visible_files",
+    "SPLITS",
+]
+
+SPLITS = ("train", "heldout")
+KINDS = ("classification", "regression")
+
+
+@dataclass(eq=False)
+class AutoResearchTask:
+    """One task. Build it with :meth:`create`, which validates it and computes derived fields.
+
+    :param id: unique, stable name (lowercase, digits, ``-``).
+    :param kind: ``"classification"`` or ``"regression"``.
+    :param metric: a name from :data:`wmrl_autoresearch.metrics.METRICS`.
+    :param split: ``"train"`` (the training suite) or ``"heldout"`` (never trained on).
+    :param columns: feature column names, in file order.
+    :param x_train: (n_train, n_features) object array: floats (NaN = missing) or strings.
+    :param y_train: (n_train,) training targets (visible).
+    :param x_test: (n_test, n_features) test features (visible).
+    :param y_test: (n_test,) test targets: hidden, only the grader reads them.
+    :param time_limit_s: wall-clock limit of one run of a solution, seconds.
+    :param memory_mb: memory limit of the sandbox, MiB.
+    :param cpus: CPU quota of the sandbox, in cores.
+    :param source: where the data comes from (one line).
+    :param summary: what the data is about (one sentence, shown to the agent).
+    """
+
+    id: str
+    kind: str
+    metric: str
+    split: str
+    columns: tuple[str, ...]
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray = field(repr=False)
+    time_limit_s: float = 60.0
+    memory_mb: int = 1024
+    cpus: float = 1.0
+    source: str = ""
+    summary: str = ""
+    baseline: float | None = None  # constant-prediction error for rmse/mae (see metrics)
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        id: str,
+        kind: str,
+        metric: str,
+        split: str,
+        columns: Sequence[str],
+        x_train: Any,
+        y_train: Any,
+        x_test: Any,
+        y_test: Any,
+        **kwargs: Any,
+    ) -> "AutoResearchTask":
+        """Validate and normalise the arrays (labels of classification tasks become strings)."""
+        if kind not in KINDS:
+            raise ValueError(f"task {id!r}: kind {kind!r} must be one of {KINDS}")
+        m = get_metric(metric)
+        if m.kind != kind:
+            raise ValueError(f"task {id!r}: metric {metric!r} is for {m.kind} tasks, not {kind}")
+        if split not in SPLITS:
+            raise ValueError(f"task {id!r}: split {split!r} must be one of {SPLITS}")
+        if not id or any(c not in "abcdefghijklmnopqrstuvwxyz0123456789-_." for c in id):
+            raise ValueError(f"task id {id!r} must be non-empty lowercase letters, digits, '-', '_' or '.'")
+        columns = tuple(str(c) for c in columns)
+        if "target" in columns or "id" in columns:
+            raise ValueError(f"task {id!r}: feature columns may not be named 'target' or 'id'; rename them")
+        x_train, x_test = _as_table(x_train, len(columns)), _as_table(x_test, len(columns))
+        y_train, y_test = np.asarray(y_train), np.asarray(y_test)
+        if len(x_train) != len(y_train) or len(x_test) != len(y_test) or len(y_test) == 0 or len(y_train) == 0:
+            raise ValueError(
+                f"task {id!r}: {len(x_train)} train rows vs {len(y_train)} targets, "
+                f"{len(x_test)} test rows vs {len(y_test)} targets; both parts must be non-empty and aligned"
+            )
+        if kind == "classification":
+            y_train, y_test = _label_strings(y_train), _label_strings(y_test)
+        else:
+            y_train, y_test = y_train.astype(float), y_test.astype(float)
+            if not (np.isfinite(y_train).all() and np.isfinite(y_test).all()):
+                raise ValueError(f"task {id!r}: regression targets must be finite numbers")
+        task = cls(id=id, kind=kind, metric=metric, split=split, columns=columns, x_train=x_train,
+                   y_train=y_train, x_test=x_test, y_test=y_test, **kwargs)
+        if not m.higher_is_better:
+            task.baseline = constant_baseline(m, y_test)
+            if not task.baseline or task.baseline <= 0:
+                raise ValueError(f"task {id!r}: test targets are constant, {metric} cannot be normalized")
+        return task
+
+    # ---------------------------------------------------------------- derived views
+
+    @property
+    def metric_spec(self) -> Metric:
+        return get_metric(self.metric)
+
+    @property
+    def n_train(self) -> int:
+        return len(self.y_train)
+
+    @property
+    def n_test(self) -> int:
+        return len(self.y_test)
+
+    @property
+    def n_features(self) -> int:
+        return len(self.columns)
+
+    @property
+    def classes(self) -> list[str]:
+        """Sorted class labels seen in training (classification), else empty."""
+        return sorted(set(self.y_train.tolist())) if self.kind == "classification" else []
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Hash of the visible data and settings: a cache key for the task's files."""
+        h = hashlib.sha256()
+        for part in (self.id, self.metric, repr(self.columns), self.x_train.tobytes() if self.x_train.dtype != object
+                     else repr(self.x_train.tolist()), repr(self.y_train.tolist()), repr(self.x_test.tolist())):
+            h.update(part.encode() if isinstance(part, str) else part)
+        return h.hexdigest()[:16]
+
+    def description(self) -> str:
+        """The natural-language statement given to agents (what to predict, metric, budget)."""
+        m = self.metric_spec
+        direction = "higher is better" if m.higher_is_better else "lower is better"
+        if self.kind == "classification":
+            target = f"the class label (one of {len(self.classes)} classes: {', '.join(self.classes[:12])}" + (
+                ", ..." if len(self.classes) > 12 else "") + ")"
+        else:
+            target = "a real number"
+        categorical = [c for c, j in zip(self.columns, range(self.n_features)) if _is_categorical(self.x_train[:, j])]
+        extra = f" Categorical (string) columns: {', '.join(categorical)}." if categorical else ""
+        missing = " Some cells are empty (missing values)." if _has_missing(self.x_train) else ""
+        return (
+            f"AutoResearch task `{self.id}` ({self.kind}). {self.summary}\n"
+            f"Predict `target` ({target}) for every row of test.csv.\n"
+            f"Data (directory $DATA_DIR, default /data): train.csv has {self.n_train} rows with "
+            f"{self.n_features} feature columns and `target`; test.csv has {self.n_test} rows with `id` and the "
+            f"same feature columns, without `target`.{extra}{missing}\n"
+            f"Output: write $OUTPUT_DIR/predictions.csv (default /output) with header `id,prediction` and one row "
+            f"per test row.\n"
+            f"Metric: {m.name} on the hidden test targets ({direction}).\n"
+            f"Budget: {self.time_limit_s:g} s wall clock, {self.memory_mb} MiB memory, {self.cpus:g} CPU core(s), "
+            f"no network. Python 3.11 with numpy, pandas, scikit-learn and torch (CPU)."
+        )
+
+    def public_metadata(self) -> dict[str, Any]:
+        """Contents of ``task.json``: nothing here reveals the test targets."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "metric": self.metric,
+            "higher_is_better": self.metric_spec.higher_is_better,
+            "columns": list(self.columns),
+            "classes": self.classes,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "time_limit_s": self.time_limit_s,
+            "memory_mb": self.memory_mb,
+            "cpus": self.cpus,
+            "description": self.description(),
+        }
+
+
+def _as_table(x: Any, n_columns: int) -> np.ndarray:
+    arr = np.asarray(x, dtype=object)
+    if arr.ndim == 1:
+        arr = arr.reshape(-1, 1)
+    if arr.ndim != 2 or arr.shape[1] != n_columns:
+        raise ValueError(f"feature table has shape {arr.shape}, expected (rows, {n_columns})")
+    return arr
+
+
+def _label_strings(y: np.ndarray) -> np.ndarray:
+    return np.array([_label_string(v) for v in y.tolist()], dtype=object)
+
+
+def _label_string(value: Any) -> str:
+    """Canonical text of a class label: ``1``, ``1.0`` and ``"1"`` are the same class."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return str(int(value)) if float(value).is_integer() else repr(float(value))
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if math.isfinite(number) and number.is_integer():
+        return str(int(number))
+    return text
+
+
+def _is_categorical(column: np.ndarray) -> bool:
+    return any(isinstance(v, str) for v in column.tolist())
+
+
+def _has_missing(table: np.ndarray) -> bool:
+    return any((isinstance(v, float) and math.isnan(v)) or v is None for v in table.ravel().tolist())
+
+
+# --------------------------------------------------------------------------- features
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "log10_n_train",            # 0  log10(1 + training rows)
+    "log10_n_test",             # 1  log10(1 + test rows)
+    "log10_n_features",         # 2  log10(1 + feature columns)
+    "is_classification",        # 3  1 classification, 0 regression
+    "log2_n_classes",           # 4  log2(number of classes); 0 for regression
+    "class_balance",            # 5  rarest / most common class frequency in train; 1 for regression
+    "frac_categorical",         # 6  share of feature columns holding strings
+    "frac_missing",             # 7  share of empty cells in train features
+    *(f"metric_{name}" for name in METRICS),  # 8..13 one-hot metric, order of METRICS
+    "higher_is_better",         # 14 1 when the raw metric grows with quality
+    "log10_time_limit_s",       # 15 log10(time limit in seconds)
+    "log2_memory_gb",           # 16 log2(memory limit in GiB)
+    "log10_target_std",         # 17 log10(1 + std of train targets), regression; 0 otherwise
+    "is_heldout",               # 18 1 for the held-out suite
+)
+"""Layout of ``Task.features`` (float32, fixed length :data:`N_FEATURES`)."""
+
+N_FEATURES = len(FEATURE_NAMES)
+
+
+def task_features(task: AutoResearchTask) -> np.ndarray:
+    """Fixed-length float32 meta-feature vector of a task, laid out as :data:`FEATURE_NAMES`."""
+    values: dict[str, float] = {
+        "log10_n_train": math.log10(1 + task.n_train),
+        "log10_n_test": math.log10(1 + task.n_test),
+        "log10_n_features": math.log10(1 + task.n_features),
+        "is_classification": float(task.kind == "classification"),
+        "log2_n_classes": math.log2(max(1, len(task.classes))),
+        "class_balance": 1.0,
+        "frac_categorical": float(np.mean([_is_categorical(task.x_train[:, j]) for j in range(task.n_features)])),
+        "frac_missing": float(np.mean([(isinstance(v, float) and math.isnan(v)) or v is None
+                                       for v in task.x_train.ravel().tolist()])),
+        "higher_is_better": float(task.metric_spec.higher_is_better),
+        "log10_time_limit_s": math.log10(max(task.time_limit_s, 1e-3)),
+        "log2_memory_gb": math.log2(max(task.memory_mb, 1) / 1024.0),
+        "log10_target_std": 0.0,
+        "is_heldout": float(task.split == "heldout"),
+    }
+    if task.kind == "classification":
+        _, counts = np.unique(task.y_train.astype(str), return_counts=True)
+        values["class_balance"] = float(counts.min() / counts.max())
+    else:
+        values["log10_target_std"] = math.log10(1 + float(np.std(task.y_train)))
+    for name in METRICS:
+        values[f"metric_{name}"] = float(task.metric == name)
+    return np.array([values[name] for name in FEATURE_NAMES], dtype=np.float32)
+
+
+def to_wmrl_task(task: AutoResearchTask):
+    """The engine's view of a task: id, description, features, and the task itself as data."""
+    from wmrl_core.types import Task
+
+    return Task(id=task.id, description=task.description(), features=task_features(task), data=task)
+
+
+# --------------------------------------------------------------------------- visible files
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (float, np.floating)):
+        return "" if math.isnan(value) else repr(float(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return str(value)
+
+
+def write_visible_files(task: AutoResearchTask, directory: str | os.PathLike) -> Path:
+    """Write ``train.csv``, ``test.csv`` and ``task.json`` (world-readable) into ``directory``.
+
+    The hidden test targets are never written. Returns the directory.
+    """
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "train.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*task.columns, "target"])
+        for row, y in zip(task.x_train.tolist(), task.y_train.tolist()):
+            w.writerow([*(_cell(v) for v in row), _cell(y)])
+    with open(out / "test.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", *task.columns])
+        for i, row in enumerate(task.x_test.tolist()):
+            w.writerow([i, *(_cell(v) for v in row)])
+    (out / "task.json").write_text(json.dumps(task.public_metadata(), indent=2))
+    for name in ("train.csv", "test.csv", "task.json"):
+        os.chmod(out / name, 0o644)
+    os.chmod(out, 0o755)
+    return out
+
+
+def builtin_tasks(split: str | None = None, environment: str = "autoresearch", **_: Any) -> list:
+    """Task-set entry point of the built-in suite (see :mod:`wmrl_autoresearch.suite`).
+
+    :param split: ``"train"``, ``"heldout"`` or ``None`` for both.
+    :param environment: passed by the registry; ignored.
+    :return: ``list[wmrl_core.types.Task]`` whose ``data`` is an :class:`AutoResearchTask`.
+    """
+    from wmrl_autoresearch.suite import load_builtin_suite
+
+    return [to_wmrl_task(t) for t in load_builtin_suite() if split is None or t.split == split]

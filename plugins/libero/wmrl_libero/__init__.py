@@ -1,0 +1,1 @@
+"""LIBERO for WMRL."""

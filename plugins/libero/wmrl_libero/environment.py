@@ -1,0 +1,133 @@
+"""LIBERO as a WMRL environment component (the real, expensive execution).
+
+A WMRL *task* is one LIBERO task started from one stored init state: ``Task.id`` is
+``"<suite>/<task_index>/<init_state>"``, ``Task.description`` the language instruction,
+``Task.data`` a dict with ``suite``, ``task_index``, ``init_state``. Split ``train`` uses
+init states 0-39 of every task, ``heldout`` 40-49, ``eval`` all 50 (LIBERO's protocol).
+
+A *solution* is what an embodied policy emits for a task, one of:
+
+- an action sequence, float array ``(T, 7)`` (or ``(T/k, k, 7)`` chunks), executed open
+  loop from the init state; after its end the arm holds still until the episode limit;
+- a closed-loop controller, any object with ``act(obs, info) -> (k, 7) array``
+  (:mod:`wmrl_libero.controllers`), run in the parent process against worker physics.
+
+``execute`` returns ``Outcome(status="ok", score=1.0 | 0.0)`` from LIBERO's goal predicates;
+``status="sandbox_error"`` with ``score=None`` when the simulator worker crashed (an
+infrastructure failure, not a zero); ``status="invalid_solution"`` with ``score=0.0`` for a
+solution of the wrong shape or with non-finite numbers (the policy's fault).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from wmrl_core.types import CostModel, Outcome, Task
+
+from wmrl_libero.controllers import ControllerFactory, OpenLoopController
+from wmrl_libero.episode_runner import EpisodeJob, run_episodes
+from wmrl_libero.suites import MAX_EPISODE_STEPS, suite_tasks
+
+__all__ = ["LiberoEnvironment", "SPLITS"]
+
+SPLITS = {"train": range(0, 40), "heldout": range(40, 50), "eval": range(0, 50)}
+
+
+class LiberoEnvironment:
+    """LIBERO tasks for WMRL.
+
+    :param suite: LIBERO suite (``libero_10`` is LIBERO-Long).
+    :param task_indices: restrict to these tasks of the suite (default all).
+    :param num_workers: simulator worker processes (0: in this process, no crash recovery).
+    :param image_size: camera side in pixels given to closed-loop controllers; ``None``:
+        physics only.
+    :param max_episode_steps: control-step limit (default the suite's, 520 for LIBERO-10).
+    :param seconds_per_step: declared cost of one control step in seconds (CPU, physics
+        only about 1/60 s; with two cameras about 0.2 s).
+    """
+
+    def __init__(
+        self,
+        suite: str = "libero_10",
+        *,
+        task_indices: Sequence[int] | None = None,
+        num_workers: int = 0,
+        image_size: int | None = None,
+        max_episode_steps: int | None = None,
+        seconds_per_step: float = 1 / 60,
+    ):
+        self.suite = suite
+        self._infos = suite_tasks(suite)
+        self.task_indices = list(range(len(self._infos))) if task_indices is None else list(task_indices)
+        self.num_workers = num_workers
+        self.image_size = image_size
+        self.max_episode_steps = max_episode_steps or MAX_EPISODE_STEPS.get(suite, 600)
+        self.cost = CostModel(per_call_s=5.0, per_item_s=seconds_per_step * self.max_episode_steps)
+        self._probe_env = None
+
+    def tasks(self, split: str) -> list[Task]:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; LIBERO splits are {', '.join(SPLITS)}")
+        out = []
+        for t in self.task_indices:
+            info = self._infos[t]
+            for s in SPLITS[split]:
+                if s < info.n_init_states:
+                    out.append(Task(
+                        id=f"{self.suite}/{t}/{s}",
+                        description=info.language,
+                        data={"suite": self.suite, "task_index": t, "init_state": s},
+                    ))
+        return out
+
+    def _controller(self, solution: Any):
+        if hasattr(solution, "act"):
+            return solution
+        actions = np.asarray(solution, dtype=np.float64)
+        if actions.size == 0 or actions.shape[-1] != 7 or not np.all(np.isfinite(actions)):
+            raise ValueError(f"expected a finite (T, 7) action array, got shape {actions.shape}")
+        return OpenLoopController(actions.reshape(-1, 7))
+
+    def execute(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
+        """Run every solution from its task's init state; one outcome each, never raises
+        for a bad solution."""
+        if len(tasks) != len(solutions):
+            raise ValueError(f"{len(tasks)} tasks but {len(solutions)} solutions")
+        outcomes: list[Outcome | None] = [None] * len(tasks)
+        jobs, controllers, where = [], [], []
+        for i, (task, solution) in enumerate(zip(tasks, solutions)):
+            try:
+                controller = self._controller(solution)
+            except (ValueError, TypeError) as exc:
+                outcomes[i] = Outcome(status="invalid_solution", score=0.0, info={"error": str(exc)})
+                continue
+            d = task.data
+            jobs.append(EpisodeJob(d["suite"], d["task_index"], d["init_state"], seed=i, max_episode_steps=self.max_episode_steps))
+            controllers.append(controller)
+            where.append(i)
+        factory = ControllerFactory(make=None, name="wmrl-solutions", image_size=self.image_size, privileged=False)
+        for i, result in zip(where, run_episodes(jobs, factory, num_workers=self.num_workers, controllers=controllers)):
+            info = {"steps": result.steps, "seconds": result.seconds, "init_state": result.job.init_state}
+            if result.status != "ok":
+                outcomes[i] = Outcome(status="sandbox_error", score=None, info=dict(info, error=result.error))
+            else:
+                outcomes[i] = Outcome(status="ok", score=1.0 if result.success else 0.0, info=info)
+        return outcomes  # type: ignore[return-value]
+
+    def initial_observation(self, task: Task, image_size: int | None = None) -> dict[str, np.ndarray]:
+        """The observation at the start of ``task`` (after settling), for open-loop policies."""
+        from wmrl_libero.gym_env import LiberoGymEnv
+
+        d = task.data
+        key = (d["suite"], d["task_index"], image_size)
+        if self._probe_env is None or self._probe_env[0] != key:
+            self.close()
+            self._probe_env = (key, LiberoGymEnv(d["suite"], d["task_index"], image_size=image_size))
+        obs, _ = self._probe_env[1].reset(seed=0, options={"init_state": d["init_state"]})
+        return obs
+
+    def close(self) -> None:
+        if self._probe_env is not None:
+            self._probe_env[1].close()
+            self._probe_env = None

@@ -1,0 +1,31 @@
+"""The WMRL plugin module of wmrl-libero (entry point ``wmrl: libero``)."""
+
+from __future__ import annotations
+
+from wmrl_core import hookimpl
+
+from wmrl_libero.suites import SUITE_NAMES
+
+_ENV_NAMES = {
+    "libero_10": ("libero-10", "LIBERO-10 (LIBERO-Long): 10 long-horizon tasks, 50 init states each, 520 steps"),
+    "libero_spatial": ("libero-spatial", "LIBERO-Spatial: 10 tasks, 220 steps"),
+    "libero_object": ("libero-object", "LIBERO-Object: 10 tasks, 280 steps"),
+    "libero_goal": ("libero-goal", "LIBERO-Goal: 10 tasks, 300 steps"),
+    "libero_90": ("libero-90", "LIBERO-90: 90 tasks, 400 steps"),
+}
+
+
+@hookimpl
+def wmrl_register_environments(table):
+    for suite in SUITE_NAMES:
+        name, description = _ENV_NAMES[suite]
+        table.add(name, "wmrl_libero.environment:LiberoEnvironment", description=description, suite=suite)
+
+
+@hookimpl
+def wmrl_register_policies(table):
+    table.add(
+        "libero-small-vla",
+        "wmrl_libero.policies.small_vla:SmallVLAPolicy",
+        description="small embedded VLA (torch, CPU): proprio/object-state or image + instruction -> Gaussian action chunks",
+    )

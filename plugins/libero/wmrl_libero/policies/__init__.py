@@ -1,0 +1,1 @@
+"""Embodied policies for LIBERO: the VLA interface and its implementations."""

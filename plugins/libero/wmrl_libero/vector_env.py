@@ -1,0 +1,256 @@
+"""N LIBERO environments in worker processes, surviving crashed workers.
+
+The equivalent of ``gymnasium.vector.AsyncVectorEnv`` for LIBERO, with two differences that
+LIBERO needs:
+
+- Observations are returned as a list of dicts, one per environment, because different
+  tasks have different ``object_state`` lengths and cannot be stacked.
+- A worker that dies (segfault in MuJoCo, OOM kill, EGL failure) is restarted with the same
+  environment; the step that lost it returns ``truncated=True`` and
+  ``info["infrastructure_failure"] = True`` with the error, so callers can report an
+  infrastructure failure instead of scoring the episode as a zero.
+
+No autoreset: call :meth:`reset_at` for an environment whose episode ended.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import traceback
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["LiberoVectorEnv", "WorkerCrashed"]
+
+_START_METHOD = "spawn"  # fork would copy torch/EGL state of the parent; spawn is clean
+_REPLY_TIMEOUT_S = 600.0
+
+
+class WorkerCrashed(RuntimeError):
+    """A worker process died or stopped answering."""
+
+
+def _worker(conn, env_kwargs: dict[str, Any]) -> None:
+    import os
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
+    from wmrl_libero.gym_env import LiberoGymEnv
+
+    env = None
+    try:
+        env = LiberoGymEnv(**env_kwargs)
+        conn.send(("ok", {"pid": os.getpid()}))
+        while True:
+            cmd, payload = conn.recv()
+            if cmd == "close":
+                break
+            try:
+                if cmd == "reset":
+                    result = env.reset(**payload)
+                elif cmd == "step":
+                    result = env.step(payload)
+                elif cmd == "call":
+                    name, args, kwargs = payload
+                    result = getattr(env, name)(*args, **kwargs)
+                elif cmd == "rebuild":
+                    env.close()
+                    env = None
+                    env = LiberoGymEnv(**payload)
+                    result = None
+                elif cmd == "getattr":
+                    result = getattr(env, payload)
+                else:
+                    raise ValueError(f"unknown command {cmd!r}")
+                conn.send(("ok", result))
+            except Exception as exc:  # reported to the parent, which re-raises it there
+                conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+    except (EOFError, KeyboardInterrupt):
+        pass
+    except Exception as exc:
+        try:
+            conn.send(("error", f"building the environment failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        except Exception:
+            pass
+    finally:
+        if env is not None:
+            env.close()
+        conn.close()
+
+
+class _Worker:
+    def __init__(self, ctx, env_kwargs: dict[str, Any]):
+        self.env_kwargs = env_kwargs
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker, args=(child, env_kwargs), daemon=True)
+        self.process.start()
+        child.close()
+        self.pid = self.process.pid
+
+    def request(self, cmd: str, payload: Any = None) -> Any:
+        try:
+            self.conn.send((cmd, payload))
+        except (BrokenPipeError, OSError) as exc:
+            raise WorkerCrashed(f"worker {self.pid} is gone ({exc})") from exc
+        return self.reply()
+
+    def reply(self) -> Any:
+        try:
+            if not self.conn.poll(_REPLY_TIMEOUT_S):
+                raise WorkerCrashed(f"worker {self.pid} did not answer within {_REPLY_TIMEOUT_S:.0f} s")
+            status, value = self.conn.recv()
+        except (EOFError, ConnectionResetError, OSError) as exc:
+            code = self.process.exitcode if not self.process.is_alive() else None
+            raise WorkerCrashed(f"worker {self.pid} died (exit code {code})") from exc
+        if status == "error":
+            raise RuntimeError(value)
+        return value
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        try:
+            self.conn.send(("close", None))
+        except (BrokenPipeError, OSError):
+            pass
+        self.process.join(timeout_s)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout_s)
+        self.conn.close()
+
+
+class LiberoVectorEnv:
+    """``len(env_kwargs)`` LIBERO environments, one worker process each.
+
+    :param env_kwargs: keyword arguments of :class:`~wmrl_libero.gym_env.LiberoGymEnv`, one
+        dict per environment (tasks may differ).
+    :param max_restarts: restarts allowed per worker before a crash is raised instead.
+    """
+
+    def __init__(self, env_kwargs: Sequence[dict[str, Any]], *, max_restarts: int = 3):
+        if not env_kwargs:
+            raise ValueError("LiberoVectorEnv needs at least one environment")
+        self._ctx = mp.get_context(_START_METHOD)
+        self.max_restarts = max_restarts
+        self.restarts = [0] * len(env_kwargs)
+        self._workers = [_Worker(self._ctx, dict(kw)) for kw in env_kwargs]
+        try:
+            for w in self._workers:  # built in parallel, awaited here
+                w.reply()
+        except Exception:
+            self.close()
+            raise
+        self.num_envs = len(self._workers)
+        self.single_observation_spaces = [w.request("getattr", "observation_space") for w in self._workers]
+        self.single_action_space = self._workers[0].request("getattr", "action_space")
+        self._last_reset: list[dict[str, Any]] = [{} for _ in self._workers]
+        self._closed = False
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the current workers (they change when a worker is restarted)."""
+        return [w.pid for w in self._workers]
+
+    def _restart(self, i: int) -> None:
+        self.restarts[i] += 1
+        if self.restarts[i] > self.max_restarts:
+            raise WorkerCrashed(f"worker {i} crashed {self.restarts[i]} times; giving up (max_restarts={self.max_restarts})")
+        old = self._workers[i]
+        old.close(timeout_s=1.0)
+        self._workers[i] = _Worker(self._ctx, old.env_kwargs)
+        self._workers[i].reply()
+
+    def rebuild_at(self, i: int, env_kwargs: dict[str, Any]) -> None:
+        """Replace environment ``i`` by ``LiberoGymEnv(**env_kwargs)`` (another task or
+        camera setting) in the same worker; restarts the worker if it died."""
+        self._workers[i].env_kwargs = dict(env_kwargs)
+        try:
+            self._workers[i].request("rebuild", dict(env_kwargs))
+        except WorkerCrashed:
+            self._restart(i)
+        self.single_observation_spaces[i] = self._workers[i].request("getattr", "observation_space")
+
+    def env_kwargs_at(self, i: int) -> dict[str, Any]:
+        """The keyword arguments environment ``i`` was built with."""
+        return dict(self._workers[i].env_kwargs)
+
+    def reset_at(self, i: int, *, seed: int | None = None, options: dict | None = None):
+        """Reset environment ``i``; restarts its worker first if it died. Returns (obs, info)."""
+        self._last_reset[i] = {"seed": seed, "options": options}
+        try:
+            return self._workers[i].request("reset", {"seed": seed, "options": options})
+        except WorkerCrashed:
+            self._restart(i)
+            return self._workers[i].request("reset", {"seed": seed, "options": options})
+
+    def reset(self, *, seed: int | Sequence[int] | None = None, options: dict | Sequence[dict] | None = None):
+        """Reset every environment. Returns (list of obs, list of info)."""
+        seeds = list(seed) if isinstance(seed, (list, tuple)) else [None if seed is None else seed + i for i in range(self.num_envs)]
+        opts = list(options) if isinstance(options, (list, tuple)) else [options] * self.num_envs
+        for i, w in enumerate(self._workers):
+            self._last_reset[i] = {"seed": seeds[i], "options": opts[i]}
+            w.conn.send(("reset", self._last_reset[i]))
+        results = [self._collect(i, failed_step=False) for i in range(self.num_envs)]
+        return [r[0] for r in results], [r[1] for r in results]
+
+    def step(self, actions: Sequence[np.ndarray | None]):
+        """Step every environment whose action is not ``None``.
+
+        :return: ``(obs, rewards, terminated, truncated, infos)``; lists and arrays of length
+            ``num_envs``; entries of skipped environments are ``None`` / 0 / False.
+        """
+        if len(actions) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} actions (None to skip one), got {len(actions)}")
+        sent = []
+        for i, (w, a) in enumerate(zip(self._workers, actions)):
+            if a is None:
+                continue
+            try:
+                w.conn.send(("step", np.asarray(a, dtype=np.float32)))
+            except (BrokenPipeError, OSError):
+                pass  # noticed in _collect as a crash
+            sent.append(i)
+        obs: list[Any] = [None] * self.num_envs
+        rewards = np.zeros(self.num_envs)
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        infos: list[dict] = [{} for _ in range(self.num_envs)]
+        for i in sent:
+            o, r, te, tr, info = self._collect(i, failed_step=True)
+            obs[i], rewards[i], terminated[i], truncated[i], infos[i] = o, r, te, tr, info
+        return obs, rewards, terminated, truncated, infos
+
+    def _collect(self, i: int, *, failed_step: bool):
+        try:
+            return self._workers[i].reply()
+        except WorkerCrashed as exc:
+            self._restart(i)
+            obs, info = self._workers[i].request("reset", self._last_reset[i])
+            info = dict(info, infrastructure_failure=True, error=str(exc))
+            if not failed_step:
+                return obs, info
+            return obs, 0.0, False, True, info
+
+    def call(self, name: str, *args, **kwargs) -> list[Any]:
+        """Call method ``name`` of every environment; returns the results."""
+        return [w.request("call", (name, args, kwargs)) for w in self._workers]
+
+    def close(self) -> None:
+        """Stop every worker (each closes its environment); safe to call twice."""
+        if getattr(self, "_closed", False):
+            return
+        for w in getattr(self, "_workers", []):
+            w.close()
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
