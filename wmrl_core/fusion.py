@@ -28,8 +28,8 @@ share of real-reward variance that the calibrated rewards explain:
 with :math:`\tilde x` the value minus its group mean (GRPO only sees within-group
 differences). The calibrated values :math:`c_j` are *cross-fitted*: the isotonic map is fitted
 on the other half of the anchor groups, so it cannot explain its own noise.
-:math:`n_R`, :math:`n_W` count rollouts in groups with nonzero reward spread (groups with
-zero spread give zero gradient).
+:math:`n_R`, :math:`n_W` count the rollouts of each stream that have a reward (a group whose
+rewards are all equal is a zero gradient estimate, not a missing one).
 
 Consequences (each tested): a perfect world model (:math:`\hat\rho^2 = 1`) gets its share of
 samples :math:`n_W/(n_R+n_W)`; one independent of the truth (:math:`\hat\rho^2 \to 0`) gets weight

@@ -53,15 +53,11 @@ def _nanmean(x: np.ndarray) -> float:
     return float(x.mean()) if x.size else math.nan
 
 
-def _rollouts_with_spread(rewards: np.ndarray, group_ids: np.ndarray, rows: np.ndarray) -> int:
-    """Rollouts in groups (among ``rows``) whose rewards differ: only they carry gradient."""
-    count = 0
-    for g in np.unique(group_ids[rows]):
-        r = rewards[(group_ids == g) & rows]
-        r = r[np.isfinite(r)]
-        if r.size >= 2 and r.std() > 1e-6:
-            count += r.size
-    return count
+def _rollouts_with_reward(rewards: np.ndarray, rows: np.ndarray) -> int:
+    """Sample size of a stream: its rollouts that have a reward. A group whose rewards are all
+    equal still counts: it is a (zero) gradient estimate, not a missing one, and counting it
+    keeps the weights from jumping whenever one small anchor group happens to agree."""
+    return int(np.sum(np.isfinite(rewards[rows])))
 
 
 @torch.no_grad()
@@ -212,8 +208,8 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             # 6. rewards per stream: anchors carry real rewards, the rest world-model rewards
             rewards = np.where(is_anchor, real_rewards, calibrated)
             advantages = group_advantages(rewards, group_ids, scale=cfg.grpo.scale_advantages)
-            n_real = _rollouts_with_spread(rewards, group_ids, is_anchor)
-            n_wm = _rollouts_with_spread(rewards, group_ids, ~is_anchor)
+            n_real = _rollouts_with_reward(rewards, is_anchor)
+            n_wm = _rollouts_with_reward(rewards, ~is_anchor)
 
             # 7. fusion weights
             rho2 = math.nan

@@ -123,3 +123,14 @@ def test_ar_gpus_are_exclusive_on_a_gpu_host(docker_ready, small_limits, tiny_cl
     held = [tuple(ex.resources["gpu_ids"]) for ex in executions]
     assert len(set(held)) == len(devices)  # concurrent sandboxes held different GPUs
     assert all(ex.stdout.count("/dev/nvidia") == 1 for ex in executions)  # each sees only its own device
+
+
+def test_ar_bench_sandbox_reports_every_figure(docker_ready):
+    from wmrl_autoresearch.bench import bench_sandbox
+
+    result = bench_sandbox(latency_runs=1, throughput_runs=2, parallel=2)
+    assert 0 < result.cold_startup_s < 30 and 0 <= result.warm_startup_s < result.cold_startup_s
+    assert result.cold_end_to_end_s > 0 and result.warm_end_to_end_s > 0
+    assert result.trivial_per_minute > 0 and result.trivial_per_minute_cold > 0
+    assert result.sklearn_statuses == {"ok": 2} and result.sklearn_per_minute > 0
+    assert "cold start-up latency" in result.summary()
