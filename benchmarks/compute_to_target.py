@@ -45,11 +45,13 @@ SUITES = {
     "autoresearch": {
         "config": ROOT / "configs/autoresearch/quickstart.yaml",
         "metric": "eval/reward", "label": "final held-out score",
-        "arms": {"real": ["mode=real"], "world_model": ["mode=world_model"], "wmrl": ["mode=wmrl"],
-                 "wmrl_no_debias": ["mode=wmrl", "debias.enabled=false"],
-                 "wmrl_no_denoise": ["mode=wmrl", "denoise.enabled=false"]},
-        "overrides": ["logging.tensorboard=false", "checkpoint.every=0"],
-        "quick": ["eval.every=2"], "quick_steps": 0.2, "seeds": 3,
+        "arms": {"real": ["mode=real", "steps=8"], "world_model": ["mode=world_model", "steps=16"],
+                 "wmrl": ["mode=wmrl", "steps=16"],
+                 "wmrl_no_debias": ["mode=wmrl", "steps=16", "debias.enabled=false"],
+                 "wmrl_no_denoise": ["mode=wmrl", "steps=16", "denoise.enabled=false"]},
+        "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=4", "eval.samples_per_task=4"],
+        "quick": ["eval.every=1", "eval.samples_per_task=1", "rollout.batch_tasks=2", "rollout.group_size=2"],
+        "quick_steps": 0.125, "seeds": 3,
     },
 }
 
@@ -89,11 +91,16 @@ def plot_calibration(run_dir: Path, path: Path) -> None:
     plt.close(fig)
 
 
-def run_suite(suite: str, out: Path, seeds: int, quick: bool) -> dict:
+def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | None = None) -> dict:
     spec = SUITES[suite]
     if not spec["config"].is_file():
         sys.exit(f"{spec['config']} is missing: the {suite} suite needs its plugin's configs (see README)")
     arms, overrides = spec["arms"], list(spec["overrides"])
+    if only:
+        unknown = set(only) - set(arms)
+        if unknown:
+            sys.exit(f"unknown arms {sorted(unknown)}; the {suite} suite has {sorted(arms)}")
+        arms = {k: v for k, v in arms.items() if k in only}
     if quick:
         arms = _scale_steps(arms, spec["quick_steps"], default_steps=60)
         overrides += spec["quick"]
@@ -184,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="tiny budget, every arm end to end (CI)")
     parser.add_argument("--sweep", action="store_true", help="synthetic only: cost ratio x anchor fraction")
+    parser.add_argument("--arms", nargs="*", help="subset of arms (default: all; `real` is always needed)")
     args = parser.parse_args(argv)
     out = args.out or ROOT / "runs" / "bench" / (f"{args.suite}-sweep" if args.sweep else args.suite)
     out.mkdir(parents=True, exist_ok=True)
@@ -193,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--sweep runs on the synthetic suite only")
         run_sweep(out, seeds, args.quick)
     else:
-        run_suite(args.suite, out, seeds, args.quick)
+        run_suite(args.suite, out, seeds, args.quick, args.arms)
         print((out / "table.md").read_text())
     print(f"outputs in {out}")
     return 0

@@ -12,4 +12,4 @@ def wmrl_register_policies(table):
 @hookimpl
 def wmrl_register_world_models(table):
     table.add("program-world-model", "wmrl_autoresearch.program.world_model:LearnedWorldModel",
-              description="MLP on task meta-features + program decisions, fitted on the training suite's executions")
+              description="ridge model on task meta-features + program decisions, fitted on the training suite's executions")
