@@ -20,3 +20,4 @@ def test_plugin_registers_environments_and_policies():
         assert name in registry.environments
     assert registry.environments.get("libero-10").kwargs == {"suite": "libero_10"}
     assert "libero-small-vla" in registry.policies
+    assert "libero-hf-vla" in registry.policies

@@ -29,3 +29,8 @@ def wmrl_register_policies(table):
         "wmrl_libero.policies.small_vla:SmallVLAPolicy",
         description="small embedded VLA (torch, CPU): proprio/object-state or image + instruction -> Gaussian action chunks",
     )
+    table.add(
+        "libero-hf-vla",
+        "wmrl_libero.policies.hf_vla:HFVLAPolicy",
+        description="Hugging Face causal LM with OpenVLA-style action tokens (checkpoint=MODEL_DIR; ignores images)",
+    )
