@@ -7,22 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from wmrl_core.testing import require
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs" / "autoresearch"
-
-
-def _docker_ready() -> bool:
-    try:
-        import docker
-
-        client = docker.from_env()
-        client.ping()
-        client.images.get("wmrl-autoresearch-sandbox:latest")
-        return True
-    except Exception:  # any failure means: no usable engine or image here
-        return False
 
 
 @pytest.mark.parametrize("config, overrides, executed", [
@@ -30,8 +17,7 @@ def _docker_ready() -> bool:
     ("real.yaml", ["steps=1", "rollout.batch_tasks=2", "rollout.group_size=2"], 1 * 2 * 2),
     ("world_model.yaml", ["steps=2", "rollout.batch_tasks=4", "rollout.group_size=2"], 0),
 ])
-def test_short_job_in_real_containers(tmp_path, config, overrides, executed):
-    require(_docker_ready(), "Docker engine with the sandbox image is needed (bash plugins/autoresearch/ci/setup.sh)")
+def test_short_job_in_real_containers(docker_ready, tmp_path, config, overrides, executed):
     run_dir = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "wmrl_core.cli", "train", str(CONFIGS / config), f"run_dir={run_dir}",
