@@ -91,7 +91,7 @@ def plot_calibration(run_dir: Path, path: Path) -> None:
     plt.close(fig)
 
 
-def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | None = None) -> dict:
+def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | None = None, reuse: bool = False) -> dict:
     spec = SUITES[suite]
     if not spec["config"].is_file():
         sys.exit(f"{spec['config']} is missing: the {suite} suite needs its plugin's configs (see README)")
@@ -105,7 +105,8 @@ def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | 
         arms = _scale_steps(arms, spec["quick_steps"], default_steps=60)
         overrides += spec["quick"]
     started = time.perf_counter()
-    results = run_arms(spec["config"], arms, seeds=range(seeds), out_dir=out, overrides=overrides, metric=spec["metric"])
+    results = run_arms(spec["config"], arms, seeds=range(seeds), out_dir=out, overrides=overrides, metric=spec["metric"],
+                       reuse=reuse)
     summary = write_report(results, out, title=f"compute to target: {suite}", fraction=1.0, metric_label=spec["label"])
     plot_calibration(out / "runs" / "wmrl-seed0", out / "calibration.png")
     summary["machine"] = {"cpus": __import__("os").cpu_count(), "processor": platform.processor() or platform.machine(),
@@ -192,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny budget, every arm end to end (CI)")
     parser.add_argument("--sweep", action="store_true", help="synthetic only: cost ratio x anchor fraction")
     parser.add_argument("--arms", nargs="*", help="subset of arms (default: all; `real` is always needed)")
+    parser.add_argument("--reuse", action="store_true", help="keep finished runs in --out (resume an interrupted benchmark)")
     args = parser.parse_args(argv)
     out = args.out or ROOT / "runs" / "bench" / (f"{args.suite}-sweep" if args.sweep else args.suite)
     out.mkdir(parents=True, exist_ok=True)
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--sweep runs on the synthetic suite only")
         run_sweep(out, seeds, args.quick)
     else:
-        run_suite(args.suite, out, seeds, args.quick, args.arms)
+        run_suite(args.suite, out, seeds, args.quick, args.arms, args.reuse)
         print((out / "table.md").read_text())
     print(f"outputs in {out}")
     return 0

@@ -46,13 +46,19 @@ class ArmResult:
 
 
 def _final_score(curve: Sequence[tuple[float, float]], last_k: int = 3) -> float:
-    """Mean of the last ``last_k`` evaluations (one evaluation is too noisy to compare)."""
-    return float(np.mean([s for _, s in curve[-last_k:]]))
+    """Mean of the last ``last_k`` evaluations (one evaluation is too noisy to compare), but
+    never reaching back into the first two thirds of a short curve (the untrained policy)."""
+    k = max(1, min(last_k, len(curve) // 3))
+    return float(np.mean([s for _, s in curve[-k:]]))
 
 
 def run_arms(config_path: str | Path, arms: dict[str, list[str]], seeds: Sequence[int], out_dir: str | Path,
-             overrides: Sequence[str] = (), metric: str = "eval/true_reward") -> dict[str, ArmResult]:
-    """Train every arm for every seed (seeds outer, arms inner) and collect their curves."""
+             overrides: Sequence[str] = (), metric: str = "eval/true_reward", reuse: bool = False) -> dict[str, ArmResult]:
+    """Train every arm for every seed (seeds outer, arms inner) and collect their curves.
+
+    :param reuse: keep runs that already finished in ``out_dir`` (their ``summary.json``
+        exists) instead of training them again: an interrupted benchmark resumes.
+    """
     out_dir = Path(out_dir)
     results = {name: ArmResult(name) for name in arms}
     for seed in seeds:
@@ -60,7 +66,8 @@ def run_arms(config_path: str | Path, arms: dict[str, list[str]], seeds: Sequenc
             run_dir = out_dir / "runs" / f"{name}-seed{seed}"
             cfg = load_config(config_path, [*overrides, *arm_overrides, f"seed={seed}", f"run_dir={run_dir}",
                                             "logging.progress=false"])
-            train(cfg)
+            if not (reuse and (run_dir / "summary.json").exists()):
+                train(cfg)
             records = read_metrics(run_dir)
             curve = [(r["compute/total_s"], r[metric]) for r in records if r.get(metric) is not None]
             res = results[name]
