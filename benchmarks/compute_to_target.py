@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from wmrl_core.experiment import compute_to_reach, run_arms, write_report
+from wmrl_core.experiment import compute_to_reach, mean_ci95, plot_curves, run_arms, write_report
+from wmrl_core.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +53,9 @@ SUITES = {
         "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=4", "eval.samples_per_task=4"],
         "quick": ["eval.every=1", "eval.samples_per_task=1", "rollout.batch_tasks=2", "rollout.group_size=2"],
         "quick_steps": 0.125, "seeds": 3,
+        # the learned world model was fitted on real executions of the training suite: a one-off
+        # cost that a single run would pay too, reported beside the per-run figures
+        "world_model_corpus": ("wmrl_autoresearch.program", "data/corpus_train.jsonl"),
     },
 }
 
@@ -109,11 +113,55 @@ def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | 
                        reuse=reuse)
     summary = write_report(results, out, title=f"compute to target: {suite}", fraction=1.0, metric_label=spec["label"])
     plot_calibration(out / "runs" / "wmrl-seed0", out / "calibration.png")
+    if "world_model_corpus" in spec:
+        summary["world_model_corpus"] = corpus_cost(spec["world_model_corpus"], out, results, summary)
+        with (out / "table.md").open("a") as f:
+            f.write("\n" + corpus_note(summary["world_model_corpus"]) + "\n")
+        if "wmrl" in results:
+            cost = summary["world_model_corpus"]["cost_s"]
+            plot_curves(results, out / "reward_vs_compute.png", ylabel=spec["label"].replace("final ", ""),
+                        target=summary["target"], target_label="real's final",
+                        shifted={"wmrl": (cost, f"wmrl + world-model corpus ({cost:.0f} s, one-off)")}, xscale="linear")
     summary["machine"] = {"cpus": __import__("os").cpu_count(), "processor": platform.processor() or platform.machine(),
                           "python": platform.python_version()}
     summary["wall_s"] = time.perf_counter() - started
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def corpus_cost(corpus: tuple[str, str], out: Path, results: dict, summary: dict) -> dict:
+    """Price the world model's training corpus (``n`` real executions, run once, before any
+    training) at the execution rate the ``real`` arm measured in this same run, and the
+    ``real / wmrl`` speed-up if one run had to pay for it:
+    :math:`s_i = C^{real}_i / (C^{wmrl}_i + n \\bar e)` with :math:`\\bar e` the real arm's
+    execution seconds per rollout."""
+    from importlib.resources import files
+
+    package, name = corpus
+    n = sum(1 for line in files(package).joinpath(name).read_text().splitlines() if line.strip())
+    per_rollout = []
+    for seed in range(len(results["real"].curves)):
+        last = read_metrics(out / "runs" / f"real-seed{seed}")[-1]
+        per_rollout.append(last["compute/execution_s"] / max(1, last["compute/execution_items"]))
+    cost = n * float(np.mean(per_rollout))
+    target = summary["target"]
+    ratios = []
+    if "wmrl" in results:
+        for real_curve, wmrl_curve in zip(results["real"].curves, results["wmrl"].curves):
+            base, arm = compute_to_reach(real_curve, target), compute_to_reach(wmrl_curve, target)
+            if base is not None and arm is not None:
+                ratios.append(base / (arm + cost))
+    speed, ci = mean_ci95(ratios) if ratios and len(ratios) == len(results["real"].curves) else (None, None)
+    return {"executions": n, "execution_s_per_rollout": float(np.mean(per_rollout)), "cost_s": cost,
+            "speedup_including_corpus": speed, "speedup_including_corpus_ci95": ci}
+
+
+def corpus_note(c: dict) -> str:
+    speed = (f"{c['speedup_including_corpus']:.1f}x ± {c['speedup_including_corpus_ci95']:.1f}"
+             if c["speedup_including_corpus"] is not None else "undefined (an arm did not reach the target)")
+    return (f"World model corpus (one-off, not in the table): {c['executions']} real executions of the training suite, "
+            f"{c['cost_s']:.0f} s at the real arm's measured {c['execution_s_per_rollout']:.2f} s per rollout. "
+            f"real / wmrl if a single run paid for it: {speed}.")
 
 
 def run_sweep(out: Path, seeds: int, quick: bool) -> dict:

@@ -21,7 +21,7 @@ from wmrl_core.config import load_config
 from wmrl_core.metrics import read_metrics
 from wmrl_core.trainer import train
 
-__all__ = ["SYNTHETIC_ARMS", "ArmResult", "run_arms", "compute_to_reach", "summarize", "write_report"]
+__all__ = ["SYNTHETIC_ARMS", "ArmResult", "run_arms", "compute_to_reach", "mean_ci95", "summarize", "write_report"]
 
 SYNTHETIC_ARMS: dict[str, list[str]] = {
     "real": ["mode=real"],
@@ -43,6 +43,11 @@ class ArmResult:
     compute: list[dict[str, float]] = field(default_factory=list)
     w_world_model: list[float] = field(default_factory=list)
     """Per seed: mean world-model fusion weight over the second half of training."""
+
+    @property
+    def initials(self) -> list[float]:
+        """Per seed: score of the untrained policy (the evaluation at step 0)."""
+        return [c[0][1] for c in self.curves]
 
 
 def _final_score(curve: Sequence[tuple[float, float]], last_k: int = 3) -> float:
@@ -83,16 +88,22 @@ def run_arms(config_path: str | Path, arms: dict[str, list[str]], seeds: Sequenc
 
 
 def compute_to_reach(curve: Sequence[tuple[float, float]], target: float, smooth: int = 2) -> float | None:
-    """First cumulative compute at which the running mean of ``smooth`` evaluations reaches ``target``."""
-    scores = np.array([s for _, s in curve])
-    for i in range(len(curve)):
+    """First cumulative compute at which the running mean of ``smooth`` evaluations reaches ``target``.
+
+    The first evaluation is the untrained policy (step 0) and never counts: an arm reaches a
+    target by training, so a target below the starting score is reached at the first
+    evaluation after training, not at zero compute.
+    """
+    trained = list(curve[1:])
+    scores = np.array([s for _, s in trained])
+    for i in range(len(trained)):
         window = scores[max(0, i - smooth + 1): i + 1]
         if window.mean() >= target:
-            return float(curve[i][0])
+            return float(trained[i][0])
     return None
 
 
-def _mean_ci(values: Sequence[float]) -> tuple[float, float]:
+def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
     """Mean and half-width of the 95% t-interval (0 for one value)."""
     from scipy import stats
 
@@ -107,18 +118,25 @@ def _mean_ci(values: Sequence[float]) -> tuple[float, float]:
 def summarize(results: dict[str, ArmResult], baseline: str = "real", fraction: float = 0.95) -> dict[str, Any]:
     """Per-arm final score, compute by stage, and compute to reach ``fraction`` of the baseline's
     final score. The speed-up is paired by seed: :math:`s_i = C^{base}_i / C^{arm}_i`, reported as
-    the mean and 95% t-interval of :math:`s_i` over seeds where both arms reach the target."""
+    the mean and 95% t-interval of :math:`s_i` over seeds where both arms reach the target.
+
+    ``gain`` is the paired improvement over the untrained policy, final minus step-0 score; a
+    baseline whose gain is not positive makes "reaching its final score" a weak target, which
+    ``baseline_improved`` records so that reports can say so.
+    """
     target = fraction * float(np.mean(results[baseline].finals))
     base_reach = [compute_to_reach(c, target) for c in results[baseline].curves]
     rows = {}
     for name, res in results.items():
         reach = [compute_to_reach(c, target) for c in res.curves]
         reached = [r for r in reach if r is not None]
-        final_mean, final_ci = _mean_ci(res.finals)
+        final_mean, final_ci = mean_ci95(res.finals)
         ratios = [b / a for b, a in zip(base_reach, reach) if a and b]
-        speed, speed_ci = _mean_ci(ratios) if len(ratios) == len(reach) else (None, None)
+        speed, speed_ci = mean_ci95(ratios) if len(ratios) == len(reach) else (None, None)
+        gain_mean, gain_ci = mean_ci95([f - i for f, i in zip(res.finals, res.initials)])
         rows[name] = {
             "final_mean": final_mean, "final_ci95": final_ci,
+            "initial_mean": float(np.mean(res.initials)), "gain_mean": gain_mean, "gain_ci95": gain_ci,
             **{f"compute_{stage}_s": float(np.mean([c[f"{stage}_s"] for c in res.compute]))
                for stage in ("generation", "world_model", "execution", "total")},
             "compute_to_target_s": float(np.mean(reached)) if len(reached) == len(reach) else None,
@@ -126,27 +144,45 @@ def summarize(results: dict[str, ArmResult], baseline: str = "real", fraction: f
             "speedup_vs_baseline": speed, "speedup_ci95": speed_ci,
             "w_world_model_late": float(np.nanmean(res.w_world_model)) if res.w_world_model else math.nan,
         }
-    return {"baseline": baseline, "target": target, "fraction": fraction, "arms": rows}
+    baseline_improved = rows[baseline]["gain_mean"] > 0
+    return {"baseline": baseline, "target": target, "fraction": fraction, "baseline_improved": bool(baseline_improved),
+            "arms": rows}
+
+
+def _seconds(x: float) -> str:
+    """Whole seconds, but small costs (a ridge world model, a GRU policy) keep two digits, not 0."""
+    return f"{x:.0f}" if x >= 10 or x == 0 else f"{x:.2g}"
 
 
 def markdown_table(summary: dict[str, Any], metric_label: str = "final true reward") -> str:
-    lines = [f"| arm | {metric_label} (95% CI) | generation (s) | world model (s) | execution (s) | total (s) | "
+    lines = [f"| arm | {metric_label} (95% CI) | gain over untrained (95% CI) | generation (s) | world model (s) | execution (s) | total (s) | "
              f"compute to {summary['fraction']:.0%} of {summary['baseline']} ({summary['target']:.3f}) | "
              f"speed-up (95% CI) | w_world_model (late) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in summary["arms"].items():
-        ctt = (f"{r['compute_to_target_s']:.0f}" if r["compute_to_target_s"] is not None
+        ctt = (_seconds(r['compute_to_target_s']) if r["compute_to_target_s"] is not None
                else f"not reached ({r['seeds_reaching_target']})")
         speed = f"{r['speedup_vs_baseline']:.1f}x ± {r['speedup_ci95']:.1f}" if r["speedup_vs_baseline"] else "-"
         w = f"{r['w_world_model_late']:.2f}" if math.isfinite(r["w_world_model_late"]) else "-"
-        lines.append(f"| {name} | {r['final_mean']:.3f} ± {r['final_ci95']:.3f} | {r['compute_generation_s']:.0f} | "
-                     f"{r['compute_world_model_s']:.0f} | {r['compute_execution_s']:.0f} | {r['compute_total_s']:.0f} | "
+        lines.append(f"| {name} | {r['final_mean']:.3f} ± {r['final_ci95']:.3f} | {r['gain_mean']:+.3f} ± {r['gain_ci95']:.3f} | "
+                     f"{_seconds(r['compute_generation_s'])} | {_seconds(r['compute_world_model_s'])} | "
+                     f"{_seconds(r['compute_execution_s'])} | {_seconds(r['compute_total_s'])} | "
                      f"{ctt} | {speed} | {w} |")
+    if not summary.get("baseline_improved", True):
+        lines.append(f"\nThe {summary['baseline']} arm did not improve on the untrained policy (gain "
+                     f"{summary['arms'][summary['baseline']]['gain_mean']:+.3f}): its final score is a weak target, "
+                     "reached by any arm whose first trained evaluation does not fall below it.")
     return "\n".join(lines)
 
 
 def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true reward", target: float | None = None,
-                optimum: float | None = None, target_label: str = "target") -> None:
+                optimum: float | None = None, target_label: str = "target",
+                shifted: dict[str, tuple[float, str]] | None = None, xscale: str = "symlog") -> None:
+    """Mean score against cumulative compute per arm (band: min to max over seeds).
+
+    :param shifted: ``{arm: (offset_s, label)}`` draws that arm again, dashed, moved right by a
+        one-off cost that its runs did not pay (e.g. fitting the world model).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -156,14 +192,18 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     for name, res in results.items():
         grid = np.unique(np.concatenate([[x for x, _ in c] for c in res.curves]))
         ys = np.array([np.interp(grid, [x for x, _ in c], [y for _, y in c]) for c in res.curves])
-        line, = ax.plot(grid, ys.mean(axis=0), label=name)
+        line, = ax.plot(grid, ys.mean(axis=0), marker="o", ms=3, label=name)
         if len(ys) > 1:
             ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.15)
+        if shifted and name in shifted:
+            offset, label = shifted[name]
+            ax.plot(grid + offset, ys.mean(axis=0), ls="--", color=line.get_color(), label=label)
     if target is not None:
         ax.axhline(target, color="gray", ls="--", lw=1, label=target_label)
     if optimum is not None:
         ax.axhline(optimum, color="black", ls=":", lw=1, label="optimum")
-    ax.set_xscale("symlog", linthresh=100)
+    if xscale == "symlog":  # compute spans decades across arms; linear up to 100 s keeps 0 on the axis
+        ax.set_xscale("symlog", linthresh=100)
     ax.set_xlim(left=0)
     ax.set_xlabel("cumulative compute (charged seconds)")
     ax.set_ylabel(ylabel)
