@@ -11,12 +11,16 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_autoresearch_quick_benchmark_runs_each_arm(docker_ready, tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compute_to_target.py"), "--suite", "autoresearch",
-                           "--quick", "--seeds", "1", "--arms", "real", "world_model", "wmrl", "--out", str(tmp_path)],
+                           "--quick", "--seeds", "1", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     arms = summary["arms"]
-    assert set(arms) == {"real", "world_model", "wmrl"}
+    assert set(arms) == {"real", "world_model", "wmrl", "wmrl_no_debias", "wmrl_no_denoise"}
     assert arms["world_model"]["compute_execution_s"] == 0.0
     assert arms["real"]["compute_execution_s"] > 0 and arms["wmrl"]["compute_execution_s"] > 0
     assert (tmp_path / "reward_vs_compute.png").exists() and (tmp_path / "calibration.png").exists()
+    # the world model's training corpus is priced at the execution rate measured in this run
+    corpus = summary["world_model_corpus"]
+    assert corpus["executions"] == 200 and corpus["cost_s"] > 0
+    assert "World model corpus (one-off" in (tmp_path / "table.md").read_text()
