@@ -113,6 +113,7 @@ def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | 
                        reuse=reuse)
     summary = write_report(results, out, title=f"compute to target: {suite}", fraction=1.0, metric_label=spec["label"])
     plot_calibration(out / "runs" / "wmrl-seed0", out / "calibration.png")
+    (out / "curves.md").write_text(curves_table(results, spec["label"].replace("final ", "")))
     if "world_model_corpus" in spec:
         summary["world_model_corpus"] = corpus_cost(spec["world_model_corpus"], out, results, summary)
         with (out / "table.md").open("a") as f:
@@ -127,6 +128,16 @@ def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | 
     summary["wall_s"] = time.perf_counter() - started
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def curves_table(results: dict, label: str) -> str:
+    """Every evaluation of every run, so that a reader can see the noise behind the means."""
+    lines = [f"| arm | seed | {label} at each evaluation (cumulative compute, s) |", "|---|---|---|"]
+    for name, res in results.items():
+        for seed, curve in enumerate(res.curves):
+            points = " → ".join(f"{score:.3f} ({compute:.0f})" for compute, score in curve)
+            lines.append(f"| {name} | {seed} | {points} |")
+    return "\n".join(lines) + "\n"
 
 
 def corpus_cost(corpus: tuple[str, str], out: Path, results: dict, summary: dict) -> dict:
