@@ -192,7 +192,10 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     for name, res in results.items():
         grid = np.unique(np.concatenate([[x for x, _ in c] for c in res.curves]))
         ys = np.array([np.interp(grid, [x for x, _ in c], [y for _, y in c]) for c in res.curves])
-        line, = ax.plot(grid, ys.mean(axis=0), marker="o", ms=3, label=name)
+        line, = ax.plot(grid, ys.mean(axis=0), label=name)
+        # the evaluations themselves, so that the mean line is not mistaken for data
+        ax.scatter([x for c in res.curves for x, _ in c], [y for c in res.curves for _, y in c], s=8,
+                   color=line.get_color(), alpha=0.6)
         if len(ys) > 1:
             ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.15)
         if shifted and name in shifted:
