@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from wmrl_libero.gym_env import NOOP_ACTION
 from wmrl_libero.policies.vla_interface import VLAInput
 
 __all__ = ["ActionTokenizer", "HFActionTokenVLA", "HFVLAController", "HFVLAPolicy", "load_controller_factory"]
@@ -212,7 +213,7 @@ class _TokenSamplingController:
     def act(self, obs, info) -> np.ndarray:
         t = len(self.tokens)
         if t >= len(self.uniforms):
-            return np.array([[0, 0, 0, 0, 0, 0, -1]], dtype=np.float32)
+            return NOOP_ACTION[None].copy()
         prompt = self.vla._prompt_ids(VLAInput.from_obs(obs, self.instruction))
         tokens, lp = self.vla.sample_tokens(prompt, self.uniforms[t], self.temperature)
         self.prompts.append(prompt)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from wmrl_libero.gym_env import NOOP_ACTION
 from wmrl_libero.policies.text_encoding import hashed_token_ids
 from wmrl_libero.policies.vla_interface import VLAInput, batch_inputs
 
@@ -154,7 +155,7 @@ class _NoiseController:
     def act(self, obs, info) -> np.ndarray:
         t = len(self.actions)
         if t >= len(self.eps):
-            return np.array([[0, 0, 0, 0, 0, 0, -1]], dtype=np.float32)
+            return NOOP_ACTION[None].copy()
         x = VLAInput.from_obs(obs, self.instruction)
         dist = self.model.distribution([x])
         a = dist.mean[0, 0] + dist.stddev[0, 0] * self.eps[t]
