@@ -15,8 +15,12 @@ where ``entry_point`` is ``"module:Attr"`` (imported lazily, only when the compo
 made) or a callable. The engine then makes components by name from the config
 (``environment.name``, ``policy.name``, ``world_model.name``, ``reward.name``).
 
-The objects the factories return must honour these interfaces (checked by
-``wmrl_core.checkers``; see ``wmrl_core.types`` for ``Task``, ``Outcome``, ``Rollouts``):
+The objects the factories return must honour these interfaces, written as
+``typing.Protocol`` s in ``wmrl_core.contracts`` (with the outcome-status vocabulary and the
+table of component kinds) and checked by ``wmrl_core.checkers``; see ``wmrl_core.types`` for
+``Task``, ``Outcome``, ``Rollouts``. Every factory but the environment's is called with
+``env=<the environment>``; a world-model factory with a ``policy`` parameter also gets the
+run's policy.
 
 Environment (the real, expensive execution; factory called as ``factory(**kwargs)``)
     ``tasks(split: str) -> list[Task]``: the tasks of a split (at least ``"train"``;
