@@ -54,8 +54,12 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+DIAGNOSED_ARMS = ("wmrl", "wmrl_inverse_variance", "wmrl_independent_wm", "wmrl_confident_decoy",
+                  "wmrl_confident_decoy_inverse_variance_smoothed")
+
+
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    from wmrl_core.experiment import SYNTHETIC_ARMS, run_arms, write_report
+    from wmrl_core.experiment import SYNTHETIC_ARMS, plot_diagnostics, run_arms, write_report
     from wmrl_core.synthetic.bandit import BanditTruth
 
     if args.domain != "synthetic":
@@ -67,7 +71,11 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     results = run_arms(config, arms, seeds=range(args.seeds), out_dir=args.out, overrides=args.overrides, reuse=args.reuse)
     summary = write_report(results, args.out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
     print((Path(args.out) / "table.md").read_text())
-    print(f"plot: {Path(args.out) / 'reward_vs_compute.png'}; JSON: {Path(args.out) / 'summary.json'}")
+    diagnosed = [a for a in DIAGNOSED_ARMS if a in arms]
+    if diagnosed:
+        plot_diagnostics(args.out, diagnosed, range(args.seeds), Path(args.out) / "diagnostics.png")
+    print(f"plots: {Path(args.out) / 'reward_vs_compute.png'}, {Path(args.out) / 'diagnostics.png'}; "
+          f"JSON: {Path(args.out) / 'summary.json'}")
     if args.replications:
         from wmrl_core.synthetic.policy_evaluation import write_policy_evaluation
 

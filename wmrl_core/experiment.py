@@ -22,7 +22,7 @@ from wmrl_core.config import load_config
 from wmrl_core.metrics import read_metrics
 from wmrl_core.trainer import train
 
-__all__ = ["SYNTHETIC_ARMS", "WMRL_STEPS", "with_steps", "ArmResult", "run_arms", "compute_to_reach", "mean_ci95", "summarize", "write_report"]
+__all__ = ["SYNTHETIC_ARMS", "WMRL_STEPS", "with_steps", "plot_diagnostics", "ArmResult", "run_arms", "compute_to_reach", "mean_ci95", "summarize", "write_report"]
 
 WMRL_STEPS = 120
 """Steps of every arm but ``real`` (60 in the config): arms are compared on the compute they need
@@ -226,10 +226,12 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, res in results.items():
+    # more arms than the default cycle's 10 colours would repeat colours
+    palette = plt.get_cmap("tab20").colors if len(results) > 10 else [None] * len(results)
+    for (name, res), color in zip(results.items(), palette):
         grid = np.unique(np.concatenate([[x for x, _ in c] for c in res.curves]))
         ys = np.array([np.interp(grid, [x for x, _ in c], [y for _, y in c]) for c in res.curves])
-        line, = ax.plot(grid, ys.mean(axis=0), label=name)
+        line, = ax.plot(grid, ys.mean(axis=0), label=name, color=color)
         # the evaluations themselves, so that the mean line is not mistaken for data
         ax.scatter([x for c in res.curves for x, _ in c], [y for c in res.curves for _, y in c], s=8,
                    color=line.get_color(), alpha=0.6)
@@ -251,6 +253,34 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_diagnostics(out_dir: str | Path, arms: Sequence[str], seeds: Sequence[int], path: Path,
+                     keys: Sequence[tuple[str, str]] = (("fusion/w_world_model", "w_W (inverse variance) or λ̂ (rectified)"),
+                                                        ("fusion/n_effective", "real rollouts the update is worth"),
+                                                        ("calibration/tied_group_share", "world-model groups tied"))) -> None:
+    """Per-step fusion diagnostics of ``arms`` (mean over ``seeds``), one panel per metric key."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.8))
+    for ax, (key, label) in zip(np.atleast_1d(axes), keys):
+        for name in arms:
+            runs = [read_metrics(Path(out_dir) / "runs" / f"{name}-seed{seed}") for seed in seeds]
+            steps = sorted({r["step"] for rs in runs for r in rs if r.get(key) is not None})
+            if not steps:
+                continue
+            mean = [np.mean([r[key] for rs in runs for r in rs if r["step"] == s and r.get(key) is not None]) for s in steps]
+            ax.plot(steps, mean, label=name, lw=1.2)
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
