@@ -1,7 +1,11 @@
 import numpy as np
 import pytest
 
-from wmrl_core.synthetic.policy_evaluation import classical_mean, ppi_mean, run_policy_evaluation
+from wmrl_core.synthetic.policy_evaluation import (
+    classical_mean,
+    ppi_mean,
+    run_policy_evaluation,
+)
 
 
 def test_ppi_mean_hand_computed():

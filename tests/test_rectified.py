@@ -3,8 +3,13 @@ import pytest
 import torch
 
 from wmrl_core.grpo import grpo_loss
-from wmrl_core.rectified import (RectifiedFuser, effective_real_samples, power_tuned_lambda, rectified_loss,
-                                 variance_ratio)
+from wmrl_core.rectified import (
+    RectifiedFuser,
+    effective_real_samples,
+    power_tuned_lambda,
+    rectified_loss,
+    variance_ratio,
+)
 
 
 def test_power_tuned_lambda_hand_computed_and_clipped():

@@ -135,7 +135,7 @@ class RectifiedFuser:
         return rr / n, rc / n, cc / n, int(n)
 
     def lam(self) -> float:
-        m_rr, m_rc, m_cc, n = self.moments()
+        _, m_rc, m_cc, n = self.moments()
         return power_tuned_lambda(m_rc, m_cc) if n else 0.0
 
     def effective_samples(self, n_real: int, anchor_share: float) -> float:

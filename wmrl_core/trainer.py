@@ -28,13 +28,13 @@ from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion import InverseVarianceFuser, cross_fitted_calibration
-from wmrl_core.rectified import RectifiedFuser, rectified_loss
 from wmrl_core.grpo import group_advantages, grpo_loss
 from wmrl_core.ledger import ComputeLedger
 from wmrl_core.metrics import MetricsWriter, read_metrics
 from wmrl_core.plots import plot_run
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.progress import TrainingProgress
+from wmrl_core.rectified import RectifiedFuser, rectified_loss
 from wmrl_core.types import Outcome, Task, as_outcome
 
 __all__ = ["train", "extract_rewards", "evaluate"]

@@ -143,10 +143,10 @@ def markdown_table(results: list[PolicyEvaluationResult]) -> str:
 def write_policy_evaluation(path: str | Path, *, replications: int = 500, seed: int = 0) -> str:
     """Run the experiment for the ``miscalibrated`` and ``confident_decoy`` world models and write
     one markdown table per world model to ``path``; returns the text."""
-    parts = [f"# Policy evaluation: 95% intervals for a fixed policy's mean true reward\n\n"
-             f"{replications} replications, each its own bandit; 32 anchors, 1600 world-model predictions, "
-             f"calibrator fitted on 160 earlier anchor pairs under the uniform policy; target policy puts 0.6 "
-             f"on the best arm and 0.1 on the decoy (`wmrl_core/synthetic/policy_evaluation.py`).\n"]
+    parts = [(f"# Policy evaluation: 95% intervals for a fixed policy's mean true reward\n\n"
+              f"{replications} replications, each its own bandit; 32 anchors, 1600 world-model predictions, "
+              f"calibrator fitted on 160 earlier anchor pairs under the uniform policy; target policy puts 0.6 "
+              f"on the best arm and 0.1 on the decoy (`wmrl_core/synthetic/policy_evaluation.py`).\n")]
     for quality in ("miscalibrated", "confident_decoy"):
         results = run_policy_evaluation(replications=replications, quality=quality, seed=seed)
         parts.append(f"\n## world model: {quality}\n\n{markdown_table(results)}\n")
