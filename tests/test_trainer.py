@@ -98,3 +98,19 @@ def test_lambda_follows_the_world_models_usefulness(synthetic_config, tmp_path, 
                                          "logging.tensorboard=false"]))
     late = [r["fusion/lambda"] for r in read_metrics(tmp_path / "run")[11:]]
     assert low <= np.mean(late) <= high
+
+
+def test_diagnostics_hand_computed():
+    from wmrl_core.trainer import _tied_group_share, _within_group_error
+
+    values = np.array([0.5, 0.5, 0.1, 0.2, 0.3, 0.3, np.nan, 1.0])
+    groups = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    rows = np.ones(8, dtype=bool)
+    # groups 0 and 2 tied, 1 not, 3 has one finite value (no comparison): 2 of 3
+    assert _tied_group_share(values, groups, rows) == pytest.approx(2 / 3)
+    assert _tied_group_share(values, groups, groups == 1) == 0.0
+    assert math.isnan(_tied_group_share(values, groups, groups == 3))
+    predicted = np.array([1.0, 3.0, 0.0, 0.0])
+    real = np.array([0.0, 1.0, 5.0, 6.0])
+    # centred differences: group 0 (-1, 1) - (-0.5, 0.5) = (-0.5, 0.5); group 1 (0, 0) - (-0.5, 0.5)
+    assert _within_group_error(predicted, real, np.array([0, 0, 1, 1])) == pytest.approx(0.5)
