@@ -42,7 +42,13 @@ Policy (factory called as ``factory(env=env, **kwargs)``; usually a ``torch.nn.M
 
 World model (factory called as ``factory(env=env, **kwargs)``)
     ``predict(tasks, solutions) -> list[Outcome | float]``: one batched call predicting the
-    outcome of every solution. Optional: ``cost: CostModel``, ``close()``.
+    outcome of every solution. Optional: ``cost: CostModel``, ``close()``. The predictions
+    need not be calibrated or even on the real reward's scale: the engine calibrates them
+    monotonically on earlier steps' anchors (``debias.calibrator``: ``isotonic`` or
+    ``smoothed``), and with ``denoise.method=rectified`` (the default) the update stays
+    unbiased whatever the world model gets wrong, using it only as far as it tracks the real
+    advantages (``denoise.method=inverse_variance``: a convex combination weighted by the
+    explained within-group variance; see the README's configuration reference).
 
 Reward extractor (factory called as ``factory(env=env, **kwargs)``)
     ``__call__(task, outcome) -> float | None``: the reward of one outcome, real or
