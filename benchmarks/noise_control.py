@@ -154,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lrs", type=float, nargs="+", default=[0.003, 0.01, 0.03])
     parser.add_argument("--entropy-coefs", type=float, nargs="+", default=[0.0, 0.01, 0.03, 0.1])
     parser.add_argument("--kl-coefs", type=float, nargs="+", default=[0.0])
+    parser.add_argument("--cells", nargs="+", default=None, metavar="LR,ENT,KL",
+                        help="explicit cells instead of the product of --lrs x --entropy-coefs x --kl-coefs")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--threshold", type=float, default=0.8, help="share of initial entropy a noise run must keep")
@@ -163,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
 
-    cells = [(lr, ent, kl) for lr in args.lrs for ent in args.entropy_coefs for kl in args.kl_coefs]
+    cells = ([tuple(float(x) for x in cell.split(",")) for cell in args.cells] if args.cells else
+             [(lr, ent, kl) for lr in args.lrs for ent in args.entropy_coefs for kl in args.kl_coefs])
+    if any(len(cell) != 3 for cell in cells):
+        parser.error(f"--cells takes LR,ENT,KL triples, got {args.cells}")
     results = [run_cell(args, source, lr, ent, kl, seed)
                for seed in range(args.seeds) for lr, ent, kl in cells for source in SOURCES]
     args.out.mkdir(parents=True, exist_ok=True)
