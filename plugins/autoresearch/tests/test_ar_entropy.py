@@ -2,7 +2,10 @@
 ``world_model`` mode scores every rollout with a world model)."""
 
 import itertools
+import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +135,16 @@ def test_quickstart_real_and_world_model_configs_share_the_optimiser():
             for name in ("quickstart", "real", "world_model")}
     assert len({(g.lr, g.entropy_coef, g.kl_coef, g.clip_eps) for g in grpo.values()}) == 1
     assert grpo["quickstart"].entropy_coef > 0 or grpo["quickstart"].kl_coef > 0
+
+
+@pytest.mark.slow
+def test_noise_control_script_prints_the_table_and_writes_the_plot(tmp_path):
+    script = ROOT / "benchmarks" / "noise_control.py"
+    proc = subprocess.run([sys.executable, str(script), "--cells", "0.03,0,0", "--seeds", "1", "--steps", "2",
+                           "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| 0.03 | 0 | 0 |" in proc.stdout
+    (result,) = [r for r in json.loads((tmp_path / "out" / "noise_control.json").read_text()) if r["source"] == "noise"]
+    assert len(result["entropy_curve"]) == 2 and result["entropy_curve"][0] == pytest.approx(MAX_ENTROPY, rel=1e-5)
+    assert (tmp_path / "out" / "noise_control_entropy.png").stat().st_size > 0
