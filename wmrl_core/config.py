@@ -92,6 +92,10 @@ class GRPOConfig:
     """PPO clip range."""
     kl_coef: float = 0.0
     """Weight of the KL penalty to the initial policy (0 disables it and the reference copy)."""
+    entropy_coef: float = 0.0
+    """Weight :math:`\\beta_H` of the entropy bonus :math:`-\\beta_H \\operatorname{agg}(H)` (see
+    ``wmrl_core.grpo.entropy_bonus``): keeps the policy from collapsing onto one answer when
+    rewards are mostly noise. Needs a policy with the optional ``entropy(rollouts)`` method; 0 disables it."""
     loss_aggregation: str = "token_mean"
     """``token_mean`` or ``sequence_mean`` (see ``wmrl_core.grpo``)."""
     epochs: int = 1
@@ -196,6 +200,11 @@ def validate(cfg: TrainConfig) -> None:
                           "or set anchors.min_groups >= 1 (or use denoise.method=inverse_variance)")
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
+    if not cfg.grpo.lr > 0:
+        raise ConfigError(f"grpo.lr must be > 0, got {cfg.grpo.lr}")
+    for name in ("kl_coef", "entropy_coef"):
+        if not getattr(cfg.grpo, name) >= 0:
+            raise ConfigError(f"grpo.{name} must be >= 0 (0 disables it), got {getattr(cfg.grpo, name)}")
     dist = cfg.distributed
     if dist.backend not in BACKENDS:
         raise ConfigError(f"distributed.backend={dist.backend!r} is unknown; use one of {', '.join(BACKENDS)}")

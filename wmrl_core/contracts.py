@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Environment", "Policy", "WorldModel", "RewardExtractor",
-    "HasCost", "KnowsTrueReward", "HasReferenceLogProbs", "SyncsAfterUpdate", "Closeable", "Stateful",
+    "HasCost", "KnowsTrueReward", "HasReferenceLogProbs", "HasEntropy", "SyncsAfterUpdate", "Closeable", "Stateful",
     "required_methods",
     "StatusSpec", "STATUSES", "REWARDED_STATUSES", "check_status", "is_rewarded",
     "ComponentKind", "COMPONENT_KINDS", "component_kind",
@@ -112,6 +112,16 @@ class HasReferenceLogProbs(Protocol):
     disabled); otherwise the trainer keeps a frozen copy."""
 
     def reference_log_probs(self, rollouts: Rollouts) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class HasEntropy(Protocol):
+    """Policies that know their exact per-token entropy: feeds ``policy/entropy`` and the
+    entropy bonus ``grpo.entropy_coef`` (which needs it)."""
+
+    def entropy(self, rollouts: Rollouts) -> torch.Tensor:
+        """(N, T) entropy in nats of the distribution each token was drawn from, with grad."""
+        ...
 
 
 @runtime_checkable

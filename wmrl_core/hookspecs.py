@@ -37,8 +37,11 @@ Policy (factory called as ``factory(env=env, **kwargs)``; usually a ``torch.nn.M
     ``state_dict()``, ``load_state_dict()``. Randomness comes from torch's global RNG (the
     trainer checkpoints it) or from a generator kept in the state dict. Optional:
     ``cost: CostModel``, ``reference_log_probs(rollouts)`` (else a frozen copy is kept for
-    the KL term), ``after_update()`` (called after each optimizer step, e.g. to sync weights
-    into an inference engine), ``close()``.
+    the KL term), ``entropy(rollouts) -> Tensor (N, T)`` (the exact entropy in nats of the
+    distribution each token was drawn from, under the current parameters, differentiable;
+    feeds the ``policy/entropy`` metric, else NaN, and is required by ``grpo.entropy_coef``),
+    ``after_update()`` (called after each optimizer step, e.g. to sync weights into an
+    inference engine), ``close()``.
 
 World model (factory called as ``factory(env=env, **kwargs)``)
     ``predict(tasks, solutions) -> list[Outcome | float]``: one batched call predicting the

@@ -28,7 +28,8 @@ from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion import InverseVarianceFuser, cross_fitted_calibration
-from wmrl_core.grpo import group_advantages, grpo_loss
+from wmrl_core.errors import ConfigError
+from wmrl_core.grpo import entropy_bonus, group_advantages, grpo_loss, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
 from wmrl_core.metrics import MetricsWriter, read_metrics
 from wmrl_core.plots import plot_run
@@ -125,6 +126,11 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     np.random.seed(cfg.seed)
 
     c = make_components(cfg, registry, pm)
+    has_entropy = callable(getattr(c.policy, "entropy", None))
+    if cfg.grpo.entropy_coef and not has_entropy:
+        c.close()
+        raise ConfigError(f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
+                          f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)")
     optimizer = torch.optim.Adam([p for p in c.policy.parameters() if p.requires_grad], lr=cfg.grpo.lr)
     reference = None
     if cfg.grpo.kl_coef and not callable(getattr(c.policy, "reference_log_probs", None)):
@@ -271,6 +277,10 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             if cfg.grpo.kl_coef:
                 with torch.no_grad():
                     ref_lp = (c.policy.reference_log_probs(rollouts) if reference is None else reference.log_probs(rollouts))
+            entropy_mean = math.nan  # of the policy that sampled this step's rollouts
+            if has_entropy:
+                with torch.no_grad():
+                    entropy_mean = float(rollout_entropy(c.policy.entropy(rollouts), mask).mean())
             for _ in range(cfg.grpo.epochs):
                 log_probs = c.policy.log_probs(rollouts)
                 kwargs = dict(clip_eps=cfg.grpo.clip_eps, kl_coef=cfg.grpo.kl_coef, ref_log_probs=ref_lp,
@@ -283,6 +293,9 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 else:
                     loss = (w_real * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * real_rows, **kwargs)
                             + w_wm * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * (1 - real_rows), **kwargs))
+                if cfg.grpo.entropy_coef:
+                    loss = loss + entropy_bonus(c.policy.entropy(rollouts), mask, cfg.grpo.entropy_coef,
+                                                cfg.grpo.loss_aggregation)
                 optimizer.zero_grad()
                 loss.backward()
                 grad_norm = (torch.nn.utils.clip_grad_norm_(c.policy.parameters(), cfg.grpo.max_grad_norm)
@@ -316,6 +329,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                                                               if cfg.mode == "wmrl" else math.nan),
                 "anchors/groups": int(anchor_groups.sum()),
                 "loss": float(loss.detach()), "grad_norm": float(grad_norm),
+                "policy/entropy": entropy_mean,
                 **ledger.metrics(),
             }
             if should_eval(step):
