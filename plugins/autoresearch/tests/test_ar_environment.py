@@ -10,7 +10,7 @@ import pytest
 from wmrl_core.checkers import check_environment, check_reward_extractor
 from wmrl_core.plugins import build_registry, get_plugin_manager
 
-from wmrl_autoresearch.tasks import N_FEATURES
+from wmrl_autoresearch.tasks.task import N_FEATURES
 
 GOOD_SKLEARN = """
 import os
@@ -72,7 +72,7 @@ def test_ar_environment_executes_in_parallel_sandboxes(docker_ready, registry, t
 
 
 def test_ar_image_holds_the_scientific_stack(pool, tiny_classification, small_limits):
-    from wmrl_autoresearch.pool import RunRequest
+    from wmrl_autoresearch.sandbox.pool import RunRequest
 
     script = ("import numpy, pandas, sklearn, torch\n"
               "print(numpy.__version__, pandas.__version__, sklearn.__version__, torch.__version__,"

@@ -13,7 +13,7 @@ from wmrl_autoresearch.program.grammar import DECISIONS, N_DECISIONS, Program, P
 from wmrl_autoresearch.program.policy import ProgramPolicy
 from wmrl_autoresearch.program.render import render_script
 from wmrl_autoresearch.program.world_model import fit_reward_mlp, raw_score_for_reward
-from wmrl_autoresearch.tasks import builtin_tasks
+from wmrl_autoresearch.tasks.builtin_suite import builtin_tasks
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_reward_mlp_fits_a_known_function(tasks):
 
 
 def test_raw_score_inverts_normalization(tasks):
-    from wmrl_autoresearch.metrics import normalized_score
+    from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
     for task in tasks:
         t = task.data

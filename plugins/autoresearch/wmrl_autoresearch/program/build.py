@@ -34,7 +34,7 @@ def build_corpus(env: Any, split: str, programs_per_task: int, seed: int, path: 
     """
     from rich.progress import Progress
 
-    from wmrl_autoresearch.rewards import AutoResearchScoreReward
+    from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 
     reward_fn = AutoResearchScoreReward()
     rng = np.random.default_rng([seed, 0xC0])
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             "calibration": {s: {k: v for k, v in r.items() if k not in ("predicted", "real", "task_ids")}
                             for s, r in reports.items()},
             "execution_wall_s": time.perf_counter() - started}
-    from wmrl_autoresearch.tasks import N_FEATURES
+    from wmrl_autoresearch.tasks.task import N_FEATURES
 
     torch.save({"model": model.state_dict(), "n_features": N_FEATURES, "hidden": HIDDEN, "info": info},
                args.out / "world_model.pt")
