@@ -216,16 +216,18 @@ class DockerSandbox:
                 self._collect(result)
         except docker.errors.NotFound as exc:
             result.sandbox_error = f"sandbox container vanished during the run: {exc}"
+        # APIError before OSError: an APIError *is* an OSError (via requests' HTTPError), so the
+        # other order would turn an engine error after a clean exit into a sandbox error.
+        except docker.errors.APIError as exc:
+            if result.exit_code is None:
+                result.sandbox_error = f"docker engine error: {exc}"
+            else:  # the script ran to its end; only the resource figures or predictions are missing
+                result.notes.append(f"reading results failed: {exc}")
         except OSError as exc:  # slot removed under us (pool closed), host disk full, engine connection lost
             result.sandbox_error = f"sandbox I/O failed: {exc.__class__.__name__}: {exc}"
         except Exception as exc:  # never let an infrastructure surprise crash training
             log.exception("unexpected failure in sandbox %s", self.name)
             result.sandbox_error = f"unexpected sandbox failure: {exc.__class__.__name__}: {exc}"
-        except docker.errors.APIError as exc:
-            if result.exit_code is None:
-                result.sandbox_error = f"docker engine error: {exc}"
-            else:
-                result.notes.append(f"reading results failed: {exc}")
         return result
 
     def _exec_script(self, result: Execution, timeout_s: float) -> None:
