@@ -21,7 +21,7 @@ import torch
 
 from wmrl_autoresearch.program.grammar import Program
 from wmrl_autoresearch.program.render import render_script
-from wmrl_autoresearch.program.world_model import fit_reward_mlp
+from wmrl_autoresearch.program.world_model import fit_reward_model
 
 __all__ = ["build_corpus", "fit_from_corpus", "calibration_report", "main"]
 
@@ -76,7 +76,7 @@ MLPs, gradient boosting and random forests, and is the simplest."""
 
 def fit_from_corpus(rows: Sequence[dict], tasks_by_id: dict, seed: int = 0, hidden: int = HIDDEN):
     features, one_hot, rewards = _arrays(rows, tasks_by_id)
-    return fit_reward_mlp(features, one_hot, rewards, hidden=hidden, ridge=RIDGE, seed=seed)
+    return fit_reward_model(features, one_hot, rewards, hidden=hidden, ridge=RIDGE, seed=seed)
 
 
 def calibration_report(model, rows: Sequence[dict], tasks_by_id: dict) -> dict:
