@@ -41,7 +41,7 @@ def test_ar_components_are_registered(registry):
 
 
 def test_ar_environment_contract_without_docker(registry):
-    env = registry.environments.make("autoresearch")
+    env = registry.environments.make("autoresearch", task_sets=["autoresearch-builtin"])  # other plugins may add tasks
     check_environment(env)
     train, heldout = env.tasks("train"), env.tasks("heldout")
     assert len(train) == 10 and len(heldout) == 7
@@ -119,8 +119,10 @@ def test_ar_cli_tasks_and_errors(capsys):
     assert main(["tasks", "--split", "heldout"]) == 0
     out = capsys.readouterr().out
     assert "house-prices" in out and "iris-species" not in out
-    assert main(["tasks", "--json"]) == 0
+    assert main(["tasks", "--json", "--task-set", "autoresearch-builtin"]) == 0  # other plugins may add tasks
     listing = json.loads(capsys.readouterr().out)
     assert len(listing) == 17 and all("description" in t for t in listing)
+    assert main(["tasks", "--json"]) == 0  # every registered set: the built-in tasks among them
+    assert {t["id"] for t in listing} <= {t["id"] for t in json.loads(capsys.readouterr().out)}
     assert main(["run-solution", "no-such-task", __file__, "--sandbox", "local-unsafe"]) == 2
     assert "no autoresearch task `no-such-task`" in capsys.readouterr().err

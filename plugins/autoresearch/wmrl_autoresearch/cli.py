@@ -26,7 +26,7 @@ __all__ = ["main"]
 def _cmd_tasks(args) -> int:
     from wmrl_autoresearch.environment import collect_tasks
 
-    tasks = collect_tasks(task_files=args.task_file)
+    tasks = collect_tasks(task_sets=args.task_set or None, task_files=args.task_file)
     if args.split != "all":
         tasks = [t for t in tasks if t.data.split == args.split]
     if args.json:
@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tasks", help="list the tasks")
     t.add_argument("--split", choices=["train", "heldout", "all"], default="all")
+    t.add_argument("--task-set", action="append", default=[],
+                   help="only this registered task set, e.g. autoresearch-builtin (repeatable; default: all)")
     t.add_argument("--task-file", action="append", default=[], help="extra YAML/JSON/CSV task description")
     t.add_argument("--json", action="store_true", help="print JSON (with descriptions)")
     t.set_defaults(fn=_cmd_tasks)
