@@ -80,8 +80,8 @@ def test_ar_interrupted_caller_removes_its_containers(docker_client, sig):
 
 
 def test_ar_sweep_keeps_containers_of_live_owners(docker_client, pool, small_limits):
-    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
     from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
+    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 
     sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=60)
     sandbox.start()
@@ -94,8 +94,8 @@ def test_ar_sweep_keeps_containers_of_live_owners(docker_client, pool, small_lim
 
 def test_ar_orphan_dies_by_itself_after_its_lifetime(docker_client, pool, small_limits):
     """The last line of defence: a container nobody removes exits after lifetime_s and auto-removes."""
-    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
     from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
+    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 
     sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=2)
     sandbox.start()

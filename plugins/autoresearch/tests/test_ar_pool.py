@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
 from wmrl_autoresearch.sandbox.gpus import GpuPool, detect_nvidia_gpus
 from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 from wmrl_autoresearch.sandbox.pool import RunRequest, SandboxPool
-from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
 
 TIMED = "import time\nstart = time.time()\ntime.sleep({sleep})\nprint(start, time.time())\n"
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from wmrl_autoresearch.tasks.builtin_suite import SUITE, load_builtin_suite
-from wmrl_autoresearch.tasks.task_files import TASK_FILES_ENV, load_task_file
 from wmrl_autoresearch.tasks.task import FEATURE_NAMES, N_FEATURES, AutoResearchTask, task_features, write_visible_files
+from wmrl_autoresearch.tasks.task_files import TASK_FILES_ENV, load_task_file
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

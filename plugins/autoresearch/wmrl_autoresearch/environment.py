@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from wmrl_autoresearch.sandbox.limits import SandboxLimits
 from wmrl_autoresearch.grading.outcomes import rejected_outcome, to_outcome
+from wmrl_autoresearch.sandbox.limits import SandboxLimits
 from wmrl_autoresearch.tasks.task import SPLITS, AutoResearchTask, to_wmrl_task
 
 __all__ = ["AutoResearchEnvironment", "ENVIRONMENT_NAME", "collect_tasks"]

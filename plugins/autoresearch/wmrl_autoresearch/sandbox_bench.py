@@ -17,8 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from wmrl_autoresearch.sandbox.limits import SandboxLimits
 from wmrl_autoresearch.grading.outcomes import to_outcome
+from wmrl_autoresearch.sandbox.limits import SandboxLimits
 from wmrl_autoresearch.sandbox.pool import RunRequest, SandboxPool
 
 __all__ = ["BenchResult", "bench_sandbox", "TRIVIAL_SCRIPT", "SKLEARN_SCRIPT"]

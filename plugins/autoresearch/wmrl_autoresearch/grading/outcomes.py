@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from wmrl_autoresearch.sandbox.result import Execution
 from wmrl_autoresearch.grading.grader import grade_predictions
-from wmrl_autoresearch.tasks.task_metrics import normalized_score
+from wmrl_autoresearch.sandbox.result import Execution
 from wmrl_autoresearch.tasks.task import AutoResearchTask
+from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
 __all__ = ["STATUSES", "to_outcome", "rejected_outcome", "outcome_to_dict"]
 

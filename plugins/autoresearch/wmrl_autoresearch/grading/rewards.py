@@ -24,8 +24,8 @@ from typing import Any, Mapping
 
 from wmrl_core.types import Outcome, as_outcome
 
-from wmrl_autoresearch.tasks.task_metrics import normalized_score
 from wmrl_autoresearch.tasks.task import AutoResearchTask
+from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
 __all__ = ["AutoResearchScoreReward", "make_reward_extractor", "REWARD_EXTRACTOR_NAME"]
 

@@ -31,10 +31,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from wmrl_autoresearch.sandbox.result import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
 from wmrl_autoresearch.sandbox.image import SANDBOX_UID
 from wmrl_autoresearch.sandbox.limits import SandboxLimits, thread_env
 from wmrl_autoresearch.sandbox.orphans import owner_labels
+from wmrl_autoresearch.sandbox.result import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
 from wmrl_autoresearch.sandbox.workspace import Slot
 
 __all__ = ["DockerSandbox", "SANDBOX_ENV", "CONTAINER_GRACE_S", "SandboxStartError"]

@@ -21,9 +21,9 @@ import time
 import warnings
 from pathlib import Path
 
-from wmrl_autoresearch.sandbox.result import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
 from wmrl_autoresearch.sandbox.docker_sandbox import SANDBOX_ENV
 from wmrl_autoresearch.sandbox.limits import SandboxLimits, thread_env
+from wmrl_autoresearch.sandbox.result import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
 from wmrl_autoresearch.sandbox.workspace import Slot
 
 __all__ = ["LocalProcessSandbox", "UNSAFE_WARNING"]

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from wmrl_autoresearch.sandbox.result import Execution
+from wmrl_autoresearch.sandbox.docker_sandbox import CONTAINER_GRACE_S, DockerSandbox, SandboxStartError
 from wmrl_autoresearch.sandbox.gpus import GpuPool, detect_nvidia_gpus
 from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 from wmrl_autoresearch.sandbox.limits import SandboxLimits
-from wmrl_autoresearch.sandbox.docker_sandbox import CONTAINER_GRACE_S, DockerSandbox, SandboxStartError
-from wmrl_autoresearch.tasks.task import AutoResearchTask
+from wmrl_autoresearch.sandbox.result import Execution
 from wmrl_autoresearch.sandbox.workspace import Workspace
+from wmrl_autoresearch.tasks.task import AutoResearchTask
 
 __all__ = ["SandboxPool", "RunRequest", "BACKENDS"]
 
