@@ -55,7 +55,7 @@ class ProgramPolicy(nn.Module):
                  generation_cost_s: float | None = None, seed: int = 0):
         super().__init__()
         if n_features is None:
-            from wmrl_autoresearch.tasks import N_FEATURES
+            from wmrl_autoresearch.tasks.task import N_FEATURES
 
             n_features = N_FEATURES
         generator_state = torch.random.get_rng_state()
