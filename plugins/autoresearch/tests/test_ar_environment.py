@@ -68,7 +68,7 @@ def test_ar_environment_executes_in_parallel_sandboxes(docker_ready, registry, t
     assert good.info["normalized_score"] == reward(iris, good) == good.score
     assert good.info["resources"]["memory_peak_bytes"] > 0 and good.info["runtime_s"] > 0
     assert crashed.status == "crashed" and crashed.info["exit_code"] == 4 and reward(iris, crashed) == -1.0
-    assert rejected.status == "invalid_output" and "not a Python script" in rejected.info["error"]
+    assert rejected.status == "invalid_solution" and "not a Python script" in rejected.info["error"]
 
 
 def test_ar_image_holds_the_scientific_stack(pool, tiny_classification, small_limits):

@@ -9,6 +9,7 @@ oom               killed by the memory limit (or died of ``MemoryError``)
 crashed           non-zero exit status (syntax error, exception, killed ...)
 missing_output    exited 0 but wrote no ``predictions.csv``
 invalid_output    predictions too large, binary, wrong shape, NaN/inf, unparsable
+invalid_solution  not a script at all (never executed; see ``rejected_outcome``)
 ok                graded: ``score`` is the raw metric value
 ================  ==============================================================
 
@@ -30,7 +31,8 @@ from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
 __all__ = ["STATUSES", "to_outcome", "rejected_outcome", "outcome_to_dict"]
 
-STATUSES = ("ok", "timeout", "oom", "crashed", "invalid_output", "missing_output", "sandbox_error")
+STATUSES = ("ok", "timeout", "oom", "crashed", "invalid_output", "missing_output", "invalid_solution", "sandbox_error")
+"""The statuses this plugin returns, all from ``wmrl_core.contracts.STATUSES``."""
 
 
 def _status(task: AutoResearchTask, ex: Execution) -> tuple[str, float | None, str | None]:
@@ -80,10 +82,10 @@ def to_outcome(task: AutoResearchTask, ex: Execution):
 
 
 def rejected_outcome(task: AutoResearchTask, reason: str):
-    """``invalid_output`` for a solution that is not a script at all (never executed)."""
+    """``invalid_solution`` for a solution that is not a script at all (never executed)."""
     from wmrl_core.types import Outcome
 
-    return Outcome(status="invalid_output", score=None,
+    return Outcome(status="invalid_solution", score=None,
                    info={"runtime_s": 0.0, "metric": task.metric, "error": reason,
                          "higher_is_better": task.metric_spec.higher_is_better})
 

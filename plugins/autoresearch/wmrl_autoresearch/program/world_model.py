@@ -121,7 +121,7 @@ class LearnedWorldModel:
     def predict(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
         programs = programs_of(solutions)
         known = [i for i, p in enumerate(programs) if p is not None]
-        outcomes = [Outcome(status="invalid_output", score=None, info={"reason": "not a program-policy script"})
+        outcomes = [Outcome(status="invalid_solution", score=None, info={"reason": "not a program-policy script"})
                     for _ in solutions]
         if known:
             rewards = self.predict_rewards([tasks[i] for i in known], [programs[i] for i in known])
