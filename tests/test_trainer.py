@@ -101,7 +101,7 @@ def test_lambda_follows_the_world_models_usefulness(synthetic_config, tmp_path, 
 
 
 def test_diagnostics_hand_computed():
-    from wmrl_core.trainer import _tied_group_share, _within_group_error
+    from wmrl_core.step import _tied_group_share, _within_group_error
 
     values = np.array([0.5, 0.5, 0.1, 0.2, 0.3, 0.3, np.nan, 1.0])
     groups = np.array([0, 0, 1, 1, 2, 2, 3, 3])
