@@ -7,6 +7,11 @@ rewards are calibrated by the map fitted on earlier steps' anchor pairs, then th
 pairs are added -> group advantages per stream -> the fuser (``rectified`` or
 ``inverse_variance``) combines the real and world-model GRPO losses -> one optimizer step. ``mode`` switches the same loop between ``real`` (GRPO, every
 group executed), ``world_model`` (no execution, raw predictions) and ``wmrl``.
+
+:func:`train` is setup (components, :class:`~wmrl_core.step.TrainState`, resume), then per step
+generation -> :func:`score_step` (anchors, world model, execution, rewards) ->
+:func:`~wmrl_core.step.update_step` (calibration, advantages, fusion, the GRPO update, the
+metrics record) -> evaluation and checkpoint, then the summary.
 """
 
 from __future__ import annotations
