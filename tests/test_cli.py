@@ -4,12 +4,13 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test starts the `wmrl` CLI in a fresh interpreter (torch import)
+
 
 def _wmrl(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "wmrl_core.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
-@pytest.mark.slow
 def test_train_smoke_writes_run_and_prints_where(synthetic_config, tmp_path):
     proc = _wmrl("train", str(synthetic_config), f"run_dir={tmp_path / 'r'}", "steps=3", "eval.every=3",
                  "logging.tensorboard=false")
