@@ -127,28 +127,28 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         c.close()
         raise ConfigError(f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
                           f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)")
-    s = TrainState.create(cfg, c.policy)
+    state = TrainState.create(cfg, c.policy)
     B, G = cfg.rollout.batch_tasks, cfg.rollout.group_size
     train_tasks = c.environment.tasks(cfg.rollout.task_split)
     eval_tasks = _eval_tasks(c, cfg.eval.split)
 
     start_step = 0
     if cfg.resume and (run_dir / "checkpoints" / "last.pt").exists():
-        state = load_checkpoint(run_dir / "checkpoints")
-        start_step = state["step"]
-        c.policy.load_state_dict(state["policy"])
-        s.optimizer.load_state_dict(state["optimizer"])
-        s.debiaser.load_state_dict(state["debiaser"])
-        if state.get("rectified") is not None:
-            s.rectified.load_state_dict(state["rectified"])
-        s.ledger.load_state_dict(state["ledger"])
-        s.task_rng.bit_generator.state = state["task_rng"]
+        saved = load_checkpoint(run_dir / "checkpoints")
+        start_step = saved["step"]
+        c.policy.load_state_dict(saved["policy"])
+        state.optimizer.load_state_dict(saved["optimizer"])
+        state.debiaser.load_state_dict(saved["debiaser"])
+        if saved.get("rectified") is not None:
+            state.rectified.load_state_dict(saved["rectified"])
+        state.ledger.load_state_dict(saved["ledger"])
+        state.task_rng.bit_generator.state = saved["task_rng"]
         for name in ("environment", "world_model"):
-            if state.get(name) is not None and _stateful(getattr(c, name)):
-                getattr(c, name).load_state_dict(state[name])
-        if s.reference is not None:
-            s.reference.load_state_dict(state["reference"])
-        set_rng_state(state["rng"])
+            if saved.get(name) is not None and _stateful(getattr(c, name)):
+                getattr(c, name).load_state_dict(saved[name])
+        if state.reference is not None:
+            state.reference.load_state_dict(saved["reference"])
+        set_rng_state(saved["rng"])
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
     writer = MetricsWriter(run_dir, tensorboard=cfg.logging.tensorboard, wandb_project=cfg.logging.wandb_project,
                            config=json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
@@ -158,12 +158,12 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
 
     def checkpoint(step: int) -> None:
         save_checkpoint(run_dir / "checkpoints", step, {
-            "policy": c.policy.state_dict(), "optimizer": s.optimizer.state_dict(), "debiaser": s.debiaser.state_dict(),
-            "rectified": s.rectified.state_dict(),
-            "ledger": s.ledger.state_dict(), "task_rng": s.task_rng.bit_generator.state, "rng": rng_state(),
+            "policy": c.policy.state_dict(), "optimizer": state.optimizer.state_dict(), "debiaser": state.debiaser.state_dict(),
+            "rectified": state.rectified.state_dict(),
+            "ledger": state.ledger.state_dict(), "task_rng": state.task_rng.bit_generator.state, "rng": rng_state(),
             "environment": c.environment.state_dict() if _stateful(c.environment) else None,
             "world_model": c.world_model.state_dict() if c.world_model is not None and _stateful(c.world_model) else None,
-            "reference": s.reference.state_dict() if s.reference is not None else None,
+            "reference": state.reference.state_dict() if state.reference is not None else None,
         })
 
     def should_eval(step: int) -> bool:
@@ -174,25 +174,25 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         if start_step == 0:
-            record = {"step": 0, **s.ledger.metrics()}
+            record = {"step": 0, **state.ledger.metrics()}
             if should_eval(0):
                 record.update(evaluate(c, eval_tasks, cfg.eval.samples_per_task, seed=cfg.seed * 100003))
             writer.write(record)
             last = record
         for step in range(start_step + 1, cfg.steps + 1):
-            s.ledger.new_step()
+            state.ledger.new_step()
             # 1. tasks and rollouts: B groups of G
-            picks = s.task_rng.choice(len(train_tasks), size=B, replace=B > len(train_tasks))
+            picks = state.task_rng.choice(len(train_tasks), size=B, replace=B > len(train_tasks))
             tasks = [train_tasks[i] for i in picks]
-            with s.ledger.measure("generation", n_items=B * G, cost=getattr(c.policy, "cost", None)):
+            with state.ledger.measure("generation", n_items=B * G, cost=getattr(c.policy, "cost", None)):
                 rollouts = c.policy.generate(tasks, G)
             checkers.check_rollouts(rollouts, B, G)
 
             # 2-4. anchors, world-model scores for every group, real execution of the anchors
-            scored = score_step(c, s, rollouts, B, step)
+            scored = score_step(c, state, rollouts, B, step)
 
             # 5-9. calibration, advantages, fusion weights, the fused GRPO update, the metrics record
-            update = update_step(c.policy, cfg, s, scored, step)
+            update = update_step(c.policy, cfg, state, scored, step)
             if update.anchor_pairs is not None:
                 with (run_dir / "anchor_pairs.jsonl").open("a") as f:
                     f.write(json.dumps(update.anchor_pairs) + "\n")
