@@ -36,9 +36,10 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 CHECKS = ("cuda", "vllm_generate", "weight_sync", "llm_world_model", "libero_egl")
 SYNC_TOLERANCE = 2e-3

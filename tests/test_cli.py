@@ -2,6 +2,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # every test starts the `wmrl` CLI in a fresh interpreter (torch import)
+
 
 def _wmrl(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "wmrl_core.cli", *args], capture_output=True, text=True, cwd=cwd)

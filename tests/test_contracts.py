@@ -11,8 +11,16 @@ from wmrl_core.builtin_rewards import ScoreReward
 from wmrl_core.checkers import check_environment, check_policy, check_world_model
 from wmrl_core.components import make_with_env
 from wmrl_core.contracts import (
-    COMPONENT_KINDS, STATUSES, Environment, Policy, RewardExtractor, WorldModel, check_status, component_kind,
-    is_rewarded, required_methods,
+    COMPONENT_KINDS,
+    STATUSES,
+    Environment,
+    Policy,
+    RewardExtractor,
+    WorldModel,
+    check_status,
+    component_kind,
+    is_rewarded,
+    required_methods,
 )
 from wmrl_core.errors import ContractError
 from wmrl_core.plugins import build_registry, get_plugin_manager

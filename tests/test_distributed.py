@@ -171,6 +171,7 @@ def test_config_validates_the_backend(monkeypatch):
 # --------------------------------------------------------------------------- with Ray
 
 
+@pytest.mark.slow
 def test_pool_that_started_ray_closes_everything_it_made():
     require(ray_available(), "Ray is not installed: pip install 'wmrl[ray]'")
     import ray
@@ -193,6 +194,7 @@ def test_pool_that_started_ray_closes_everything_it_made():
     pool.close()  # twice is fine
 
 
+@pytest.mark.slow
 def test_execute_preserves_order_across_shards(ray_cluster):
     pool = RayExecutionPool("echo", {"seed": 5}, num_workers=2, factory=EchoEnv)
     try:
@@ -213,6 +215,7 @@ def test_execute_preserves_order_across_shards(ray_cluster):
         pool.close()
 
 
+@pytest.mark.slow
 def test_startup_failures_name_the_fix(ray_cluster):
     with pytest.raises(WMRLError, match=r"(?s)could not build environment `no-such-env`.*No environment named.*Install the plugin"):
         RayExecutionPool("no-such-env", {}, num_workers=1)  # e.g. a plugin missing on the Ray nodes
@@ -221,6 +224,7 @@ def test_startup_failures_name_the_fix(ray_cluster):
     assert ray_cluster.is_initialized()
 
 
+@pytest.mark.slow
 def test_dead_worker_is_restarted_and_retried_then_reported_as_sandbox_error(ray_cluster, tmp_path):
     pool = RayExecutionPool("echo", {"marker": str(tmp_path / "died")}, num_workers=2, factory=EchoEnv)
     try:
@@ -264,6 +268,7 @@ def two_worker_run(tmp_path_factory):
     return _metrics(train(_cfg(SYNTHETIC, tmp_path_factory.mktemp("ray") / "two", *RAY2)))
 
 
+@pytest.mark.slow
 def test_training_on_ray_executes_and_charges_like_the_local_run(ray_cluster, two_worker_run, synthetic_config, tmp_path):
     local = _metrics(train(_cfg(synthetic_config, tmp_path / "local")))
     one = _metrics(train(_cfg(synthetic_config, tmp_path / "one", "distributed.backend=ray", "distributed.num_workers=1")))
@@ -279,6 +284,7 @@ def test_training_on_ray_executes_and_charges_like_the_local_run(ray_cluster, tw
     assert ray_cluster.is_initialized()  # the runs joined the test's Ray and left it running
 
 
+@pytest.mark.slow
 def test_resume_with_the_pool_reproduces_an_uninterrupted_run(ray_cluster, two_worker_run, synthetic_config, tmp_path):
     train(_cfg(synthetic_config, tmp_path / "part", "steps=8", *RAY2))  # "crashes" after its step-8 checkpoint
     part = _metrics(train(_cfg(synthetic_config, tmp_path / "part", "resume=true", *RAY2)))

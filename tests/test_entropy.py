@@ -97,6 +97,7 @@ def _run(synthetic_config, tmp_path, name, *overrides, plugins=()):
     return [r for r in read_metrics(tmp_path / name) if r["step"] > 0]
 
 
+@pytest.mark.slow
 def test_policy_without_entropy_logs_nan_and_refuses_the_bonus(synthetic_config, tmp_path):
     records = _run(synthetic_config, tmp_path, "plain")
     assert all(r["policy/entropy"] is None for r in records)  # NaN, written to metrics.jsonl as null
@@ -104,6 +105,7 @@ def test_policy_without_entropy_logs_nan_and_refuses_the_bonus(synthetic_config,
         _run(synthetic_config, tmp_path, "bonus", "grpo.entropy_coef=0.1")
 
 
+@pytest.mark.slow
 def test_entropy_metric_and_bonus_in_training(synthetic_config, tmp_path):
     plugins = [EntropyPlugin()]
     plain = _run(synthetic_config, tmp_path, "plain", "policy.name=tabular-softmax-entropy", "grpo.lr=0.3",

@@ -1,8 +1,12 @@
 import numpy as np
 import pytest
 
-from wmrl_core.fusion import (InverseVarianceFuser, cross_fitted_calibration, explained_within_group_variance,
-                              inverse_variance_weights)
+from wmrl_core.fusion import (
+    InverseVarianceFuser,
+    cross_fitted_calibration,
+    explained_within_group_variance,
+    inverse_variance_weights,
+)
 
 
 def _anchor_pairs(rng, quality, n_groups=40, g=8):

@@ -84,6 +84,7 @@ def user_plugin_path(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow  # starts the CLI in a fresh interpreter (torch import) to discover the plugin
 def test_user_plugin_discovered_through_entry_points(user_plugin_path):
     env = {**os.environ, "PYTHONPATH": f"{user_plugin_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run([sys.executable, "-m", "wmrl_core.cli", "plugins", "--json"], env=env,

@@ -19,6 +19,7 @@ def _cfg(path, tmp_path, *overrides):
 
 
 @pytest.mark.parametrize("mode", ["real", "world_model", "wmrl"])
+@pytest.mark.slow
 def test_each_mode_writes_a_complete_run_directory(synthetic_config, tmp_path, mode):
     summary = train(_cfg(synthetic_config, tmp_path, f"mode={mode}", "logging.tensorboard=true"))
     run = tmp_path / "run"
@@ -50,6 +51,7 @@ def test_each_mode_writes_a_complete_run_directory(synthetic_config, tmp_path, m
 
 
 @pytest.mark.parametrize("method", ["rectified", "inverse_variance"])
+@pytest.mark.slow
 def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, method):
     full = tmp_path / "full"
     common = ["checkpoint.every=4", "eval.every=2", "logging.progress=false", "logging.tensorboard=false",
@@ -70,6 +72,7 @@ def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, meth
     assert [strip(r) for r in a] == [strip(r) for r in b]
 
 
+@pytest.mark.slow
 def test_wmrl_beats_world_model_only_on_the_truth(synthetic_config, tmp_path):
     wm = train(load_config(synthetic_config, [f"run_dir={tmp_path / 'wm'}", "mode=world_model", "steps=40",
                                               "logging.progress=false", "logging.tensorboard=false"]))
@@ -78,6 +81,7 @@ def test_wmrl_beats_world_model_only_on_the_truth(synthetic_config, tmp_path):
     assert ours["final"]["eval/true_reward"] > wm["final"]["eval/true_reward"] + 0.15
 
 
+@pytest.mark.slow
 def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic_config, tmp_path):
     from wmrl_core.debias import IsotonicDebiaser
 
@@ -92,6 +96,7 @@ def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic
 
 
 @pytest.mark.parametrize("quality, low, high", [("independent", 0.0, 0.15), ("perfect", 0.5, 1.0)])
+@pytest.mark.slow
 def test_lambda_follows_the_world_models_usefulness(synthetic_config, tmp_path, quality, low, high):
     train(load_config(synthetic_config, [f"run_dir={tmp_path / 'run'}", "steps=20", "eval.every=0",
                                          f"world_model.kwargs.quality={quality}", "logging.progress=false",
@@ -101,7 +106,7 @@ def test_lambda_follows_the_world_models_usefulness(synthetic_config, tmp_path, 
 
 
 def test_diagnostics_hand_computed():
-    from wmrl_core.trainer import _tied_group_share, _within_group_error
+    from wmrl_core.step import _tied_group_share, _within_group_error
 
     values = np.array([0.5, 0.5, 0.1, 0.2, 0.3, 0.3, np.nan, 1.0])
     groups = np.array([0, 0, 1, 1, 2, 2, 3, 3])

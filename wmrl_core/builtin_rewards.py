@@ -27,7 +27,7 @@ class ScoreReward:
         self.failure_reward = failure_reward
 
     def __call__(self, task: Task, outcome: Outcome) -> float | None:
-        if outcome.ok:
+        if outcome.ok and outcome.score is not None:  # ok implies a score; the type checker cannot know
             return float(outcome.score)
         return self.failure_reward if is_rewarded(outcome.status) else None
 

@@ -8,11 +8,12 @@ the problem and the fix.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from wmrl_core.errors import ConfigError
@@ -223,7 +224,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
     """
     try:
         schema = OmegaConf.structured(TrainConfig)
-        layers: list[DictConfig] = [schema]
+        layers: list[DictConfig | ListConfig] = [schema]
         if base:
             layers.append(OmegaConf.create(base))
         if path is not None:

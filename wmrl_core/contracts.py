@@ -16,8 +16,9 @@ Three tables that every other module reads instead of restating them:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from wmrl_core.types import CostModel, Outcome, Rollouts, Task
 

@@ -104,7 +104,7 @@ class IsotonicDebiaser:
         self.y_ = np.concatenate([self.y_, y[keep]])
         self.groups_ = np.concatenate([self.groups_, g[keep]])
         if self.window is not None and self.x_.size > self.window:
-            self.x_, self.y_, self.groups_ = (a[-self.window :] for a in (self.x_, self.y_, self.groups_))
+            self.x_, self.y_, self.groups_ = self.x_[-self.window :], self.y_[-self.window :], self.groups_[-self.window :]
         self._refit()
 
     def _refit(self) -> None:

@@ -48,7 +48,8 @@ import math
 import os
 import time
 import uuid
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from wmrl_core.errors import WMRLError
 from wmrl_core.types import CostModel, Outcome, Task
@@ -289,7 +290,7 @@ class RayExecutionPool:
             raise ValueError(f"execute got {len(tasks)} tasks for {len(solutions)} solutions; pass one task per solution")
         self._alive()
         bounds = shard_bounds(len(solutions), self.num_workers)
-        results: list[list[Any] | None] = [None] * len(bounds)
+        results: list[Any] = [None] * len(bounds)  # one list of outcomes per shard, once it is in
         pending = list(range(len(bounds)))
         for attempt in range(2):
             refs = {k: self._actors[k].execute.remote(tasks[slice(*bounds[k])], solutions[slice(*bounds[k])])
@@ -329,7 +330,7 @@ class RayExecutionPool:
         """Wait (up to ``ready_timeout_s``) until Ray has restarted actor ``k``; ``False`` if it
         stays dead (restarts exhausted, environment no longer builds) or does not come back."""
         import ray
-        from ray.exceptions import GetTimeoutError, RayError
+        from ray.exceptions import GetTimeoutError, RayActorError
 
         unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())  # Ray >= 2.3x: "the actor is restarting"
         deadline = time.monotonic() + self._ready_timeout_s

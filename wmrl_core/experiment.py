@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +156,7 @@ def summarize(results: dict[str, ArmResult], baseline: str = "real", fraction: f
     """
     target = fraction * float(np.mean(results[baseline].finals))
     base_reach = [compute_to_reach(c, target) for c in results[baseline].curves]
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for name, res in results.items():
         reach = [compute_to_reach(c, target) for c in res.curves]
         reached = [r for r in reach if r is not None]
@@ -226,8 +227,9 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    # more arms than the default cycle's 10 colours would repeat colours
-    palette = plt.get_cmap("tab20").colors if len(results) > 10 else [None] * len(results)
+    # more arms than the default cycle's 10 colours would repeat colours (tab20 is a ListedColormap:
+    # it has .colors, which the Colormap type returned by get_cmap does not declare)
+    palette = plt.get_cmap("tab20").colors if len(results) > 10 else [None] * len(results)  # type: ignore[attr-defined]
     for (name, res), color in zip(results.items(), palette):
         grid = np.unique(np.concatenate([[x for x, _ in c] for c in res.curves]))
         ys = np.array([np.interp(grid, [x for x, _ in c], [y for _, y in c]) for c in res.curves])

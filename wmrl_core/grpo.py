@@ -22,7 +22,8 @@ per rollout, ``m_{i,t}`` the mask of existing tokens.
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import torch

@@ -74,7 +74,7 @@ hookspec = pluggy.HookspecMarker("wmrl")
 
 
 @hookspec
-def wmrl_register_environments(table: "ComponentTable") -> None:
+def wmrl_register_environments(table: ComponentTable) -> None:
     """Register real environments: the expensive execution that anchors training.
 
     Call ``table.add(name, "pkg.module:Factory", description=..., **default_kwargs)`` once per
@@ -85,7 +85,7 @@ def wmrl_register_environments(table: "ComponentTable") -> None:
 
 
 @hookspec
-def wmrl_register_tasks(table: "ComponentTable") -> None:
+def wmrl_register_tasks(table: ComponentTable) -> None:
     """Register task sets that an environment offers, so ``wmrl plugins`` can list them and
     users can add tasks to an installed environment without editing it.
 
@@ -101,7 +101,7 @@ def wmrl_register_tasks(table: "ComponentTable") -> None:
 
 
 @hookspec
-def wmrl_register_policies(table: "ComponentTable") -> None:
+def wmrl_register_policies(table: ComponentTable) -> None:
     """Register policies: the models that generate ``G`` solutions per task.
 
     :param table: the policy table of the registry.
@@ -112,7 +112,7 @@ def wmrl_register_policies(table: "ComponentTable") -> None:
 
 
 @hookspec
-def wmrl_register_world_models(table: "ComponentTable") -> None:
+def wmrl_register_world_models(table: ComponentTable) -> None:
     """Register world models: cheap, batched predictors of an execution's outcome.
 
     :param table: the world-model table of the registry.
@@ -123,7 +123,7 @@ def wmrl_register_world_models(table: "ComponentTable") -> None:
 
 
 @hookspec
-def wmrl_register_reward_extractors(table: "ComponentTable") -> None:
+def wmrl_register_reward_extractors(table: ComponentTable) -> None:
     """Register reward extractors: functions from an ``Outcome`` to a float reward.
 
     :param table: the reward-extractor table of the registry.

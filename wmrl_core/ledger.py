@@ -9,9 +9,9 @@ its wall time. ``compute/*`` metrics are charged seconds, ``wall/*`` are measure
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from wmrl_core.types import CostModel
 

@@ -8,7 +8,8 @@ A method's improvement counts only beyond this control's.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Iterable
 
 import pluggy
 
@@ -98,7 +98,7 @@ def describe_plugins(pm: pluggy.PluginManager, registry: Registry) -> list[Plugi
         own_version = "unknown"
     infos = []
     for plugin in pm.get_plugins():
-        name = pm.get_name(plugin)
+        name = pm.get_name(plugin) or repr(plugin)  # registered plugins always have a name
         dist = dists.get(name)
         version = dist.version if dist is not None else own_version
         info = PluginInfo(name=name, version=version, module=getattr(plugin, "__name__", repr(plugin)))

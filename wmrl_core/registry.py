@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import importlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from wmrl_core.contracts import COMPONENT_KINDS
 from wmrl_core.errors import UnknownComponentError, WMRLError

@@ -14,7 +14,8 @@ the raw world model prefers the decoy, which is truly worse.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

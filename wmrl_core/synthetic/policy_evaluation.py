@@ -99,8 +99,8 @@ def run_policy_evaluation(*, replications: int = 500, n_anchors: int = 32, n_wor
                           decoy_share: float = 0.1, seed: int = 0) -> list[PolicyEvaluationResult]:
     """Coverage, mean interval width, bias and RMSE of the three estimators over ``replications``."""
     errors: dict[str, list[float]] = {"anchors": [], "calibrated_world_model": [], "rectified": []}
-    covered = {k: [] for k in errors}
-    widths = {k: [] for k in errors}
+    covered: dict[str, list[bool]] = {k: [] for k in errors}
+    widths: dict[str, list[float]] = {k: [] for k in errors}
     for rep in range(replications):
         rng = np.random.default_rng([seed, rep, 0x9E])
         env = SyntheticBanditEnvironment(truth_seed=int(rng.integers(2**31)), seed=int(rng.integers(2**31)))

@@ -33,6 +33,7 @@ def test_initial_policy_has_the_maximal_entropy_per_rollout():
     assert torch.allclose(rollout_entropy(entropy, rollouts.mask), torch.full((12,), MAX_ENTROPY))
 
 
+@pytest.mark.slow
 def test_mean_rollout_entropy_is_the_exact_entropy_of_the_program_distribution():
     """Chain rule, checked by enumerating all 13,824 programs of one task under a trained-looking
     (randomly perturbed) policy: E_p[sum_k H_k(prefix)] = -sum_programs p log p."""

@@ -52,6 +52,7 @@ def test_program_script_survives_pickling_and_plain_strings_parse():
     assert isinstance(script, str) and isinstance(script, ProgramScript)
 
 
+@pytest.mark.slow
 def test_policy_logprobs_match_and_update_moves_toward_advantage(tasks):
     torch.manual_seed(0)
     policy = ProgramPolicy(seed=0)
@@ -78,6 +79,7 @@ def test_same_seed_same_untrained_policy():
         torch.testing.assert_close(pa, pb)
 
 
+@pytest.mark.slow
 def test_reward_model_fits_a_known_function(tasks):
     rng = np.random.default_rng(0)
     programs = [Program.sample(rng) for _ in range(400)]

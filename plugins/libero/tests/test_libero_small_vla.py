@@ -42,6 +42,7 @@ def _write_demo_file(path, instruction, actions_fn, T=60, seed=0):
             g.create_dataset("obs/object_state", data=rng.normal(size=(T, 10)).astype(np.float32))
 
 
+@pytest.mark.slow
 def test_behaviour_cloning_learns_a_state_dependent_expert(tmp_path):
     # the "expert" moves against its end-effector offset: a = clip(-0.5 * eef_pos)
     def expert(p):

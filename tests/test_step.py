@@ -1,0 +1,108 @@
+"""One trainer step as a unit: a hand-written two-logit policy, fixed rewards, no environment.
+
+With logits ``theta = (0.2, 0)`` and rollouts sampled at ``p = 0.5`` per arm, the ratios are
+``rho_0 = 2 sigmoid(0.2)`` and ``rho_1 = 2 (1 - sigmoid(0.2))`` (inside the 0.2 clip), so a
+group rewarding arm 0 over arm 1 (advantages +1, -1) has token-mean GRPO loss
+``(-rho_0 + rho_1) / 2 = -tanh(0.1)``; a group with the opposite order has ``+tanh(0.1)``.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from wmrl_core.config import TrainConfig
+from wmrl_core.step import ScoredStep, TrainState, update_step
+from wmrl_core.types import Rollouts, Task
+
+T = math.tanh(0.1)
+EPS_FACTOR = 0.5 / (0.5 + 1e-6)  # group_advantages divides by (std + 1e-6); rewards {1, 0} have std 0.5
+
+
+class TwoArmPolicy(torch.nn.Module):
+    """Softmax over two arms; a rollout's solution is the arm it pulled (one token)."""
+
+    def __init__(self):
+        super().__init__()
+        self.theta = torch.nn.Parameter(torch.tensor([0.2, 0.0]))
+
+    def log_probs(self, rollouts: Rollouts) -> torch.Tensor:
+        return torch.log_softmax(self.theta, -1)[torch.as_tensor(rollouts.solutions)].unsqueeze(-1)
+
+
+def rollouts() -> Rollouts:
+    """Two groups of two: each group pulled arm 0 then arm 1, both sampled at probability 0.5."""
+    return Rollouts(tasks=[Task("a"), Task("a"), Task("b"), Task("b")], solutions=[0, 1, 0, 1],
+                    group_ids=np.array([0, 0, 1, 1]), old_log_probs=torch.full((4, 1), math.log(0.5)),
+                    mask=torch.ones(4, 1))
+
+
+def config(mode: str, **denoise) -> TrainConfig:
+    cfg = TrainConfig(mode=mode)
+    for key, value in denoise.items():
+        setattr(cfg.denoise, key, value)
+    return cfg
+
+
+def test_rectified_step_hand_computed():
+    """wmrl + rectified: group 0 is an anchor (real 1, 0), group 1 is scored by the world model
+    in the opposite order (0.1, 0.7). The window already holds a step whose anchor advantages
+    were real (1, -1) and calibrated (2, -2): lambda = (1*2 + 1*2) / (2^2 + 2^2) = 0.5.
+    L = L(anchors; real) + 0.5 [L(all; cal) - L(anchors; cal)] = -T + 0.5 (0 - (-T)) = -T/2."""
+    cfg, policy = config("wmrl", method="rectified"), TwoArmPolicy()
+    state = TrainState.create(cfg, policy)
+    state.rectified.update(np.array([1.0, -1.0]), np.array([2.0, -2.0]))
+    scored = ScoredStep(rollouts(), anchor_groups=np.array([True, False]),
+                        wm_rewards=np.array([0.8, 0.2, 0.1, 0.7]), real_rewards=np.array([1.0, 0.0, np.nan, np.nan]))
+
+    update = update_step(policy, cfg, state, scored, step=1)
+
+    r = update.record
+    assert r["fusion/lambda"] == pytest.approx(0.5)
+    assert (r["fusion/w_real"], r["fusion/w_world_model"]) == (1.0, pytest.approx(0.5))
+    assert (r["fusion/n_real"], r["fusion/n_world_model"]) == (2, 2)
+    assert r["loss"] == pytest.approx(-T / 2 * EPS_FACTOR, rel=1e-4)
+    assert r["reward/train_mean"] == pytest.approx((1.0 + 0.0 + 0.1 + 0.7) / 4)
+    assert r["reward/calibrated_mean"] == pytest.approx(0.45)  # no anchor pairs before this step: raw
+    assert r["debias/n_pairs"] == 2 and r["anchors/groups"] == 1
+    # this step's anchors joined the calibration and the lambda window only after being used
+    assert update.anchor_pairs == {"step": 1, "world_model": [0.8, 0.2], "calibrated": [0.8, 0.2], "real": [1.0, 0.0]}
+    assert state.rectified.lam() == pytest.approx((4 + 2) / (8 + 2), rel=1e-4)
+    # the net gradient favours arm 0 (real rewards say so); Adam's first step moves each logit by ~lr
+    theta = policy.theta.detach()
+    assert theta[0] == pytest.approx(0.2 + cfg.grpo.lr, rel=1e-3)
+    assert theta[1] == pytest.approx(-cfg.grpo.lr, rel=1e-3)
+
+
+def test_world_model_step_pools_streams_and_leaves_calibration_alone():
+    """world_model mode: no anchors, raw predictions (0.8, 0.2) and (0.7, 0.1) both favour arm 0,
+    so w_real = 0, w_wm = 4/4 and L = -T; nothing enters the debiaser."""
+    cfg, policy = config("world_model"), TwoArmPolicy()
+    state = TrainState.create(cfg, policy)
+    scored = ScoredStep(rollouts(), anchor_groups=np.array([False, False]),
+                        wm_rewards=np.array([0.8, 0.2, 0.7, 0.1]), real_rewards=np.full(4, np.nan))
+
+    update = update_step(policy, cfg, state, scored, step=3)
+
+    r = update.record
+    assert (r["fusion/w_real"], r["fusion/w_world_model"]) == (0.0, 1.0)
+    assert math.isnan(r["fusion/lambda"]) and math.isnan(r["reward/calibrated_mean"])
+    assert r["loss"] == pytest.approx(-T * 0.3 / (0.3 + 1e-6), rel=1e-4)
+    assert update.anchor_pairs is None and state.debiaser.n_pairs_ == 0
+    assert policy.theta.detach()[0] > 0.2 and policy.theta.detach()[1] < 0.0
+
+
+def test_opposite_rewards_move_the_policy_the_other_way():
+    """Same step with the anchor group's real rewards reversed: the policy moves towards arm 1."""
+    cfg, policy = config("wmrl", method="inverse_variance"), TwoArmPolicy()
+    state = TrainState.create(cfg, policy)
+    scored = ScoredStep(rollouts(), anchor_groups=np.array([True, False]),
+                        wm_rewards=np.array([0.8, 0.2, 0.1, 0.7]), real_rewards=np.array([0.0, 1.0, np.nan, np.nan]))
+
+    r = update_step(policy, cfg, state, scored, step=1).record
+
+    # 2 anchor pairs < denoise.min_pairs = 4: rho^2 is taken as 0, so only the anchors count
+    assert (r["fusion/rho2"], r["fusion/w_real"]) == (0.0, pytest.approx(1.0))
+    assert r["loss"] == pytest.approx(T * EPS_FACTOR, rel=1e-4)
+    assert policy.theta.detach()[0] < 0.2 and policy.theta.detach()[1] > 0.0
