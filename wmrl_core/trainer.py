@@ -29,7 +29,7 @@ from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion import InverseVarianceFuser, cross_fitted_calibration
 from wmrl_core.grpo import group_advantages, grpo_loss
-from wmrl_core.ledger import ComputeLedger
+from wmrl_core.ledger import ComputeLedger, measured_cost_s
 from wmrl_core.metrics import MetricsWriter, read_metrics
 from wmrl_core.plots import plot_run
 from wmrl_core.plugins import build_registry, get_plugin_manager
@@ -189,8 +189,10 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             real_rewards = np.full(n, np.nan)
             if anchor_idx.size:
                 anchor_tasks = [rollouts.tasks[i] for i in anchor_idx]
-                with ledger.measure("execution", n_items=anchor_idx.size, cost=getattr(c.environment, "cost", None)):
+                execution_cost = getattr(c.environment, "cost", None)
+                with ledger.measure("execution", n_items=anchor_idx.size, cost=execution_cost) as call:
                     outcomes = c.environment.execute(anchor_tasks, [rollouts.solutions[i] for i in anchor_idx])
+                    call.measured_s = measured_cost_s(outcomes)
                 real_rewards[anchor_idx] = extract_rewards(c.reward, anchor_tasks, outcomes)
 
             # 5. online debiasing: refit on all anchor pairs so far, then calibrate
