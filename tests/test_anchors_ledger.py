@@ -57,3 +57,23 @@ def test_ledger_measure_and_state_roundtrip():
         ledger.charge("nope", n_items=1, wall_s=0, cost=None)
     with pytest.raises(ValueError):
         CostModel(per_item_s=-1)
+
+
+def test_ledger_charges_measured_cost_of_outcomes_when_none_is_declared():
+    from wmrl_core.ledger import measured_cost_s
+    from wmrl_core.types import Outcome
+
+    outcomes = [Outcome("ok", 0.5, {"cost_s": 1.25}), Outcome("timeout", None, {"cost_s": 2.0}),
+                Outcome("ok", 0.1, {}), 0.3, Outcome("ok", 0.2, {"cost_s": float("nan")})]
+    assert measured_cost_s(outcomes) == pytest.approx(3.25)  # no key, bare numbers and NaN add nothing
+    assert measured_cost_s([Outcome("ok", 1.0), 0.5]) is None
+    ledger = ComputeLedger()
+    with ledger.measure("execution", n_items=5, cost=None) as call:
+        call.measured_s = measured_cost_s(outcomes)
+    assert ledger.metrics()["compute/execution_s"] == pytest.approx(3.25)  # measured CPU, not wall time
+    with ledger.measure("execution", n_items=5, cost=CostModel(per_item_s=1.0)) as call:
+        call.measured_s = 100.0  # a declared cost wins over a measured one
+    assert ledger.metrics()["compute/execution_s"] == pytest.approx(8.25)
+    with ledger.measure("execution", n_items=1, cost=None):
+        pass  # nothing measured: wall time
+    assert ledger.metrics()["compute/execution_s"] == pytest.approx(8.25, abs=0.05)

@@ -26,6 +26,9 @@ Environment (the real, expensive execution; factory called as ``factory(**kwargs
     ``tasks(split: str) -> list[Task]``: the tasks of a split (at least ``"train"``;
     ``"heldout"`` when the domain has one). ``execute(tasks, solutions) -> list[Outcome]``:
     runs each solution for real, one outcome per solution, never raises for bad solutions.
+    An outcome may carry its measured cost in ``info["cost_s"]`` (seconds, e.g. the CPU time
+    of a sandboxed script); the compute ledger charges the sum of these for the call when no
+    ``cost`` is declared, else the call's wall time (``wmrl_core.ledger.measured_cost_s``).
     Optional: ``cost: CostModel`` (declared cost per call/item), ``true_reward(task,
     solution) -> float`` (domains that know the truth; feeds ``eval/true_reward``),
     ``close()``.

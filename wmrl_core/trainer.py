@@ -31,6 +31,7 @@ from wmrl_core.checkpoint import load_checkpoint, rng_state, save_checkpoint, se
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.errors import ConfigError
+from wmrl_core.ledger import measured_cost_s
 from wmrl_core.metrics import MetricsWriter, read_metrics
 from wmrl_core.plots import plot_run
 from wmrl_core.plugins import build_registry, get_plugin_manager
@@ -107,8 +108,9 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
     real_rewards = np.full(n, np.nan)
     if anchor_idx.size:
         anchor_tasks = [rollouts.tasks[i] for i in anchor_idx]
-        with ledger.measure("execution", n_items=anchor_idx.size, cost=getattr(c.environment, "cost", None)):
+        with ledger.measure("execution", n_items=anchor_idx.size, cost=getattr(c.environment, "cost", None)) as call:
             outcomes = c.environment.execute(anchor_tasks, [rollouts.solutions[i] for i in anchor_idx])
+            call.measured_s = measured_cost_s(outcomes)  # e.g. sandbox CPU seconds, independent of machine load
         real_rewards[anchor_idx] = extract_rewards(c.reward, anchor_tasks, outcomes)
     return ScoredStep(rollouts=rollouts, anchor_groups=anchor_groups, wm_rewards=wm_rewards, real_rewards=real_rewards)
 

@@ -64,19 +64,17 @@ def test_ar_exception_is_crashed(pool, tiny_classification):
 
 def test_ar_infinite_loop_times_out(pool, tiny_classification, small_limits):
     limits = small_limits.with_overrides(timeout_s=2.0)
-    t0 = time.perf_counter()
     outcome = run(pool, tiny_classification, "print('spinning', flush=True)\nwhile True:\n    pass\n", limits)
-    elapsed = time.perf_counter() - t0
-    assert outcome.status == "timeout"
-    assert 2.0 <= outcome.info["runtime_s"] < 2.0 + 3.0
-    assert elapsed < 15
+    assert outcome.status == "timeout" and "CPU-time limit" in outcome.info["error"]
+    assert 2.0 < outcome.info["resources"]["cpu_s"] < 2.0 + 0.6  # CPU seconds: the wall time depends on the load
+    assert outcome.info["runtime_s"] >= 2.0
     assert "spinning" in outcome.info["logs"]["stdout"]
 
 
 def test_ar_sleeping_script_times_out(pool, tiny_classification, small_limits):
-    limits = small_limits.with_overrides(timeout_s=1.5)
+    limits = small_limits.with_overrides(timeout_s=1.5, wall_timeout_s=3.0)
     outcome = run(pool, tiny_classification, "import time\ntime.sleep(600)\n", limits)
-    assert outcome.status == "timeout"
+    assert outcome.status == "timeout" and outcome.info["error"].startswith("idle")
 
 
 def test_ar_fork_bomb_is_contained(pool, tiny_classification, small_limits):

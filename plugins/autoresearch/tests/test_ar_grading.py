@@ -134,3 +134,39 @@ def test_ar_capped_buffer_keeps_head_and_tail():
     small = CappedBuffer(100)
     small.write(b"hello")
     assert small.text() == "hello" and not small.truncated
+
+
+@pytest.mark.parametrize("numeral", ["١", "１", "٣.٥", "1_0", "𝟏"])
+def test_ar_grader_refuses_numbers_not_written_in_ascii(tiny_classification, tiny_regression, numeral):
+    """Python's float() reads Arabic-Indic, full-width and mathematical digits and underscores; the grader does not."""
+    float(numeral)  # the hole: Python accepts it
+    n = tiny_regression.n_test
+    grade = grade_predictions(tiny_regression, _csv("prediction", [numeral] * n))
+    assert grade.score is None and "ASCII digits" in grade.error and "test row 0" in grade.error
+    labels = [numeral if i == 0 else str(y) for i, y in enumerate(tiny_classification.y_test)]
+    grade = grade_predictions(tiny_classification, _csv("label", labels))
+    assert grade.score is None and "ASCII digits" in grade.error
+    rows = [f"{numeral if i == 0 else i},{y}" for i, y in enumerate(tiny_classification.y_test)]
+    grade = grade_predictions(tiny_classification, _csv("id,prediction", rows))
+    assert grade.score is None and "line 2: id" in grade.error and "ASCII digits" in grade.error
+
+
+def test_ar_grader_still_reads_every_ascii_spelling(tiny_classification, tiny_regression):
+    y = tiny_regression.y_test
+    spellings = [f"{v:+.6e}" if i % 2 else f" {v:.12f} " for i, v in enumerate(y)]
+    assert grade_predictions(tiny_regression, _csv("prediction", spellings)).score == pytest.approx(0.0, abs=1e-5)
+    labels = [f"{float(v):.1f}" if i % 2 else str(v) for i, v in enumerate(tiny_classification.y_test)]
+    rows = [f"{i}.0,{label}" for i, label in enumerate(labels)]
+    assert grade_predictions(tiny_classification, _csv("id,prediction", rows)).score == 1.0
+    text_labels = make_text_label_task()
+    assert grade_predictions(text_labels, _csv("label", ["état", "中"] * (text_labels.n_test // 2))).score == 1.0
+
+
+def make_text_label_task():
+    from wmrl_autoresearch.tasks.task import AutoResearchTask
+
+    x = np.arange(8, dtype=float).reshape(4, 2)
+    return AutoResearchTask.create(id="text-labels", kind="classification", metric="accuracy", split="train",
+                                   columns=["a", "b"], x_train=x, y_train=np.array(["état", "中", "état", "中"]),
+                                   x_test=x, y_test=np.array(["état", "中", "état", "中"]), time_limit_s=5.0,
+                                   memory_mb=128)

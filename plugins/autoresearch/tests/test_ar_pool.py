@@ -38,7 +38,7 @@ def test_ar_run_many_keeps_request_order(pool, tiny_classification):
 
 
 def test_ar_container_never_runs_two_solutions(docker_client, pool, small_limits, tiny_classification):
-    sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=60)
+    sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=600)
     sandbox.start()
     try:
         first = sandbox.run(pool.task_dir(tiny_classification), "print('first')")
@@ -125,12 +125,17 @@ def test_ar_gpus_are_exclusive_on_a_gpu_host(docker_ready, small_limits, tiny_cl
     assert all(ex.stdout.count("/dev/nvidia") == 1 for ex in executions)  # each sees only its own device
 
 
+@pytest.mark.slow
 def test_ar_bench_sandbox_reports_every_figure(docker_ready):
     from wmrl_autoresearch.sandbox_bench import bench_sandbox
 
-    result = bench_sandbox(latency_runs=1, throughput_runs=2, parallel=2)
+    result = bench_sandbox(latency_runs=1, throughput_runs=2, parallel=2, sklearn_runs=2, repetitions=1)
     assert 0 < result.cold_startup_s < 30 and 0 <= result.warm_startup_s < result.cold_startup_s
     assert result.cold_end_to_end_s > 0 and result.warm_end_to_end_s > 0
     assert result.trivial_per_minute > 0 and result.trivial_per_minute_cold > 0
-    assert result.sklearn_statuses == {"ok": 2} and result.sklearn_per_minute > 0
-    assert "cold start-up latency" in result.summary()
+    assert [b["mode"] for b in result.sklearn] == ["cold", "warm"]
+    for batch in result.sklearn:
+        assert batch["statuses"] == {"ok": 2} and batch["per_minute"] > 0 and batch["preimported"] == 2
+        assert 0 < batch["cpu_s"] < batch["container_cpu_s"]  # the container's CPU includes the pre-import
+    assert result.sklearn[0]["warm"] == 0 and result.sklearn[1]["warm"] == 2
+    assert "cold start-up latency" in result.summary() and "warm/cold throughput ratio" in result.summary()

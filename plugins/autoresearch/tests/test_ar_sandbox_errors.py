@@ -24,10 +24,10 @@ def _sandbox_with_engine_error(tmp_path, small_limits, *, exit_code):
     engine then answers the results read with an APIError. The engine calls are replaced:
     only the routing of the error in ``run`` is under test here; the real engine case is
     ``test_ar_engine_error_after_clean_exit_on_a_real_engine``."""
-    sandbox = DockerSandbox(None, SANDBOX_IMAGE, small_limits, Slot(tmp_path / "slot"), lifetime_s=60)
+    sandbox = DockerSandbox(None, SANDBOX_IMAGE, small_limits, Slot(tmp_path / "slot"), lifetime_s=600)
     sandbox.container = sandbox._handle = object()
 
-    def exec_script(result, timeout_s):
+    def run_script(result, limits, preimport):
         if exit_code is None:
             raise docker.errors.APIError("500 Server Error: exec failed")
         result.exit_code = exit_code
@@ -35,7 +35,7 @@ def _sandbox_with_engine_error(tmp_path, small_limits, *, exit_code):
     def collect(result):
         raise docker.errors.APIError("409 Conflict: container is paused")
 
-    sandbox._exec_script, sandbox._collect = exec_script, collect
+    sandbox._run_script, sandbox._collect = run_script, collect
     return sandbox
 
 
@@ -58,7 +58,7 @@ def test_ar_engine_error_before_the_exit_is_a_sandbox_error(tmp_path, small_limi
 def test_ar_engine_error_after_clean_exit_on_a_real_engine(docker_client, pool, small_limits, tiny_classification,
                                                            tmp_path):
     """A real engine refuses the results exec of a paused container (409 Conflict, an APIError)."""
-    sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=60)
+    sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=600)
     collect = sandbox._collect
 
     def pause_then_collect(result):

@@ -51,7 +51,7 @@ def test_ar_description_states_target_metric_and_budget():
     for task in load_builtin_suite():
         text = task.description()
         assert task.id in text and task.metric in text and "predictions.csv" in text
-        assert f"{task.time_limit_s:g} s" in text and f"{task.memory_mb} MiB" in text
+        assert f"{task.time_limit_s:g} CPU-seconds" in text and f"{task.memory_mb} MiB" in text
         assert ("higher is better" in text) == task.metric_spec.higher_is_better
 
 

@@ -5,7 +5,8 @@ Commands::
     wmrl-autoresearch tasks [--split train|heldout|all] [--task-file F] [--json]
     wmrl-autoresearch run-solution TASK SCRIPT.py [--sandbox docker|local-unsafe] [--timeout S] ...
     wmrl-autoresearch build-image [--tag T] [--mirror URL] [--pip-arg ARG] [--if-missing]
-    wmrl-autoresearch bench-sandbox [--latency-runs N] [--throughput-runs N] [--parallel P] [--json]
+    wmrl-autoresearch bench-sandbox [--latency-runs N] [--throughput-runs N] [--parallel P] [--sklearn-runs N]
+                                    [--repetitions R] [--sklearn-only] [--json]
     wmrl-autoresearch sweep        # remove sandbox containers left by dead processes
 
 ``run-solution`` prints the structured outcome as JSON (status, score, reward, runtime_s,
@@ -83,7 +84,8 @@ def _cmd_bench(args) -> int:
     from wmrl_autoresearch.sandbox_bench import bench_sandbox
 
     result = bench_sandbox(latency_runs=args.latency_runs, throughput_runs=args.throughput_runs,
-                           parallel=args.parallel, backend=args.sandbox, image=args.image)
+                           parallel=args.parallel, backend=args.sandbox, image=args.image,
+                           sklearn_runs=args.sklearn_runs, repetitions=args.repetitions, sklearn_only=args.sklearn_only)
     print(json.dumps(result.as_dict(), indent=2) if args.json else result.summary())
     return 0
 
@@ -117,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("script", help="path of the Python solution script")
     r.add_argument("--sandbox", choices=["docker", "local-unsafe"], default="docker",
                    help="local-unsafe runs WITHOUT isolation (machines without Docker, trusted code only)")
-    r.add_argument("--timeout", type=float, help="wall-clock limit in seconds (default: the task's)")
+    r.add_argument("--timeout", type=float, help="CPU-time limit in CPU seconds (default: the task's); the wall-clock safety net follows from it")
     r.add_argument("--memory-mb", type=int, help="memory limit in MiB (default: the task's)")
     r.add_argument("--cpus", type=float, help="CPU quota in cores (default: the task's)")
     r.add_argument("--image", default=SANDBOX_IMAGE)
@@ -136,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--latency-runs", type=int, default=7)
     m.add_argument("--throughput-runs", type=int, default=12)
     m.add_argument("--parallel", type=int, default=None, help="sandboxes at once (default: CPU cores)")
+    m.add_argument("--sklearn-runs", type=int, default=8, help="runs per pandas + scikit-learn batch")
+    m.add_argument("--repetitions", type=int, default=3, help="cold and warm pandas + scikit-learn batches each")
+    m.add_argument("--sklearn-only", action="store_true", help="only the pandas + scikit-learn cold/warm batches")
     m.add_argument("--sandbox", choices=["docker", "local-unsafe"], default="docker")
     m.add_argument("--image", default=SANDBOX_IMAGE)
     m.add_argument("--json", action="store_true")

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 ENVIRONMENT_NAME = "autoresearch"
 
 _LIMIT_FIELDS = ("timeout_s", "memory_mb", "cpus", "pids", "tmp_mb", "output_mb", "shm_mb", "log_bytes",
-                 "predictions_bytes")
+                 "predictions_bytes", "script_bytes", "wall_timeout_s")
 
 
 def _as_wmrl_tasks(items: Any, origin: str) -> list:
@@ -79,14 +79,17 @@ class AutoResearchEnvironment:
     :param sandbox: ``"docker"`` (hardened containers) or ``"local-unsafe"`` (NOT isolated, warns;
         never chosen automatically).
     :param max_parallel: sandboxes running at once (default: CPU cores / cpus per task).
-    :param warm: containers started ahead of need (0: cold start per run).
+    :param warm: containers started ahead of need (0: cold start per run); each has imported numpy, pandas
+        and scikit-learn in advance (:mod:`wmrl_autoresearch.sandbox.runner`).
     :param image: sandbox image (``wmrl-autoresearch-sandbox:latest``).
     :param gpus: ``"auto"``, ``"none"`` or a list of NVIDIA device ids shared out exclusively.
     :param task_sets: names of registered task sets to use (default: all for ``autoresearch``).
     :param task_files: extra YAML/JSON/CSV task descriptions (see :mod:`wmrl_autoresearch.tasks.task_files`).
-    :param limits: overrides applied to every task's limits, e.g. ``{"timeout_s": 10, "memory_mb": 512}``;
+    :param limits: overrides applied to every task's limits, e.g. ``{"timeout_s": 10, "memory_mb": 512}``
+        (``timeout_s`` in CPU seconds; see :class:`~wmrl_autoresearch.sandbox.limits.SandboxLimits`);
         without an override each task's own ``time_limit_s``, ``memory_mb`` and ``cpus`` apply.
-    :param cost: optional declared ``CostModel`` (else the engine charges wall time).
+    :param cost: optional declared ``CostModel``; without one the engine charges each run's measured CPU
+        seconds (``Outcome.info["cost_s"]``).
     """
 
     def __init__(

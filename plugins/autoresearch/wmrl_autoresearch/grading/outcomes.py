@@ -3,21 +3,25 @@
 Statuses, in the order they are decided:
 
 ================  ==============================================================
-sandbox_error     the sandbox itself failed (engine down, image missing); not the script's fault
-timeout           killed at the wall-clock limit
+invalid_solution  (first) refused without running: larger than ``script_bytes``, or not a script
+                  at all (``rejected_outcome``)
+sandbox_error     the sandbox itself failed (engine down, image missing, starved twice by an
+                  overloaded host); not the script's fault
+timeout           used its CPU-time limit, or sat idle until the wall-clock safety net
 oom               killed by the memory limit (or died of ``MemoryError``)
 crashed           non-zero exit status (syntax error, exception, killed ...)
 missing_output    exited 0 but wrote no ``predictions.csv``
 invalid_output    predictions too large, binary, wrong shape, NaN/inf, unparsable
-invalid_solution  not a script at all (never executed; see ``rejected_outcome``)
 ok                graded: ``score`` is the raw metric value
 ================  ==============================================================
 
 ``Outcome.info`` holds ``runtime_s``, ``startup_s``, ``warm``, ``exit_code``, ``logs``
 (stdout and stderr, each capped), ``stdout_bytes``, ``stderr_bytes``, ``logs_truncated``,
 ``resources`` (``memory_peak_bytes``, ``cpu_s`` ...), ``backend``, ``metric``,
-``higher_is_better``, ``normalized_score`` (see :mod:`wmrl_autoresearch.tasks.task_metrics`) and
-``error`` (why the status is not ok).
+``higher_is_better``, ``normalized_score`` (see :mod:`wmrl_autoresearch.tasks.task_metrics`),
+``error`` (why the status is not ok), ``preimported``, ``attempts`` and ``cost_s``: the measured
+CPU seconds of the script (:func:`charged_cpu_s`), which the compute ledger charges for the
+execution (see ``wmrl_core.types.MEASURED_COST_KEY``).
 """
 
 from __future__ import annotations
@@ -29,17 +33,21 @@ from wmrl_autoresearch.sandbox.result import Execution
 from wmrl_autoresearch.tasks.task import AutoResearchTask
 from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
-__all__ = ["STATUSES", "to_outcome", "rejected_outcome", "outcome_to_dict"]
+__all__ = ["STATUSES", "to_outcome", "rejected_outcome", "outcome_to_dict", "charged_cpu_s"]
 
 STATUSES = ("ok", "timeout", "oom", "crashed", "invalid_output", "missing_output", "invalid_solution", "sandbox_error")
 """The statuses this plugin returns, all from ``wmrl_core.contracts.STATUSES``."""
 
 
 def _status(task: AutoResearchTask, ex: Execution) -> tuple[str, float | None, str | None]:
+    if ex.rejected:  # refused before running (e.g. larger than script_bytes): not a runnable solution
+        return "invalid_solution", None, ex.rejected
     if ex.sandbox_error:
         return "sandbox_error", None, ex.sandbox_error
+    if ex.starved:  # a run not retried by the pool (the pool turns a second starvation into sandbox_error)
+        return "sandbox_error", None, ex.notes[-1] if ex.notes else "starved at the wall-clock safety net"
     if ex.timed_out:
-        return "timeout", None, f"killed after the {ex.resources.get('timeout_s', '?')} s wall-clock limit"
+        return "timeout", None, ex.timeout_reason or "killed at its time limit"
     if ex.oom_killed:
         return "oom", None, "killed by the memory limit"
     if ex.exit_code != 0:
@@ -73,6 +81,9 @@ def to_outcome(task: AutoResearchTask, ex: Execution):
         "metric": task.metric,
         "higher_is_better": task.metric_spec.higher_is_better,
         "error": error,
+        "cost_s": charged_cpu_s(ex),
+        "preimported": ex.preimported,
+        "attempts": ex.attempts,
     }
     if ex.notes:
         info["notes"] = list(ex.notes)
@@ -81,12 +92,21 @@ def to_outcome(task: AutoResearchTask, ex: Execution):
     return Outcome(status=status, score=score, info=info)
 
 
+def charged_cpu_s(ex: Execution) -> float:
+    """What the run is charged, seconds: the CPU seconds of every attempt (wall seconds where the CPU
+    time could not be measured); 0 for a script refused without running."""
+    if ex.rejected:
+        return 0.0
+    attempts = ex.resources.get("cpu_s_attempts") or [ex.resources.get("cpu_s")]
+    return round(sum(float(a) if a is not None else ex.runtime_s for a in attempts), 4)
+
+
 def rejected_outcome(task: AutoResearchTask, reason: str):
     """``invalid_solution`` for a solution that is not a script at all (never executed)."""
     from wmrl_core.types import Outcome
 
     return Outcome(status="invalid_solution", score=None,
-                   info={"runtime_s": 0.0, "metric": task.metric, "error": reason,
+                   info={"runtime_s": 0.0, "cost_s": 0.0, "metric": task.metric, "error": reason,
                          "higher_is_better": task.metric_spec.higher_is_better})
 
 

@@ -8,8 +8,10 @@ Two ways to get ``wmrl-autoresearch-sandbox:latest``:
   ``wmrl-autoresearch build-image``. It bootstraps a minimal Debian bookworm root file
   system with ``debootstrap`` (Debian mirror only), installs numpy, pandas, scikit-learn and
   torch (CPU) into it with the *host's* pip (``--target``, cp311 manylinux wheels; PyPI or a
-  local wheel directory), trims tests and headers, and streams the tree into
-  ``docker import`` through the Docker SDK.
+  local wheel directory), trims tests and headers, compiles the bytecode of every installed
+  module (the image is read-only at run time, so without ``.pyc`` files every script would
+  compile pandas and scikit-learn again: ~3 instead of ~1 CPU-second of imports), and streams
+  the tree into ``docker import`` through the Docker SDK.
 
 Both images run ``sleep`` as their main process, as the unprivileged user
 ``sandbox`` (uid/gid :data:`SANDBOX_UID`), with Python 3.11 at ``/usr/bin/python3``.
@@ -190,6 +192,22 @@ def _trim_and_configure(rootfs: Path) -> None:
     )
 
 
+def _compile_bytecode(rootfs: Path) -> None:
+    """Write ``__pycache__/*.cpython-311.pyc`` for the installed packages (unchecked hashes: the
+    image is read-only, so the sources never change and need not be stat'ed at import)."""
+    if sys.version_info[:2] != (3, 11):  # the bytecode format is per minor version
+        log.warning("image build: host Python is %d.%d, not 3.11; bytecode not compiled (imports ~3x slower)",
+                    *sys.version_info[:2])
+        return
+    site = rootfs / "usr/local/lib/python3.11/dist-packages"
+    proc = subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "2", "--invalidation-mode", "unchecked-hash",
+                           "-s", str(rootfs), "-p", "/", str(site)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    if proc.returncode != 0:  # a few modules of the wheels may not compile (templates, Python 2 leftovers)
+        log.warning("image build: some modules were not compiled (they compile at import instead):\n%s",
+                    "\n".join(proc.stdout.splitlines()[-10:]))
+
+
 def _tar_stream(rootfs: Path, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
     proc = subprocess.Popen(["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
     assert proc.stdout is not None
@@ -246,6 +264,7 @@ def build_image_offline(build: OfflineImageBuild | None = None, client=None) -> 
             ("debootstrap", lambda: _bootstrap_rootfs(build, rootfs)),
             ("pip", lambda: _install_python_packages(build, rootfs)),
             ("trim", lambda: _trim_and_configure(rootfs)),
+            ("compile", lambda: _compile_bytecode(rootfs)),
             ("import", lambda: _import_image(client, build, rootfs)),
         ):
             t0 = time.perf_counter()

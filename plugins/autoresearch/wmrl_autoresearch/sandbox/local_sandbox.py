@@ -1,9 +1,11 @@
 """LocalProcessSandbox: runs a solution as a plain child process. NOT ISOLATED.
 
 For machines without Docker only, and only when asked for by name (``sandbox="local-unsafe"``
-or ``--sandbox local-unsafe``); it is never chosen silently. It keeps the wall-clock timeout
-(the whole process group is killed), the stdout/stderr size cap, the predictions size cap and
-best-effort rlimits (data segment, file size, core dumps), but the script runs with *your*
+or ``--sandbox local-unsafe``); it is never chosen silently. It keeps the CPU-time limit
+(``RLIMIT_CPU`` of the script's process; its CPU time is measured by ``wait4``, children it
+does not wait for are not counted), the wall-clock safety net (the whole process group is
+killed), the stdout/stderr size cap, the predictions size cap and best-effort rlimits (data
+segment, file size, core dumps), but the script runs with *your*
 user, can read your files, can use the network and can escape the process group. Never run
 untrusted solutions with it.
 """
@@ -11,6 +13,7 @@ untrusted solutions with it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import resource
 import signal
@@ -81,12 +84,14 @@ class LocalProcessSandbox:
     def remove(self) -> None:
         self.slot.remove()
 
-    def _limit_resources(self) -> None:  # runs in the child, before exec
+    def _limit_resources(self, cpu_limit_s: float) -> None:  # runs in the child, before exec
         mem = int(self.limits.memory_mb) << 20
-        for name, value in (("RLIMIT_DATA", mem), ("RLIMIT_FSIZE", int(self.limits.output_mb) << 20),
-                            ("RLIMIT_CORE", 0)):
+        cpu = int(math.ceil(cpu_limit_s))  # SIGXCPU at the limit (whole seconds), SIGKILL one second later
+        for name, soft, hard in (("RLIMIT_DATA", mem, mem), ("RLIMIT_FSIZE", int(self.limits.output_mb) << 20,
+                                 int(self.limits.output_mb) << 20), ("RLIMIT_CORE", 0, 0),
+                                 ("RLIMIT_CPU", cpu, cpu + 1)):
             try:
-                resource.setrlimit(getattr(resource, name), (value, value))
+                resource.setrlimit(getattr(resource, name), (soft, hard))
             except (ValueError, OSError):
                 pass
 
@@ -94,8 +99,10 @@ class LocalProcessSandbox:
         if self.used:
             raise RuntimeError(f"sandbox {self.name} already ran a solution")
         self.used = True
-        timeout_s = float(timeout_s if timeout_s is not None else self.limits.timeout_s)
+        limits = self.limits.with_overrides(timeout_s=timeout_s)
+        cpu_limit, wall_limit = float(limits.timeout_s), limits.wall_limit_s
         result = Execution(backend=self.backend, startup_s=self.startup_s)
+        result.resources.update(cpu_limit_s=cpu_limit, wall_limit_s=wall_limit)
         result.notes.append("not isolated: local-process fallback")
         self.slot.stage(task_dir, script)
         env = {**os.environ, **SANDBOX_ENV, **thread_env(self.limits.cpus), "DATA_DIR": str(self.slot.data),
@@ -106,7 +113,8 @@ class LocalProcessSandbox:
         try:
             proc = subprocess.Popen([self.python, str(self.slot.code / SOLUTION_FILENAME)], cwd=self.tmp, env=env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, preexec_fn=self._limit_resources)
+                                    start_new_session=True,
+                                    preexec_fn=lambda: self._limit_resources(cpu_limit))
         except OSError as exc:
             result.sandbox_error = f"could not start {self.python}: {exc}"
             return result
@@ -119,18 +127,34 @@ class LocalProcessSandbox:
                  threading.Thread(target=pump, args=(proc.stderr, stderr), daemon=True)]
         for p in pumps:
             p.start()
+        status = usage = None
         try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            result.timed_out = True
+            while status is None and time.perf_counter() - t0 < wall_limit:
+                pid, status_, usage_ = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    status, usage = status_, usage_
+                else:
+                    time.sleep(0.02)
         finally:
-            self._kill_group(proc.pid)  # also reaps children left running by a finished script
-            proc.wait()
+            at_wall_limit = status is None
+            self._kill_group(proc.pid)  # also kills children left running by a finished script
+            if status is None:
+                _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         for p in pumps:
             p.join(2.0)
         result.runtime_s = time.perf_counter() - t0
         result.capture_logs(stdout, stderr)
-        result.exit_code = -9 if result.timed_out else proc.returncode
+        result.exit_code = proc.returncode
+        cpu_s = usage.ru_utime + usage.ru_stime
+        result.resources["cpu_s"] = round(cpu_s, 3)
+        if cpu_s > cpu_limit or proc.returncode == -signal.SIGXCPU:
+            result.timed_out = True
+            result.timeout_reason = (f"used its CPU-time limit of {cpu_limit:g} CPU-s ({cpu_s:.2f} CPU-s); "
+                                     "raise it with limits={'timeout_s': N}")
+        elif at_wall_limit:
+            result.timed_out, result.exit_code = True, -9
+            result.timeout_reason = f"killed at the {wall_limit:g} s wall-clock limit after {cpu_s:.2f} CPU-s"
         if not result.timed_out and result.exit_code != 0 and "MemoryError" in result.stderr[-4000:]:
             result.oom_killed = True
         if result.exit_code == 0 and not result.timed_out:

@@ -3,8 +3,13 @@
 * At most ``max_parallel`` scripts run at the same time; :meth:`SandboxPool.run_many`
   returns the executions in request order.
 * ``warm=N`` keeps N started containers waiting, refilled in the background, so a run skips
-  container creation and start. A container never runs two solutions: each is removed after
-  its one run and replaced.
+  container creation and start; with ``preimport`` (default) each has already imported numpy,
+  pandas and scikit-learn in its waiting runner (:mod:`.runner`). A container never runs two
+  solutions: each is removed after its one run and replaced.
+* Scripts are limited and charged by CPU time (:mod:`.cpu_meter`). A run killed at the
+  wall-clock safety net while still computing (``starved``: the host gave it no CPU) is not the
+  script's fault: it is retried once in a new sandbox, then reported as ``sandbox_error``.
+* A script larger than ``limits.script_bytes`` is refused without running (``rejected``).
 * With NVIDIA GPUs, every sandbox holds ``gpus_per_sandbox`` devices exclusively
   (:class:`~wmrl_autoresearch.sandbox.gpus.GpuPool`); on CPU-only hosts the pool is empty.
 * Cleanup: every sandbox is removed after its run (``finally``); :meth:`close` removes the
@@ -27,11 +32,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from wmrl_autoresearch.sandbox.docker_sandbox import CONTAINER_GRACE_S, DockerSandbox, SandboxStartError
+from wmrl_autoresearch.sandbox.docker_sandbox import (
+    CONTAINER_GRACE_S,
+    PREIMPORT_WAIT_S,
+    DockerSandbox,
+    SandboxStartError,
+)
 from wmrl_autoresearch.sandbox.gpus import GpuPool, detect_nvidia_gpus
 from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 from wmrl_autoresearch.sandbox.limits import SandboxLimits
 from wmrl_autoresearch.sandbox.result import Execution
+from wmrl_autoresearch.sandbox.runner import PREIMPORT_MIN_MEMORY_MB
 from wmrl_autoresearch.sandbox.workspace import Workspace
 from wmrl_autoresearch.tasks.task import AutoResearchTask
 
@@ -48,7 +59,7 @@ class RunRequest:
 
     :param task: the task (its visible files are written once per pool).
     :param script: Python source.
-    :param limits: limits of this run (its ``timeout_s`` is the wall-clock limit); default: the pool's.
+    :param limits: limits of this run (its ``timeout_s`` is the CPU-time limit); default: the pool's.
         Warm containers are used only when these equal the pool's limits.
     """
 
@@ -68,6 +79,8 @@ class SandboxPool:
     :param limits: limits of every sandbox.
     :param max_parallel: concurrent runs; default ``cpu_count // cpus`` (and no more than the GPU groups).
     :param warm: containers kept started ahead of need (docker only); 0 disables warm mode.
+    :param preimport: warm containers start the pre-importing runner (numpy, pandas, scikit-learn); not
+        when ``limits.memory_mb`` is below :data:`~.runner.PREIMPORT_MIN_MEMORY_MB`.
     :param image: sandbox image name.
     :param client: a docker client to reuse; created from the environment otherwise.
     :param gpus: ``"auto"`` (detect NVIDIA GPUs), ``"none"``, or a list of device ids.
@@ -85,6 +98,7 @@ class SandboxPool:
         limits: SandboxLimits | None = None,
         max_parallel: int | None = None,
         warm: int = 0,
+        preimport: bool = True,
         image: str = SANDBOX_IMAGE,
         client=None,
         gpus: str | Sequence[str] = "auto",
@@ -99,6 +113,8 @@ class SandboxPool:
         self.limits = limits or SandboxLimits()
         self.image = image
         self.warm_target = int(warm) if backend == "docker" else 0
+        self.preimport = bool(preimport)
+        self._warm_preimports = self.preimport and self.limits.memory_mb >= PREIMPORT_MIN_MEMORY_MB
         self.warm_lifetime_s = float(warm_lifetime_s)
         self.client = None
         if backend == "docker":
@@ -145,7 +161,8 @@ class SandboxPool:
 
     # ---------------------------------------------------------------- sandboxes
 
-    def _new_sandbox(self, lifetime_s: float, gpu_wait_s: float | None = None, limits: SandboxLimits | None = None):
+    def _new_sandbox(self, lifetime_s: float, gpu_wait_s: float | None = None, limits: SandboxLimits | None = None,
+                     preimport: bool = False):
         """Create and start one sandbox (holding its GPUs). Raises SandboxStartError/TimeoutError."""
         limits = limits or self.limits
         slot = self.workspace.new_slot()
@@ -159,7 +176,7 @@ class SandboxPool:
             except TimeoutError:
                 slot.remove()
                 raise
-            sandbox = DockerSandbox(self.client, self.image, limits, slot, lifetime_s, gpu_ids)
+            sandbox = DockerSandbox(self.client, self.image, limits, slot, lifetime_s, gpu_ids, preimport=preimport)
         with self._live_lock:
             self._live.add(sandbox)
         try:
@@ -201,7 +218,7 @@ class SandboxPool:
             self._refill.clear()
             while not self._closed.is_set() and self._warm.qsize() < self.warm_target:
                 try:
-                    sandbox = self._new_sandbox(self.warm_lifetime_s, gpu_wait_s=1.0)
+                    sandbox = self._new_sandbox(self.warm_lifetime_s, gpu_wait_s=1.0, preimport=self._warm_preimports)
                 except TimeoutError:
                     break  # every GPU is busy; retry on the next signal
                 except Exception as exc:
@@ -215,8 +232,7 @@ class SandboxPool:
 
     def _acquire(self, limits: SandboxLimits):
         """A started sandbox for one run: a warm one if available, else a new one. Returns (sandbox, warm)."""
-        timeout_s = limits.timeout_s
-        deadline_margin = timeout_s + CONTAINER_GRACE_S
+        deadline_margin = limits.wall_limit_s + CONTAINER_GRACE_S
         while True:
             sandbox = None
             if limits == self.limits:
@@ -233,7 +249,9 @@ class SandboxPool:
             try:
                 # with GPUs, poll so that a warm container that appears meanwhile is taken instead
                 wait = 0.2 if self.gpu_pool.enabled else None
-                return self._new_sandbox(timeout_s + 60.0, gpu_wait_s=wait, limits=limits), False
+                # lifetime: the run's wall limit, plus the longest pre-import wait and the grace period
+                lifetime_s = limits.wall_limit_s + PREIMPORT_WAIT_S + 2 * CONTAINER_GRACE_S
+                return self._new_sandbox(lifetime_s, gpu_wait_s=wait, limits=limits), False
             except TimeoutError:
                 continue
 
@@ -243,11 +261,29 @@ class SandboxPool:
         return self.workspace.task_dir(task)
 
     def run(self, request: RunRequest) -> Execution:
-        """Run one script in a fresh sandbox; never raises for a bad script."""
+        """Run one script in a fresh sandbox (twice if the first run was starved); never raises for a bad script."""
         if self._closed.is_set():
             raise RuntimeError("SandboxPool is closed; create a new one")
         limits = request.limits or self.limits
-        timeout_s = limits.timeout_s
+        refusal = limits.script_error(request.script)
+        if refusal is not None:
+            return Execution(backend=self.backend, rejected=refusal)
+        execution = self._run_once(request, limits)
+        if execution.starved:
+            first = execution
+            log.warning("sandbox run starved (%s); retrying once in a new sandbox", first.notes[-1:])
+            execution = self._run_once(request, limits)
+            execution.attempts = 2
+            execution.notes[:0] = [f"first attempt: {note}" for note in first.notes]
+            execution.resources["cpu_s_attempts"] = [first.resources.get("cpu_s"), execution.resources.get("cpu_s")]
+            if execution.starved:
+                execution.sandbox_error = (
+                    "the script was starved twice: killed at the wall-clock safety net of "
+                    f"{limits.wall_limit_s:g} s while still computing, short of its {limits.timeout_s:g} CPU-s limit; "
+                    "the host is overloaded (run fewer sandboxes at once, or raise limits={'wall_timeout_s': N})")
+        return execution
+
+    def _run_once(self, request: RunRequest, limits: SandboxLimits) -> Execution:
         task_dir = self.task_dir(request.task)
         t0 = time.perf_counter()
         try:
@@ -259,7 +295,7 @@ class SandboxPool:
             self._discard(sandbox)
             return Execution(backend=self.backend, sandbox_error="SandboxPool closed before the run started")
         try:
-            execution = sandbox.run(task_dir, request.script, timeout_s)
+            execution = sandbox.run(task_dir, request.script, limits.timeout_s)
         except BaseException:
             self._discard(sandbox)
             raise
@@ -268,7 +304,7 @@ class SandboxPool:
         self._to_reap.put(sandbox)  # the container is dead to us: removed in the background
         execution.warm = warm
         execution.startup_s = startup_s
-        execution.resources.setdefault("timeout_s", timeout_s)
+        execution.resources.setdefault("timeout_s", limits.timeout_s)
         return execution
 
     def run_many(self, requests: Sequence[RunRequest]) -> list[Execution]:
@@ -295,6 +331,12 @@ class SandboxPool:
     def warm_count(self) -> int:
         """Started containers waiting for work."""
         return self._warm.qsize()
+
+    @property
+    def warm_ready_count(self) -> int:
+        """Warm containers whose pre-importing runner has finished its imports (all of them without one)."""
+        with self._warm.mutex:
+            return sum(1 for sandbox in self._warm.queue if getattr(sandbox, "ready", True))
 
     @property
     def live_count(self) -> int:

@@ -58,7 +58,10 @@ class Execution:
 
     :param backend: ``"docker"`` or ``"local-unsafe"``.
     :param exit_code: the script's exit status (negative: killed by that signal); ``None`` if unknown.
-    :param timed_out: killed at the wall-clock limit.
+    :param timed_out: the script's own timeout: it used its CPU-time limit, or it stopped using CPU
+        (sleeping, deadlocked) until the wall-clock safety net killed it; ``timeout_reason`` says which.
+    :param starved: killed at the wall-clock safety net while it was still using CPU but had not used its
+        CPU-time limit: the host did not give it CPU, an infrastructure failure, not the script's.
     :param oom_killed: killed by the memory limit.
     :param stdout: captured standard output (capped, see ``SandboxLimits.log_bytes``).
     :param stderr: captured standard error (capped).
@@ -69,14 +72,21 @@ class Execution:
     :param warm: whether the sandbox was started ahead of need.
     :param predictions: bytes of ``predictions.csv`` (at most ``predictions_bytes + 1``); ``None`` when absent.
     :param predictions_truncated: the file was larger than the cap.
-    :param resources: measured use: ``memory_peak_bytes``, ``cpu_s`` (when the backend can tell).
+    :param resources: measured use: ``cpu_s`` (CPU seconds of the script, see :mod:`.cpu_meter`; what is
+        charged), ``container_cpu_s`` (everything the container used, pre-import included), ``cpu_limit_s``,
+        ``wall_limit_s``, ``memory_peak_bytes`` (when the backend can tell).
     :param logs_truncated: stdout or stderr exceeded the cap and was cut in the middle.
     :param sandbox_error: set when the sandbox itself failed (not the script's fault).
+    :param rejected: why the script was refused without running (too large); ``invalid_solution``.
+    :param attempts: runs made (2 when the first was starved and retried).
+    :param preimported: the script ran in the pre-importing runner (:mod:`.runner`).
     """
 
     backend: str
     exit_code: int | None = None
     timed_out: bool = False
+    timeout_reason: str | None = None
+    starved: bool = False
     oom_killed: bool = False
     stdout: str = ""
     stderr: str = ""
@@ -91,6 +101,9 @@ class Execution:
     sandbox_error: str | None = None
     logs_truncated: bool = False
     notes: list[str] = field(default_factory=list)
+    rejected: str | None = None
+    attempts: int = 1
+    preimported: bool = False
 
     def capture_logs(self, stdout: CappedBuffer, stderr: CappedBuffer) -> None:
         """Copy captured streams into this record."""

@@ -58,7 +58,8 @@ class AutoResearchTask:
     :param y_train: (n_train,) training targets (visible).
     :param x_test: (n_test, n_features) test features (visible).
     :param y_test: (n_test,) test targets: hidden, only the grader reads them.
-    :param time_limit_s: wall-clock limit of one run of a solution, seconds.
+    :param time_limit_s: CPU-time limit of one run of a solution, CPU seconds (see
+        :class:`~wmrl_autoresearch.sandbox.limits.SandboxLimits`; the wall clock is only a safety net).
     :param memory_mb: memory limit of the sandbox, MiB.
     :param cpus: CPU quota of the sandbox, in cores.
     :param source: where the data comes from (one line).
@@ -183,7 +184,7 @@ class AutoResearchTask:
             f"Output: write $OUTPUT_DIR/predictions.csv (default /output) with header `id,prediction` and one row "
             f"per test row.\n"
             f"Metric: {m.name} on the hidden test targets ({direction}).\n"
-            f"Budget: {self.time_limit_s:g} s wall clock, {self.memory_mb} MiB memory, {self.cpus:g} CPU core(s), "
+            f"Budget: {self.time_limit_s:g} CPU-seconds, {self.memory_mb} MiB memory, {self.cpus:g} CPU core(s), "
             f"no network. Python 3.11 with numpy, pandas, scikit-learn and torch (CPU)."
         )
 

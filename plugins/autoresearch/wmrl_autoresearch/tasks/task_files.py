@@ -16,7 +16,7 @@ test_data                 column is kept hidden from solutions)
 split           no        ``train`` (default) or ``heldout``
 test_fraction   no        share of ``data`` rows held out for testing (default 0.3)
 seed            no        split seed (default 0)
-time_limit_s    no        wall-clock limit of a run, seconds (default 60)
+time_limit_s    no        CPU-time limit of a run, CPU seconds (default 60)
 memory_mb       no        memory limit, MiB (default 1024)
 cpus            no        CPU cores (default 1)
 summary         no        one sentence about the data, shown to agents
