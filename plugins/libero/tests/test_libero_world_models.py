@@ -5,16 +5,39 @@ import copy
 import numpy as np
 import pytest
 import torch
-from wmrl_core.types import Outcome, Task
-
-from wmrl_libero.world_models.checkpoint import WorldModelBundle, load_bundle, save_bundle
-from wmrl_libero.world_models.dynamics import DynamicsEnsemble, chunk_transitions, ensemble_disagreement, fit_dynamics
-from wmrl_libero.world_models.features import Episode, split_by_init_state, split_state, state_vector
+from wmrl_libero.world_models.checkpoint import (
+    WorldModelBundle,
+    load_bundle,
+    save_bundle,
+)
+from wmrl_libero.world_models.dynamics import (
+    DynamicsEnsemble,
+    chunk_transitions,
+    ensemble_disagreement,
+    fit_dynamics,
+)
+from wmrl_libero.world_models.features import (
+    Episode,
+    split_by_init_state,
+    split_state,
+    state_vector,
+)
 from wmrl_libero.world_models.imagination import ImaginationWorldModel, imagine
-from wmrl_libero.world_models.quality import (auroc, brier_score, expected_calibration_error, horizon_errors,
-                                              within_group_spearman)
-from wmrl_libero.world_models.scorer import StateScorer, fit_scorer, potential_progress, subsample_indices
+from wmrl_libero.world_models.quality import (
+    auroc,
+    brier_score,
+    expected_calibration_error,
+    horizon_errors,
+    within_group_spearman,
+)
+from wmrl_libero.world_models.scorer import (
+    fit_scorer,
+    potential_progress,
+    subsample_indices,
+)
 from wmrl_libero.world_models.trajectory import TrajectoryProgressWorldModel
+
+from wmrl_core.types import Outcome, Task
 
 OBJ = 8
 D = 16 + OBJ
@@ -205,6 +228,7 @@ def test_horizon_errors_measure_drift():
 
 def test_plugin_registers_world_models():
     import wmrl_libero.plugin
+
     from wmrl_core.plugins import build_registry, get_plugin_manager
 
     registry = build_registry(get_plugin_manager(entry_points=False, extra_plugins=[wmrl_libero.plugin]))

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 import torch
+from wmrl_libero.runtime import libero_available
+
 from wmrl_core.testing import require
 from wmrl_core.types import Task
-
-from wmrl_libero.runtime import libero_available
 
 NEEDS = "LIBERO is not installed: run `bash plugins/libero/ci/setup.sh`"
 
@@ -43,7 +43,7 @@ def test_tiny_dynamics_on_real_steps_and_predict(tmp_path):
     dyn = fit_dynamics(episodes, chunk=4, members=3, hidden=32, iterations=150, batch_size=32, log=lambda m: None)
     s, a, n, k = (torch.as_tensor(x) for x in chunk_transitions(episodes, 4))
     pred, _ = dyn.step(s, a, k)
-    eef = lambda x: x[:, :3]  # noqa: E731
+    eef = lambda x: x[:, :3]
     assert ((eef(pred) - eef(n)) ** 2).mean() < ((eef(s) - eef(n)) ** 2).mean()  # beats "the arm stays"
     scorer = fit_scorer(episodes, hidden=32, iterations=50, batch_size=32, log=lambda m: None)
     bundle = WorldModelBundle(dyn, scorer, 128, initial_states={(0, e.init_state): e.states[0] for e in episodes},

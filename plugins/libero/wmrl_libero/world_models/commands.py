@@ -52,8 +52,8 @@ def _cmd_report(args) -> int:
                        log=lambda m: print(m, flush=True))
     command = " ".join(["wmrl-libero wm-report", shlex.quote(args.checkpoint), "--heldout",
                         *map(shlex.quote, args.heldout), "--out", shlex.quote(args.out),
-                        f"--sim-episodes {args.sim_episodes} --vla-batch {args.vla_batch}"])
-    path = write_report(r, args.out, command)
+                        f"--sim-episodes {args.sim_episodes} --vla-batch {args.vla_batch} --name {args.name}"])
+    path = write_report(r, args.out, command, name=args.name)
     print(path.read_text())
     return 0
 
@@ -87,6 +87,7 @@ def add_world_model_commands(sub) -> None:
     p.add_argument("checkpoint", help="a train-wm checkpoint")
     p.add_argument("--heldout", nargs="+", required=True, help="HDF5 files with episodes from held-out init states")
     p.add_argument("--out", default="docs/results/libero", help="folder for world_models.md / .json")
+    p.add_argument("--name", default="world_models", help="report file stem (NAME.md, NAME.json)")
     p.add_argument("--sim-episodes", type=int, default=2, help="real episodes timed for the speed comparison")
     p.add_argument("--vla-batch", type=int, default=64, help="small-VLA episodes imagined in one batch (speed)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")

@@ -35,8 +35,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from wmrl_core.types import CostModel, Outcome, Task
 
+from wmrl_core.types import CostModel, Outcome, Task
 from wmrl_libero.world_models.checkpoint import WorldModelBundle, load_bundle
 from wmrl_libero.world_models.features import split_state
 

@@ -101,7 +101,7 @@ def quality_report(checkpoint: str, heldout_paths: Sequence[str], *, horizons: S
 
     from wmrl_libero.world_models.features import load_episodes
     from wmrl_libero.world_models.imagination import ImaginationWorldModel
-    from wmrl_libero.world_models.trajectory import TrajectoryProgressWorldModel, trajectory_progress
+    from wmrl_libero.world_models.trajectory import trajectory_progress
 
     wm = ImaginationWorldModel(checkpoint=checkpoint)
     bundle = wm.bundle
@@ -179,8 +179,8 @@ def quality_report(checkpoint: str, heldout_paths: Sequence[str], *, horizons: S
 
 
 def _time_progress(checkpoint: str, tasks, episodes) -> float:
-    from wmrl_libero.world_models.trajectory import TrajectoryProgressWorldModel
     from wmrl_core.types import Outcome
+    from wmrl_libero.world_models.trajectory import TrajectoryProgressWorldModel
 
     wm = TrajectoryProgressWorldModel(checkpoint=checkpoint)
     outcomes = [Outcome(score=float(e.success), info={"trajectory": {
@@ -237,10 +237,10 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(r: dict[str, Any], out_dir: str | Path, command: str) -> Path:
+def write_report(r: dict[str, Any], out_dir: str | Path, command: str, name: str = "world_models") -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "world_models.json").write_text(json.dumps(r, indent=1, default=str))
-    path = out_dir / "world_models.md"
+    (out_dir / f"{name}.json").write_text(json.dumps(r, indent=1, default=str))
+    path = out_dir / f"{name}.md"
     path.write_text(report_markdown(r, command))
     return path

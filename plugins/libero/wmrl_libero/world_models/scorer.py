@@ -73,7 +73,7 @@ class StateScorer(nn.Module):
 
 
 def _labelled_states(episodes: Sequence[Episode], success_tail: int, early_fraction: float):
-    s, task, label, prog, has_prog = [], [], [], [], []
+    s, task, label, prog = [], [], [], []
     for e in episodes:
         L = len(e.states)
         t = np.arange(L)

@@ -10,7 +10,11 @@ import numpy as np
 
 from wmrl_libero.world_models.checkpoint import WorldModelBundle, save_bundle
 from wmrl_libero.world_models.dynamics import fit_dynamics
-from wmrl_libero.world_models.features import Episode, load_episodes, split_by_init_state
+from wmrl_libero.world_models.features import (
+    Episode,
+    load_episodes,
+    split_by_init_state,
+)
 from wmrl_libero.world_models.scorer import fit_scorer
 
 __all__ = ["train_world_models", "initial_states_of"]

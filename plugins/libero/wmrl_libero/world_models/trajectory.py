@@ -20,11 +20,15 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from wmrl_core.types import CostModel, Outcome, Task
 
+from wmrl_core.types import CostModel, Outcome, Task
 from wmrl_libero.world_models.checkpoint import load_bundle
 from wmrl_libero.world_models.features import state_vector
-from wmrl_libero.world_models.scorer import StateScorer, potential_progress, subsample_indices
+from wmrl_libero.world_models.scorer import (
+    StateScorer,
+    potential_progress,
+    subsample_indices,
+)
 
 __all__ = ["TrajectoryProgressWorldModel", "trajectory_progress"]
 
