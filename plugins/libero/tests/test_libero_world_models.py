@@ -233,3 +233,17 @@ def test_plugin_registers_world_models():
 
     registry = build_registry(get_plugin_manager(entry_points=False, extra_plugins=[wmrl_libero.plugin]))
     assert "libero-imagination" in registry.world_models and "libero-progress" in registry.world_models
+
+
+def test_chunk_windows_and_rollout_training():
+    from wmrl_libero.world_models.dynamics import chunk_windows
+
+    eps = _episodes(n=2, T=12)
+    s0, a, tgt, k = chunk_windows(eps, chunk=2, length=3)
+    assert s0.shape == (2 * 4, D) and a.shape == (8, 3, 2, 7) and tgt.shape == (8, 3, D)
+    np.testing.assert_allclose(tgt[1, 2], eps[0].states[2 + 6])  # window starting at t=2, third chunk
+    np.testing.assert_allclose(a[1, 2], eps[0].actions[6:8])
+    torch.manual_seed(0)
+    dyn = fit_dynamics(eps, chunk=2, members=2, hidden=16, iterations=20, batch_size=8, rollout_chunks=3,
+                       log=lambda m: None)
+    assert dyn.member_step(torch.zeros(2, 4, D), torch.zeros(4, 2, 7), torch.zeros(4, dtype=torch.long)).shape == (2, 4, D)

@@ -38,7 +38,7 @@ def _cmd_train(args) -> int:
 
     path = train_world_models(args.data, args.out, heldout_init_states=_ints(args.heldout_init_states),
                               object_dim=args.object_dim, chunk=args.chunk, members=args.members, hidden=args.hidden,
-                              dynamics_iterations=args.dynamics_iterations, scorer_iterations=args.scorer_iterations,
+                              dynamics_iterations=args.dynamics_iterations, rollout_chunks=args.rollout_chunks, scorer_iterations=args.scorer_iterations,
                               seed=args.seed, log=lambda m: print(m, flush=True))
     print("wrote", path)
     return 0
@@ -78,6 +78,8 @@ def add_world_model_commands(sub) -> None:
     p.add_argument("--members", type=int, default=5)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--dynamics-iterations", type=int, default=2000)
+    p.add_argument("--rollout-chunks", type=int, default=1,
+                   help="then train each member on its own H-chunk rollouts (against compounding error)")
     p.add_argument("--scorer-iterations", type=int, default=1500)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")

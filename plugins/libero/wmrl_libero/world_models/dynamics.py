@@ -73,6 +73,15 @@ class DynamicsEnsemble(nn.Module):
         onehot = nn.functional.one_hot(tasks.long(), self.n_tasks).float()
         return torch.cat([s, actions.reshape(len(states), -1), onehot], -1)
 
+    def member_step(self, states: torch.Tensor, actions: torch.Tensor, tasks: torch.Tensor) -> torch.Tensor:
+        """Each member's own next state, (E, B, D), from each member's own states (E, B, D):
+        used to train on multi-chunk rollouts, where a member's errors compound."""
+        E, B, _ = states.shape
+        s = (states - self.state_mean) / self.state_std
+        onehot = nn.functional.one_hot(tasks.long(), self.n_tasks).float()
+        rest = torch.cat([actions.reshape(B, -1), onehot], -1).unsqueeze(0).expand(E, -1, -1)
+        return states + self.net(torch.cat([s, rest], -1)) * self.delta_std + self.delta_mean
+
     def forward(self, states: torch.Tensor, actions: torch.Tensor, tasks: torch.Tensor) -> torch.Tensor:
         """Normalised deltas of every member, (E, B, D), for states (B, D), actions (B, k, 7), tasks (B,)."""
         x = self._inputs(states, actions, tasks)
@@ -106,11 +115,32 @@ def chunk_transitions(episodes: Sequence[Episode], chunk: int) -> tuple[np.ndarr
     return np.concatenate(s), np.concatenate(a).astype(np.float32), np.concatenate(n), np.concatenate(k)
 
 
+def chunk_windows(episodes: Sequence[Episode], chunk: int, length: int) -> tuple[np.ndarray, ...]:
+    """(start states (N, D), actions (N, length, k, 7), states after each chunk (N, length, D),
+    tasks (N,)) for every window of ``length`` consecutive chunks inside an episode."""
+    s0, acts, targets, tasks = [], [], [], []
+    for e in episodes:
+        span = chunk * length
+        last = min(len(e.states) - span, len(e.actions) - span + 1)
+        for t in range(0, max(last, 0), chunk):
+            s0.append(e.states[t])
+            acts.append(e.actions[t:t + span].reshape(length, chunk, 7))
+            targets.append(e.states[t + chunk:t + span + 1:chunk])
+            tasks.append(e.task_index)
+    if not s0:
+        raise ValueError(f"no episode is longer than {length} chunks of {chunk} steps")
+    return np.stack(s0), np.stack(acts).astype(np.float32), np.stack(targets), np.asarray(tasks)
+
+
 def fit_dynamics(episodes: Sequence[Episode], *, chunk: int = 4, members: int = 5, hidden: int = 256,
                  n_tasks: int = 10, iterations: int = 3000, batch_size: int = 256, lr: float = 1e-3,
-                 seed: int = 0, log=print) -> DynamicsEnsemble:
+                 rollout_chunks: int = 1, seed: int = 0, log=print) -> DynamicsEnsemble:
     """Train the ensemble by mean squared error on normalised deltas; each member draws its
-    own minibatches (bootstrap)."""
+    own minibatches (bootstrap).
+
+    With ``rollout_chunks = H > 1`` each member is also unrolled on its own predictions for
+    ``H`` chunks and penalised at every one, ``L = (1/H) sum_h ||(s^_h - s_h) / sigma_s||^2``
+    (the error it will meet in imagination, where its inputs are its own outputs)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     s, a, n, k = chunk_transitions(episodes, chunk)
@@ -135,6 +165,20 @@ def fit_dynamics(episodes: Sequence[Episode], *, chunk: int = 4, members: int = 
         opt.step()
         if it % 500 == 0 or it == iterations - 1:
             log(f"dynamics it {it}: mse {loss.item():.4f} (normalised deltas, {len(S)} transitions)")
+    if rollout_chunks > 1:
+        w0, wa, wt, wk = (torch.as_tensor(x) for x in chunk_windows(episodes, chunk, rollout_chunks))
+        for it in range(iterations):
+            idx = torch.as_tensor(rng.integers(0, len(w0), batch_size))
+            x = w0[idx].unsqueeze(0).expand(members, -1, -1)
+            loss = torch.zeros(())
+            for h in range(rollout_chunks):
+                x = model.member_step(x, wa[idx, h], wk[idx])
+                loss = loss + (((x - wt[idx, h]) / model.state_std) ** 2).mean() / rollout_chunks
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if it % 500 == 0 or it == iterations - 1:
+                log(f"dynamics rollout it {it}: mse {loss.item():.4f} over {rollout_chunks} chunks ({len(w0)} windows)")
     model.eval()
     with torch.no_grad():  # the spread on training data: the scale for imagination's cut
         idx = torch.as_tensor(rng.integers(0, len(S), min(len(S), 5000)))

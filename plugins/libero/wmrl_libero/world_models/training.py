@@ -27,7 +27,7 @@ def initial_states_of(episodes: Sequence[Episode]) -> dict[tuple[int, int], np.n
 
 def train_world_models(paths: Iterable[str | Path], out: str | Path, *, heldout_init_states: Iterable[int] = range(40, 50),
                        object_dim: int = 128, chunk: int = 4, members: int = 5, hidden: int = 128,
-                       dynamics_iterations: int = 2000, scorer_iterations: int = 1500, seed: int = 0,
+                       dynamics_iterations: int = 2000, scorer_iterations: int = 1500, rollout_chunks: int = 1, seed: int = 0,
                        suite: str = "libero_10", log=print) -> Path:
     """Train on every episode not from a held-out init state and save one checkpoint.
 
@@ -44,10 +44,10 @@ def train_world_models(paths: Iterable[str | Path], out: str | Path, *, heldout_
         f"{len(heldout)} held out (not used)")
     start = time.time()
     dynamics = fit_dynamics(train, chunk=chunk, members=members, hidden=hidden, iterations=dynamics_iterations,
-                            seed=seed, log=log)
+                            rollout_chunks=rollout_chunks, seed=seed, log=log)
     scorer = fit_scorer(train, hidden=hidden, iterations=scorer_iterations, seed=seed, log=log)
     meta = dict(data=paths, train_episodes=len(train), train_successes=n_succ, train_success_rate=n_succ / len(train),
-                heldout_init_states=sorted(set(heldout_init_states)), seed=seed, seconds=time.time() - start,
+                heldout_init_states=sorted(set(heldout_init_states)), seed=seed, chunk=chunk, rollout_chunks=rollout_chunks, seconds=time.time() - start,
                 observations="physics state: proprio 16 + object_state (padded), task index; no images")
     bundle = WorldModelBundle(dynamics, scorer, object_dim, suite, initial_states_of(episodes),
                               {e.task_index: e.object_len for e in episodes}, meta)
