@@ -172,7 +172,7 @@ def quality_report(checkpoint: str, heldout_paths: Sequence[str], *, horizons: S
         start = time.perf_counter()
         env.execute([tasks[i] for i in chosen], [episodes[i].actions for i in chosen])
         out["simulated_episodes_per_s"] = len(chosen) / (time.perf_counter() - start)
-        out["simulated_episode_note"] = (f"{len(chosen)} held-out episodes replayed open loop to the "
+        out["simulated_episode_note"] = (f"{len(chosen)} held-out episodes replayed open loop until success or the "
                                          f"{env.max_episode_steps}-step limit, physics only, in-process")
         env.close()
     return out
