@@ -64,3 +64,39 @@ def test_tiny_dynamics_on_real_steps_and_predict(tmp_path):
     out = wm.predict([missing], [episodes[0].actions])[0]
     assert out.status == "ok" and (0, 5) in wm._missing_starts
     wm.env.close()
+
+
+def test_perturbations_are_deterministic_and_varied():
+    from wmrl_libero.world_models.recording import perturbation_for, recorded_keys
+
+    assert perturbation_for(0, 3, 1) == perturbation_for(0, 3, 1)
+    clean = perturbation_for(0, 3, 0)
+    assert clean.noise_scale == 0.0 and clean.burst_start == -1 and clean.step_limit == 520
+    assert perturbation_for(0, 3, 2).step_limit < 520 and perturbation_for(0, 3, 1).burst_start >= 30
+    assert recorded_keys("/nonexistent/file.hdf5") == set()
+
+
+@pytest.mark.slow
+def test_recording_writes_libero_layout_and_resumes(tmp_path, monkeypatch):
+    require(libero_available(), NEEDS)
+    import h5py
+
+    from wmrl_libero.world_models import recording
+    from wmrl_libero.world_models.features import load_episodes
+
+    # a short early end keeps the test quick; the perturbation is otherwise the real one
+    real = recording.perturbation_for
+    monkeypatch.setattr(recording, "perturbation_for",
+                        lambda t, s, r, m=520: recording.Perturbation(**{**real(t, s, r, m).__dict__, "step_limit": 15}))
+    out = tmp_path / "wm.hdf5"
+    logs = []
+    recording.record_perturbed_rollouts(out, task_indices=[0], init_states=[0], rollouts=[1, 2], log=logs.append)
+    assert len(logs) == 2 and recording.recorded_keys(out) == {(0, 0, 1), (0, 0, 2)}
+    recording.record_perturbed_rollouts(out, task_indices=[0], init_states=[0], rollouts=[1, 2], log=logs.append)
+    assert len(logs) == 2  # resumed: nothing recorded twice
+    with h5py.File(out, "r") as f:
+        g = f["data/demo_0"]
+        assert g["actions"].shape == (15, 7) and g["states"].shape[0] == 15 and g["obs/proprio"].shape == (15, 16)
+        assert not g.attrs["success"] and g.attrs["step_limit"] == 15
+    episodes = load_episodes([out])
+    assert [len(e.states) for e in episodes] == [16, 16]  # the state after the last action is kept
