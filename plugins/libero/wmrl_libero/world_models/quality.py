@@ -114,7 +114,8 @@ def quality_report(checkpoint: str, heldout_paths: Sequence[str], *, horizons: S
         bundle.initial_states.setdefault((e.task_index, e.init_state), e.states[0])
     y = np.array([e.success for e in episodes])
     groups = [(e.task_index, e.init_state) for e in episodes]
-    out: dict[str, Any] = {"checkpoint": str(checkpoint), "heldout_files": list(map(str, heldout_paths)),
+    out: dict[str, Any] = {"heldout_init_states_present": sorted({e.init_state for e in episodes}),
+                           "checkpoint": str(checkpoint), "heldout_files": list(map(str, heldout_paths)),
                            "episodes": len(episodes), "successes": int(y.sum()), "groups": len(set(groups)),
                            "observations": bundle.meta.get("observations"), "train": bundle.meta}
 
@@ -199,7 +200,8 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
     im, pr, sc = r["imagination"], r["progress_scorer"], r["scorer_on_real_final_state"]
     t = r["train"]
     lines = [
-        "# LIBERO world models: quality on held-out init states (40-49)", "",
+        "# LIBERO world models: quality on held-out init states "
+        f"({', '.join(map(str, r.get('heldout_init_states_present', [])))})", "",
         f"Observations: {r['observations']}. CPU, one training seed ({t.get('seed')}): an anecdote, not a "
         "learning claim.", "",
         f"Training: {t['train_episodes']} episodes from init states 0-39 ({t['train_successes']} successes); "
