@@ -1,4 +1,5 @@
-"""The ``wmrl-libero`` command: install, doctor, eval, bench, record-demos, train-bc."""
+"""The ``wmrl-libero`` command: install, doctor, eval, bench, record-demos, train-bc, and the world-model
+commands record-wm-data, train-wm, wm-report."""
 
 from __future__ import annotations
 
@@ -156,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=3000)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=_cmd_train_bc)
+
+    from wmrl_libero.world_models.commands import add_world_model_commands
+
+    add_world_model_commands(sub)
 
     args = parser.parse_args(argv)
     return args.fn(args)

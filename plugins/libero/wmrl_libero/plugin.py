@@ -34,3 +34,19 @@ def wmrl_register_policies(table):
         "wmrl_libero.policies.hf_vla:HFVLAPolicy",
         description="Hugging Face causal LM with OpenVLA-style action tokens (checkpoint=MODEL_DIR; ignores images)",
     )
+
+
+@hookimpl
+def wmrl_register_world_models(table):
+    table.add(
+        "libero-imagination",
+        "wmrl_libero.world_models.imagination:ImaginationWorldModel",
+        description="dynamics ensemble over physics state + success scorer: the solution's controller acts "
+                    "in imagination, batched (checkpoint=train-wm .pt)",
+    )
+    table.add(
+        "libero-progress",
+        "wmrl_libero.world_models.trajectory:TrajectoryProgressWorldModel",
+        description="progress of an executed trajectory, last-3 minus first-3 of 8 states "
+                    "(scores_executed; checkpoint=train-wm .pt)",
+    )

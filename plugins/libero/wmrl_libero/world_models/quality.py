@@ -1,0 +1,248 @@
+"""Quality of the LIBERO world models on held-out real episodes (``wmrl-libero wm-report``).
+
+Measured: AUROC, calibration (expected calibration error, Brier) of the predicted success;
+Spearman rank correlation within groups of rollouts from the same init state (what GRPO's
+advantages need); the dynamics model's state error over the horizon with its ensemble
+disagreement; speed (imagined against simulated episodes per second).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from wmrl_libero.world_models.features import PROPRIO_DIM, Episode
+
+__all__ = ["auroc", "expected_calibration_error", "brier_score", "within_group_spearman", "horizon_errors",
+           "quality_report", "report_markdown"]
+
+
+def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
+    """Area under the ROC curve: ``P(score of a success > score of a failure)`` (ties 1/2); NaN
+    with one class only."""
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(labels, dtype=bool)
+    if y.all() or not y.any():
+        return float("nan")
+    return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64)))
+
+
+def expected_calibration_error(labels: Sequence[bool], probs: Sequence[float], bins: int = 10) -> float:
+    """``ECE = sum_b (n_b / N) |mean(y in b) - mean(p in b)|`` over ``bins`` equal-width bins of p."""
+    y, p = np.asarray(labels, dtype=np.float64), np.clip(np.asarray(probs, dtype=np.float64), 0, 1)
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    return float(sum(abs(y[which == b].mean() - p[which == b].mean()) * (which == b).mean()
+                     for b in range(bins) if np.any(which == b)))
+
+
+def brier_score(labels: Sequence[bool], probs: Sequence[float]) -> float:
+    """``mean((p - y)^2)``."""
+    return float(np.mean((np.asarray(probs, dtype=np.float64) - np.asarray(labels, dtype=np.float64)) ** 2))
+
+
+def within_group_spearman(groups: Sequence[Any], truth: Sequence[float], scores: Sequence[float]) -> tuple[float, int]:
+    """(mean Spearman rho between ``scores`` and ``truth`` within each group, groups used).
+
+    Groups whose truth or scores are constant are skipped (rho undefined): with binary
+    success only groups mixing successes and failures count.
+    """
+    from scipy.stats import spearmanr
+
+    keys = [str(g) for g in groups]
+    truth, scores = np.asarray(truth, dtype=float), np.asarray(scores, dtype=float)
+    rhos = []
+    for g in dict.fromkeys(keys):
+        m = np.array([k == g for k in keys])
+        if m.sum() >= 2 and np.ptp(truth[m]) > 0 and np.ptp(scores[m]) > 0:
+            rhos.append(spearmanr(truth[m], scores[m]).statistic)
+    return (float(np.mean(rhos)) if rhos else float("nan")), len(rhos)
+
+
+def horizon_errors(imagined: np.ndarray, episodes: Sequence[Episode], chunk: int, state_std: np.ndarray,
+                   horizons: Sequence[int], disagreement: np.ndarray) -> list[dict[str, float]]:
+    """Per horizon ``h`` (control steps): mean end-effector position error (m), mean normalised
+    RMSE over the task's state dimensions, mean ensemble disagreement, over the episodes that
+    last ``h`` steps. ``imagined`` is (B, C+1, D) at chunk boundaries."""
+    rows = []
+    for h in horizons:
+        c = h // chunk
+        eef, nrmse, dis, n = [], [], [], 0
+        for i, e in enumerate(episodes):
+            if c * chunk >= len(e.states) or c >= imagined.shape[1]:
+                continue
+            real, pred = e.states[c * chunk], imagined[i, c]
+            d = PROPRIO_DIM + e.object_len
+            eef.append(float(np.linalg.norm(pred[:3] - real[:3])))
+            nrmse.append(float(np.sqrt(np.mean(((pred[:d] - real[:d]) / state_std[:d]) ** 2))))
+            dis.append(float(disagreement[i, max(c - 1, 0)]))
+            n += 1
+        if n:
+            rows.append(dict(horizon=h, episodes=n, eef_error_m=float(np.mean(eef)), state_nrmse=float(np.mean(nrmse)),
+                             disagreement=float(np.mean(dis))))
+    return rows
+
+
+def _tasks_for(episodes: Sequence[Episode], suite: str):
+    from wmrl_core.types import Task
+
+    return [Task(id=f"{suite}/{e.task_index}/{e.init_state}", data={"suite": suite, "task_index": e.task_index,
+                                                                     "init_state": e.init_state}) for e in episodes]
+
+
+def quality_report(checkpoint: str, heldout_paths: Sequence[str], *, horizons: Sequence[int] = (4, 20, 52, 100, 200, 300),
+                   sim_episodes: int = 2, vla_batch: int = 64, log=print) -> dict[str, Any]:
+    """Every figure of the report, as a dict (see the module docstring)."""
+    import torch
+
+    from wmrl_libero.world_models.features import load_episodes
+    from wmrl_libero.world_models.imagination import ImaginationWorldModel
+    from wmrl_libero.world_models.trajectory import trajectory_progress
+
+    wm = ImaginationWorldModel(checkpoint=checkpoint)
+    bundle = wm.bundle
+    heldout_set = set(bundle.meta.get("heldout_init_states", range(40, 50)))
+    episodes = [e for e in load_episodes(heldout_paths, bundle.object_dim) if e.init_state in heldout_set]
+    if not episodes:
+        raise ValueError("no held-out episodes (init states 40-49) in the given files")
+    tasks = _tasks_for(episodes, bundle.suite)
+    for e in episodes:  # start states (the simulator's, after settling), not outcomes
+        bundle.initial_states.setdefault((e.task_index, e.init_state), e.states[0])
+    y = np.array([e.success for e in episodes])
+    groups = [(e.task_index, e.init_state) for e in episodes]
+    out: dict[str, Any] = {"heldout_init_states_present": sorted({e.init_state for e in episodes}),
+                           "checkpoint": str(checkpoint), "heldout_files": list(map(str, heldout_paths)),
+                           "episodes": len(episodes), "successes": int(y.sum()), "groups": len(set(groups)),
+                           "observations": bundle.meta.get("observations"), "train": bundle.meta}
+
+    # imagination: every held-out episode's recorded actions, open loop, from its recorded start
+    log(f"imagining {len(episodes)} held-out episodes")
+    start = time.perf_counter()
+    ep = wm.imagine(tasks, [e.actions for e in episodes])
+    imagine_s = time.perf_counter() - start
+    pred = np.array([o.score for o in wm.predict(tasks, [e.actions for e in episodes])])
+    out["imagination"] = dict(
+        auroc=auroc(y, pred), ece=expected_calibration_error(y, pred), brier=brier_score(y, pred),
+        base_rate_brier=brier_score(y, np.full(len(y), y.mean())),
+        spearman_within_group=within_group_spearman(groups, y, pred),
+        cut_fraction=float(ep.cut.mean()), imagined_success_fraction=float(ep.succeeded.mean()),
+        mean_imagined_steps=float(ep.steps.mean()),
+        horizon=horizon_errors(ep.states, episodes, bundle.dynamics.chunk, bundle.dynamics.state_std.numpy(),
+                               horizons, ep.disagreement),
+        episodes_per_s_open_loop=len(episodes) / imagine_s,
+    )
+    # the scorer alone on the real final state: how much of the error is the dynamics'
+    with torch.no_grad():
+        final = torch.as_tensor(np.stack([e.states[-1] for e in episodes]))
+        p_real = bundle.scorer.success_probability(final, torch.as_tensor([e.task_index for e in episodes])).numpy()
+    out["scorer_on_real_final_state"] = dict(auroc=auroc(y, p_real), ece=expected_calibration_error(y, p_real),
+                                             brier=brier_score(y, p_real))
+    # the executed-trajectory progress scorer (potential-style), and the peak for comparison
+    pot, peak = [], []
+    for e in episodes:
+        s, p = trajectory_progress(bundle.scorer, e.states, e.task_index)
+        pot.append(s)
+        peak.append(float(p.max()))
+    out["progress_scorer"] = dict(auroc=auroc(y, pot), spearman_within_group=within_group_spearman(groups, y, pot),
+                                  peak_auroc=auroc(y, peak), peak_spearman_within_group=within_group_spearman(groups, y, peak))
+    out["progress_scorer"]["episodes_per_s"] = _time_progress(checkpoint, tasks, episodes)
+
+    # closed-loop speed: the small VLA's solutions (random weights: speed only), batched
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    torch.manual_seed(0)
+    policy = SmallVLAPolicy(max_steps=wm.horizon)
+    vla_tasks = (tasks * (vla_batch // len(tasks) + 1))[:vla_batch]
+    rollouts = policy.generate(vla_tasks, 1)
+    start = time.perf_counter()
+    wm.predict(vla_tasks, rollouts.solutions)
+    out["imagination"]["episodes_per_s_small_vla"] = vla_batch / (time.perf_counter() - start)
+    out["imagination"]["small_vla_batch"] = vla_batch
+    out["imagination"]["horizon_steps"] = wm.horizon
+
+    if sim_episodes:
+        from wmrl_libero.environment import LiberoEnvironment
+
+        env = LiberoEnvironment(bundle.suite, num_workers=0)
+        chosen = list(range(min(sim_episodes, len(episodes))))
+        env.execute([tasks[chosen[0]]], [episodes[chosen[0]].actions])  # warm-up: builds the simulator
+        start = time.perf_counter()
+        env.execute([tasks[i] for i in chosen], [episodes[i].actions for i in chosen])
+        out["simulated_episodes_per_s"] = len(chosen) / (time.perf_counter() - start)
+        out["simulated_episode_note"] = (f"{len(chosen)} held-out episodes replayed open loop until success or the "
+                                         f"{env.max_episode_steps}-step limit, physics only, in-process")
+        env.close()
+    return out
+
+
+def _time_progress(checkpoint: str, tasks, episodes) -> float:
+    from wmrl_core.types import Outcome
+    from wmrl_libero.world_models.trajectory import TrajectoryProgressWorldModel
+
+    wm = TrajectoryProgressWorldModel(checkpoint=checkpoint)
+    outcomes = [Outcome(score=float(e.success), info={"trajectory": {
+        "proprio": e.states[:, :PROPRIO_DIM], "object_state": e.states[:, PROPRIO_DIM:PROPRIO_DIM + e.object_len]}})
+        for e in episodes]
+    start = time.perf_counter()
+    wm.predict_from_outcomes(tasks, [None] * len(tasks), outcomes)
+    return len(tasks) / (time.perf_counter() - start)
+
+
+def _f(x: float) -> str:
+    return "n/a" if x != x else f"{x:.3f}"
+
+
+def report_markdown(r: dict[str, Any], command: str) -> str:
+    im, pr, sc = r["imagination"], r["progress_scorer"], r["scorer_on_real_final_state"]
+    t = r["train"]
+    lines = [
+        "# LIBERO world models: quality on held-out init states "
+        f"({', '.join(map(str, r.get('heldout_init_states_present', [])))})", "",
+        f"Observations: {r['observations']}. CPU, one training seed ({t.get('seed')}): an anecdote, not a "
+        "learning claim.", "",
+        f"Training: {t['train_episodes']} episodes from init states 0-39 ({t['train_successes']} successes); "
+        f"held out: {r['episodes']} episodes ({r['successes']} successes) in {r['groups']} groups "
+        "(task, init state).", "",
+        "```bash", command, "```", "",
+        "## Predicted success", "",
+        "| model | AUROC | ECE | Brier (base-rate Brier) | Spearman within group (groups) |",
+        "|---|---:|---:|---:|---:|",
+        f"| imagination (recorded actions replayed in the ensemble, {im['horizon_steps']} steps) | {_f(im['auroc'])} | "
+        f"{_f(im['ece'])} | {_f(im['brier'])} ({_f(im['base_rate_brier'])}) | "
+        f"{_f(im['spearman_within_group'][0])} ({im['spearman_within_group'][1]}) |",
+        f"| scorer on the real final state (no dynamics) | {_f(sc['auroc'])} | {_f(sc['ece'])} | {_f(sc['brier'])} | |",
+        f"| progress scorer, potential-style (last 3 - first 3 of 8 states) | {_f(pr['auroc'])} | | | "
+        f"{_f(pr['spearman_within_group'][0])} ({pr['spearman_within_group'][1]}) |",
+        f"| progress scorer, peak (max of 8; for comparison) | {_f(pr['peak_auroc'])} | | | "
+        f"{_f(pr['peak_spearman_within_group'][0])} ({pr['peak_spearman_within_group'][1]}) |", "",
+        f"Imagination guards: {100 * im['cut_fraction']:.0f}% of imagined episodes were cut by ensemble "
+        f"disagreement; {100 * im['imagined_success_fraction']:.0f}% ended by the smoothed success rule; "
+        f"{im['mean_imagined_steps']:.0f} imagined steps on average.", "",
+        "## Dynamics: state error over the horizon (open loop, recorded actions)", "",
+        "| horizon (steps) | episodes | end-effector error (m) | state RMSE (train std units) | ensemble disagreement |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    lines += [f"| {h['horizon']} | {h['episodes']} | {h['eef_error_m']:.4f} | {h['state_nrmse']:.3f} | "
+              f"{h['disagreement']:.3f} |" for h in im["horizon"]]
+    lines += ["", "## Speed (this 2-core shared CPU)", "",
+              "| what | episodes/s |", "|---|---:|",
+              f"| imagination, recorded action arrays, batch of {r['episodes']} | {im['episodes_per_s_open_loop']:.1f} |",
+              f"| imagination, small VLA closed loop, batch of {im['small_vla_batch']} | "
+              f"{im['episodes_per_s_small_vla']:.1f} |",
+              f"| progress scorer on executed trajectories | {pr['episodes_per_s']:.0f} |"]
+    if "simulated_episodes_per_s" in r:
+        lines.append(f"| MuJoCo simulation ({r['simulated_episode_note']}) | {r['simulated_episodes_per_s']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(r: dict[str, Any], out_dir: str | Path, command: str, name: str = "world_models") -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(r, indent=1, default=str))
+    path = out_dir / f"{name}.md"
+    path.write_text(report_markdown(r, command))
+    return path
