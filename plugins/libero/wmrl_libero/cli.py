@@ -1,4 +1,4 @@
-"""The ``wmrl-libero`` command: install, doctor, eval, bench, record-demos, train-bc."""
+"""The ``wmrl-libero`` command: install, doctor, eval, bench, bench-batch, record-demos, train-bc, dagger."""
 
 from __future__ import annotations
 
@@ -87,6 +87,24 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _cmd_bench_batch(args) -> int:
+    from wmrl_libero.benchmark_speed import measure_batch_seconds
+
+    rows = []
+    for persistent in (False, True):
+        r = measure_batch_seconds(persistent, task_indices=_ints(args.tasks), episodes_per_task=args.episodes,
+                                  calls=args.calls, num_workers=args.workers, max_episode_steps=args.max_steps)
+        print(json.dumps(r), flush=True)
+        rows.append(r)
+    before, after = rows
+    print(f"| call | rebuilt per call (s) | persistent (s) | speed-up |\n|---:|---:|---:|---:|")
+    for k, (a, b) in enumerate(zip(before["seconds_per_call"], after["seconds_per_call"])):
+        print(f"| {k + 1} | {a:.1f} | {b:.1f} | {a / b:.2f}x |")
+    a, b = sum(before["seconds_per_call"]), sum(after["seconds_per_call"])
+    print(f"| all | {a:.1f} | {b:.1f} | {a / b:.2f}x |")
+    return 0
+
+
 def _cmd_record(args) -> int:
     from wmrl_libero.demos import record_demonstrations
 
@@ -139,6 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suite", default="libero_10")
     p.add_argument("--image-size", type=int, default=None)
     p.set_defaults(fn=_cmd_bench)
+
+    p = sub.add_parser("bench-batch", help="seconds per GRPO-sized execute() batch, simulators rebuilt vs persistent")
+    p.add_argument("--tasks", default="0,4,6,7")
+    p.add_argument("--episodes", type=int, default=8, help="episodes per task (init states 0..N-1)")
+    p.add_argument("--calls", type=int, default=3, help="consecutive execute() calls (GRPO steps)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--max-steps", type=int, default=520, help="episode limit (open-loop noise never succeeds)")
+    p.set_defaults(fn=_cmd_bench_batch)
 
     p = sub.add_parser("record-demos", help="record scripted-expert demonstrations in LIBERO's HDF5 layout")
     p.add_argument("--out", required=True, help="output .hdf5 file")
