@@ -124,6 +124,24 @@ def _cmd_train_bc(args) -> int:
     return 0
 
 
+def _cmd_dagger(args) -> int:
+    import torch
+
+    from wmrl_libero.dagger import DaggerConfig, run_dagger
+
+    torch.set_num_threads(args.threads)
+    config = DaggerConfig(
+        out=args.out, task_indices=_ints(args.tasks), suite=args.suite, demos=list(args.demos),
+        iterations=args.iterations, episodes_per_task=args.episodes_per_task, init_states=_ints(args.init_states),
+        beta0=args.beta0, beta_decay=args.beta_decay, beta_min=args.beta_min, expert_noise=args.expert_noise,
+        chunk=args.chunk, hidden=args.hidden, first_train_steps=args.first_train_steps, train_steps=args.train_steps,
+        batch_size=args.batch_size, lr=args.lr, num_workers=args.workers, max_episode_steps=args.max_steps, seed=args.seed,
+    )
+    path = run_dagger(config, log=lambda *a: print(*a, flush=True))
+    print("wrote", path)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wmrl-libero", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -182,6 +200,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=3000)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=_cmd_train_bc)
+
+    p = sub.add_parser("dagger", help="DAgger: train the small VLA on states it visits, labelled by the scripted expert")
+    p.add_argument("--out", required=True, help="output folder (data/, checkpoints/, policy.pt, progress.jsonl); reruns resume")
+    p.add_argument("--tasks", required=True, help="task indices the expert solves, e.g. 0,4,6,7")
+    p.add_argument("--demos", nargs="*", default=[], help="HDF5 files from record-demos to start the data set")
+    p.add_argument("--suite", default="libero_10")
+    p.add_argument("--iterations", type=int, default=6)
+    p.add_argument("--episodes-per-task", type=int, default=10, help="rollouts per task and iteration")
+    p.add_argument("--init-states", default="0-39", help="training init states for rollouts (40-49 are held out)")
+    p.add_argument("--beta0", type=float, default=1.0, help="expert probability at iteration 0")
+    p.add_argument("--beta-decay", type=float, default=0.5, help="beta_i = max(beta_min, beta0 * decay**i)")
+    p.add_argument("--beta-min", type=float, default=0.05)
+    p.add_argument("--expert-noise", type=float, default=0.1, help="noise std on executed expert actions (labels clean)")
+    p.add_argument("--chunk", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--first-train-steps", type=int, default=4000)
+    p.add_argument("--train-steps", type=int, default=2000, help="gradient steps per later iteration")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--workers", type=int, default=2, help="simulator worker processes (persistent)")
+    p.add_argument("--max-steps", type=int, help="episode limit (default the suite's)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=_cmd_dagger)
 
     args = parser.parse_args(argv)
     return args.fn(args)
