@@ -132,7 +132,8 @@ def _cmd_dagger(args) -> int:
     torch.set_num_threads(args.threads)
     config = DaggerConfig(
         out=args.out, task_indices=_ints(args.tasks), suite=args.suite, demos=list(args.demos),
-        iterations=args.iterations, episodes_per_task=args.episodes_per_task, init_states=_ints(args.init_states),
+        iterations=args.iterations, episodes_per_task=args.episodes_per_task,
+        expert_episodes_per_task=args.expert_episodes_per_task, init_states=_ints(args.init_states),
         beta0=args.beta0, beta_decay=args.beta_decay, beta_min=args.beta_min, expert_noise=args.expert_noise,
         chunk=args.chunk, hidden=args.hidden, first_train_steps=args.first_train_steps, train_steps=args.train_steps,
         batch_size=args.batch_size, lr=args.lr, num_workers=args.workers, max_episode_steps=args.max_steps, seed=args.seed,
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suite", default="libero_10")
     p.add_argument("--iterations", type=int, default=6)
     p.add_argument("--episodes-per-task", type=int, default=10, help="rollouts per task and iteration")
+    p.add_argument("--expert-episodes-per-task", type=int, help="rollouts per task while beta is 1 (expert demonstrations)")
     p.add_argument("--init-states", default="0-39", help="training init states for rollouts (40-49 are held out)")
     p.add_argument("--beta0", type=float, default=1.0, help="expert probability at iteration 0")
     p.add_argument("--beta-decay", type=float, default=0.5, help="beta_i = max(beta_min, beta0 * decay**i)")

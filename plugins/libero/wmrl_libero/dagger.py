@@ -69,6 +69,9 @@ class DaggerConfig:
     """DAgger iterations (rollouts + training each)."""
     episodes_per_task: int = 10
     """Rollouts per task and iteration; init states cycle through ``init_states``."""
+    expert_episodes_per_task: int | None = None
+    """Rollouts per task in iterations whose beta is 1 (the expert alone: more
+    demonstrations); default ``episodes_per_task``."""
     init_states: list[int] = field(default_factory=lambda: list(SPLITS["train"]))
     """Init states for rollouts: the training split 0-39 (40-49 are held out)."""
     beta0: float = 1.0
@@ -171,10 +174,16 @@ def _student(model: SmallVLA, instruction: str):
     return act
 
 
+def _episodes_per_task(config: DaggerConfig, iteration: int) -> int:
+    beta = beta_schedule(iteration, config.beta0, config.beta_decay, config.beta_min)
+    return config.expert_episodes_per_task or config.episodes_per_task if beta >= 1.0 else config.episodes_per_task
+
+
 def _rollout_init_states(config: DaggerConfig, iteration: int) -> list[int]:
-    """Iteration i takes the next ``episodes_per_task`` init states, cycling through the list."""
+    """Iteration i takes the next init states (its episodes per task), cycling through the list."""
+    offset = sum(_episodes_per_task(config, i) for i in range(iteration))
     n = len(config.init_states)
-    return [config.init_states[(iteration * config.episodes_per_task + j) % n] for j in range(config.episodes_per_task)]
+    return [config.init_states[(offset + j) % n] for j in range(_episodes_per_task(config, iteration))]
 
 
 def _collect(config: DaggerConfig, pool, model: SmallVLA | None, iteration: int, beta: float, log) -> tuple[list, list]:
