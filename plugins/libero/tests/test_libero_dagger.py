@@ -55,6 +55,15 @@ def test_expert_labels_every_step_and_the_mixture_switches_per_chunk():
         DaggerController(_CountingExpert(), None, beta=0.5, chunk=3, rng=np.random.default_rng(0))
 
 
+def test_rollout_init_states_cycle_through_the_training_split():
+    from wmrl_libero.dagger import _rollout_init_states
+
+    config = DaggerConfig(out="x", task_indices=[0], episodes_per_task=8, expert_episodes_per_task=13, beta_decay=0.4)
+    states = [_rollout_init_states(config, i) for i in range(6)]
+    assert states[0] == list(range(13)) and states[1] == list(range(13, 21))  # beta 1, then 0.4
+    assert states[4] == [37, 38, 39, 0, 1, 2, 3, 4] and max(max(s) for s in states) == 39
+
+
 def test_config_refuses_heldout_init_states():
     with pytest.raises(ValueError, match="held out"):
         DaggerConfig(out="x", task_indices=[0], init_states=[38, 39, 40])
