@@ -4,10 +4,10 @@ import json
 
 import numpy as np
 import pytest
-from wmrl_core.testing import require
-
 from wmrl_libero.dagger import DaggerConfig, DaggerController, beta_schedule
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
 
 
 def test_beta_schedule_decays_from_one_to_the_floor():
@@ -75,7 +75,6 @@ def test_config_refuses_heldout_init_states():
 def test_short_dagger_run_in_the_real_simulator(tmp_path):
     require(libero_available(), "LIBERO is not installed: run `bash plugins/libero/ci/setup.sh`")
     import h5py
-
     from wmrl_libero.dagger import run_dagger
     from wmrl_libero.demos import load_demonstrations
     from wmrl_libero.policy_factories import controller_factory

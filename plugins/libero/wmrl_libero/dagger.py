@@ -35,9 +35,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,13 +46,22 @@ import torch
 from wmrl_libero.controllers import ControllerFactory
 from wmrl_libero.demos import load_demonstrations, write_demo, write_file_attributes
 from wmrl_libero.environment import SPLITS
-from wmrl_libero.episode_runner import EpisodeJob, job_env_kwargs, make_simulator_pool, run_episodes
-from wmrl_libero.policies.behaviour_cloning import chunk_samples, fit_feature_scaling, fit_small_vla
+from wmrl_libero.episode_runner import (
+    EpisodeJob,
+    job_env_kwargs,
+    make_simulator_pool,
+    run_episodes,
+)
+from wmrl_libero.policies.behaviour_cloning import (
+    chunk_samples,
+    fit_feature_scaling,
+    fit_small_vla,
+)
 from wmrl_libero.policies.small_vla import SmallVLA, load_small_vla, save_small_vla
 from wmrl_libero.policies.vla_interface import VLAInput
 from wmrl_libero.suites import task_info
 
-__all__ = ["DaggerConfig", "beta_schedule", "DaggerController", "run_dagger"]
+__all__ = ["DaggerConfig", "DaggerController", "beta_schedule", "run_dagger"]
 
 
 @dataclass

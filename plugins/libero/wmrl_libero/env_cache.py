@@ -10,7 +10,8 @@ and closing the least recently used one beyond ``capacity``.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 __all__ = ["EnvCache", "env_key"]
 
