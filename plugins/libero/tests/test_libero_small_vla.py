@@ -85,3 +85,20 @@ def test_policy_contract_on_real_episodes():
         assert rollouts.mask.sum() == 10
     finally:
         env.close()
+
+
+def test_training_fast_path_matches_the_observation_path():
+    from wmrl_libero.policies.behaviour_cloning import chunk_samples
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    model = SmallVLA(chunk=2, object_dim=6)
+    model.feat_mean.normal_()
+    demos = [{"language_instruction": text, "proprio": rng.normal(size=(4, 16)), "object_state": rng.normal(size=(4, n)),
+              "actions": rng.uniform(-1, 1, (4, 7))} for text, n in (("open it", 5), ("close it", 9))]
+    samples = chunk_samples(demos, chunk=2, object_dim=6)
+    fast = model.state_distribution(samples.state, samples.instructions, samples.which).mean
+    inputs = [VLAInput(d["language_instruction"], p.astype(np.float32), o.astype(np.float32))
+              for d in demos for p, o in zip(d["proprio"], d["object_state"])]
+    assert torch.allclose(fast, model.distribution(inputs).mean, atol=1e-6)
+    assert samples.targets.shape == (8, 2, 7) and torch.equal(samples.targets[3, 1], samples.targets[3, 0])

@@ -1,5 +1,5 @@
-"""The ``wmrl-libero`` command: install, doctor, eval, bench, record-demos, train-bc, and the world-model
-commands record-wm-data, train-wm, wm-report."""
+"""The ``wmrl-libero`` command: install, doctor, eval, bench, bench-batch, record-demos, train-bc, dagger,
+and the world-model commands record-wm-data, train-wm, wm-report."""
 
 from __future__ import annotations
 
@@ -88,6 +88,24 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _cmd_bench_batch(args) -> int:
+    from wmrl_libero.benchmark_speed import measure_batch_seconds
+
+    rows = []
+    for persistent in (False, True):
+        r = measure_batch_seconds(persistent, task_indices=_ints(args.tasks), episodes_per_task=args.episodes,
+                                  calls=args.calls, num_workers=args.workers, max_episode_steps=args.max_steps)
+        print(json.dumps(r), flush=True)
+        rows.append(r)
+    before, after = rows
+    print(f"| call | rebuilt per call (s) | persistent (s) | speed-up |\n|---:|---:|---:|---:|")
+    for k, (a, b) in enumerate(zip(before["seconds_per_call"], after["seconds_per_call"])):
+        print(f"| {k + 1} | {a:.1f} | {b:.1f} | {a / b:.2f}x |")
+    a, b = sum(before["seconds_per_call"]), sum(after["seconds_per_call"])
+    print(f"| all | {a:.1f} | {b:.1f} | {a / b:.2f}x |")
+    return 0
+
+
 def _cmd_record(args) -> int:
     from wmrl_libero.demos import record_demonstrations
 
@@ -103,6 +121,25 @@ def _cmd_train_bc(args) -> int:
     from wmrl_libero.policies.behaviour_cloning import train_behaviour_cloning
 
     path = train_behaviour_cloning(args.demos, args.out, chunk=args.chunk, iterations=args.iterations, seed=args.seed)
+    print("wrote", path)
+    return 0
+
+
+def _cmd_dagger(args) -> int:
+    import torch
+
+    from wmrl_libero.dagger import DaggerConfig, run_dagger
+
+    torch.set_num_threads(args.threads)
+    config = DaggerConfig(
+        out=args.out, task_indices=_ints(args.tasks), suite=args.suite, demos=list(args.demos),
+        iterations=args.iterations, episodes_per_task=args.episodes_per_task,
+        expert_episodes_per_task=args.expert_episodes_per_task, init_states=_ints(args.init_states),
+        beta0=args.beta0, beta_decay=args.beta_decay, beta_min=args.beta_min, expert_noise=args.expert_noise,
+        chunk=args.chunk, hidden=args.hidden, first_train_steps=args.first_train_steps, train_steps=args.train_steps,
+        batch_size=args.batch_size, lr=args.lr, num_workers=args.workers, max_episode_steps=args.max_steps, seed=args.seed,
+    )
+    path = run_dagger(config, log=lambda *a: print(*a, flush=True))
     print("wrote", path)
     return 0
 
@@ -141,6 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-size", type=int, default=None)
     p.set_defaults(fn=_cmd_bench)
 
+    p = sub.add_parser("bench-batch", help="seconds per GRPO-sized execute() batch, simulators rebuilt vs persistent")
+    p.add_argument("--tasks", default="0,4,6,7")
+    p.add_argument("--episodes", type=int, default=8, help="episodes per task (init states 0..N-1)")
+    p.add_argument("--calls", type=int, default=3, help="consecutive execute() calls (GRPO steps)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--max-steps", type=int, default=520, help="episode limit (open-loop noise never succeeds)")
+    p.set_defaults(fn=_cmd_bench_batch)
+
     p = sub.add_parser("record-demos", help="record scripted-expert demonstrations in LIBERO's HDF5 layout")
     p.add_argument("--out", required=True, help="output .hdf5 file")
     p.add_argument("--suite", default="libero_10")
@@ -157,6 +202,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=3000)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=_cmd_train_bc)
+
+    p = sub.add_parser("dagger", help="DAgger: train the small VLA on states it visits, labelled by the scripted expert")
+    p.add_argument("--out", required=True, help="output folder (data/, checkpoints/, policy.pt, progress.jsonl); reruns resume")
+    p.add_argument("--tasks", required=True, help="task indices the expert solves, e.g. 0,4,6,7")
+    p.add_argument("--demos", nargs="*", default=[], help="HDF5 files from record-demos to start the data set")
+    p.add_argument("--suite", default="libero_10")
+    p.add_argument("--iterations", type=int, default=6)
+    p.add_argument("--episodes-per-task", type=int, default=10, help="rollouts per task and iteration")
+    p.add_argument("--expert-episodes-per-task", type=int, help="rollouts per task while beta is 1 (expert demonstrations)")
+    p.add_argument("--init-states", default="0-39", help="training init states for rollouts (40-49 are held out)")
+    p.add_argument("--beta0", type=float, default=1.0, help="expert probability at iteration 0")
+    p.add_argument("--beta-decay", type=float, default=0.5, help="beta_i = max(beta_min, beta0 * decay**i)")
+    p.add_argument("--beta-min", type=float, default=0.05)
+    p.add_argument("--expert-noise", type=float, default=0.1, help="noise std on executed expert actions (labels clean)")
+    p.add_argument("--chunk", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--first-train-steps", type=int, default=4000)
+    p.add_argument("--train-steps", type=int, default=2000, help="gradient steps per later iteration")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--workers", type=int, default=2, help="simulator worker processes (persistent)")
+    p.add_argument("--max-steps", type=int, help="episode limit (default the suite's)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=_cmd_dagger)
 
     from wmrl_libero.world_models.commands import add_world_model_commands
 

@@ -30,7 +30,7 @@ from scipy.spatial.transform import Rotation
 from wmrl_libero.expert import ScriptedExpert
 from wmrl_libero.gym_env import LiberoGymEnv
 
-__all__ = ["record_demonstrations", "load_demonstrations"]
+__all__ = ["record_demonstrations", "load_demonstrations", "write_demo", "write_file_attributes"]
 
 
 def _episode(env: LiberoGymEnv, init_state: int, seed: int):
@@ -52,6 +52,58 @@ def _episode(env: LiberoGymEnv, init_state: int, seed: int):
             success = bool(terminated)
             break
     return rows, success
+
+
+def write_demo(data, index: int, rows: dict[str, list], *, init_state: int, task_index: int, success: bool,
+               instruction: str, extra: dict[str, np.ndarray] | None = None, attrs: dict | None = None) -> None:
+    """Write one episode as ``data/demo_<index>`` in the layout above.
+
+    :param rows: per-step lists ``actions``, ``states``, ``proprio``, ``object_state`` (and
+        ``agentview_rgb`` / ``eye_in_hand_rgb``, possibly empty).
+    :param extra: more per-step datasets of the demo group (e.g. DAgger's executed actions).
+    :param attrs: more attributes of the demo group.
+    """
+    g = data.create_group(f"demo_{index}")
+    T = len(rows["actions"])
+    proprio = np.asarray(rows["proprio"], dtype=np.float64)
+    ee_pos, ee_quat, grip, joints = proprio[:, :3], proprio[:, 3:7], proprio[:, 7:9], proprio[:, 9:16]
+    ee_ori = Rotation.from_quat(ee_quat).as_rotvec()
+    g.attrs.update(num_samples=T, init_state=init_state, task_index=task_index, success=success,
+                   language_instruction=instruction, **(attrs or {}))
+    g.create_dataset("actions", data=np.asarray(rows["actions"], dtype=np.float64))
+    g.create_dataset("states", data=np.asarray(rows["states"]))
+    g.create_dataset("robot_states", data=np.concatenate([grip, ee_pos, ee_quat], axis=1))
+    done = np.zeros(T, dtype=np.uint8)
+    done[-1] = 1 if success else 0
+    g.create_dataset("rewards", data=done.copy())
+    g.create_dataset("dones", data=done)
+    o = g.create_group("obs")
+    o.create_dataset("ee_pos", data=ee_pos)
+    o.create_dataset("ee_ori", data=ee_ori)
+    o.create_dataset("ee_states", data=np.concatenate([ee_pos, ee_ori], axis=1))
+    o.create_dataset("gripper_states", data=grip)
+    o.create_dataset("joint_states", data=joints)
+    o.create_dataset("object_state", data=np.asarray(rows["object_state"], dtype=np.float32))
+    o.create_dataset("proprio", data=proprio.astype(np.float32))  # this plugin's layout
+    if rows.get("agentview_rgb"):
+        o.create_dataset("agentview_rgb", data=np.asarray(rows["agentview_rgb"]), compression="gzip")
+        o.create_dataset("eye_in_hand_rgb", data=np.asarray(rows["eye_in_hand_rgb"]), compression="gzip")
+    for key, value in (extra or {}).items():
+        g.create_dataset(key, data=np.asarray(value))
+
+
+def write_file_attributes(data, suite: str, instructions: dict[int, str], *, bddl_file_name: str = "",
+                          image_size: int | None = None, num_demos: int, total: int) -> None:
+    """The ``data`` group's attributes (LIBERO's ``problem_info``, ``env_args``, counts)."""
+    first = next(iter(instructions.values()), "")
+    data.attrs.update(
+        problem_info=json.dumps({"language_instruction": first, "tasks": {str(k): v for k, v in instructions.items()}}),
+        bddl_file_name=bddl_file_name,
+        env_args=json.dumps({"env_name": suite, "type": 1, "env_kwargs": {"controller": "OSC_POSE", "control_freq": 20,
+                                                                             "camera_heights": image_size, "camera_widths": image_size}}),
+        num_demos=num_demos,
+        total=total,
+    )
 
 
 def record_demonstrations(
@@ -86,45 +138,15 @@ def record_demonstrations(
                     log(f"task {t} init {s}: {'success' if success else 'failure'} ({len(rows['actions'])} steps)")
                     if not success and not keep_failures:
                         continue
-                    g = data.create_group(f"demo_{n}")
-                    T = len(rows["actions"])
-                    proprio = np.asarray(rows["proprio"], dtype=np.float64)
-                    ee_pos, ee_quat, grip, joints = proprio[:, :3], proprio[:, 3:7], proprio[:, 7:9], proprio[:, 9:16]
-                    ee_ori = Rotation.from_quat(ee_quat).as_rotvec()
-                    g.attrs.update(num_samples=T, init_state=int(s), task_index=t, success=success,
-                                   language_instruction=env.language_instruction)
-                    g.create_dataset("actions", data=np.asarray(rows["actions"], dtype=np.float64))
-                    g.create_dataset("states", data=np.asarray(rows["states"]))
-                    g.create_dataset("robot_states", data=np.concatenate([grip, ee_pos, ee_quat], axis=1))
-                    done = np.zeros(T, dtype=np.uint8)
-                    done[-1] = 1 if success else 0
-                    g.create_dataset("rewards", data=done.copy())
-                    g.create_dataset("dones", data=done)
-                    o = g.create_group("obs")
-                    o.create_dataset("ee_pos", data=ee_pos)
-                    o.create_dataset("ee_ori", data=ee_ori)
-                    o.create_dataset("ee_states", data=np.concatenate([ee_pos, ee_ori], axis=1))
-                    o.create_dataset("gripper_states", data=grip)
-                    o.create_dataset("joint_states", data=joints)
-                    o.create_dataset("object_state", data=np.asarray(rows["object_state"], dtype=np.float32))
-                    o.create_dataset("proprio", data=proprio.astype(np.float32))  # this plugin's layout
-                    if rows["agentview_rgb"]:
-                        o.create_dataset("agentview_rgb", data=np.asarray(rows["agentview_rgb"]), compression="gzip")
-                        o.create_dataset("eye_in_hand_rgb", data=np.asarray(rows["eye_in_hand_rgb"]), compression="gzip")
+                    write_demo(data, n, rows, init_state=int(s), task_index=t, success=success,
+                               instruction=env.language_instruction)
                     n += 1
-                    total += T
+                    total += len(rows["actions"])
             finally:
                 env.close()
-        first = problems[task_indices[0]] if task_indices else {}
-        data.attrs.update(
-            problem_info=json.dumps({"language_instruction": first.get("language_instruction", ""),
-                                     "tasks": {str(k): v["language_instruction"] for k, v in problems.items()}}),
-            bddl_file_name=first.get("bddl_file_name", ""),
-            env_args=json.dumps({"env_name": suite, "type": 1, "env_kwargs": {"controller": "OSC_POSE", "control_freq": 20,
-                                                                                 "camera_heights": image_size, "camera_widths": image_size}}),
-            num_demos=n,
-            total=total,
-        )
+        write_file_attributes(data, suite, {t: p["language_instruction"] for t, p in problems.items()},
+                              bddl_file_name=problems[task_indices[0]]["bddl_file_name"] if task_indices else "",
+                              image_size=image_size, num_demos=n, total=total)
     return out
 
 

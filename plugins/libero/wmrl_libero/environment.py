@@ -16,6 +16,12 @@ A *solution* is what an embodied policy emits for a task, one of:
 ``status="sandbox_error"`` with ``score=None`` when the simulator worker crashed (an
 infrastructure failure, not a zero); ``status="invalid_solution"`` with ``score=0.0`` for a
 solution of the wrong shape or with non-finite numbers (the policy's fault).
+
+The simulators persist (``persistent=True``, the default): the worker processes and the
+environments they built live from the first ``execute`` to :meth:`LiberoEnvironment.close`,
+and every episode starts with a reset to its stored init state; a worker builds a task's
+environment once (or again after a crash, or when it holds more than ``envs_per_worker``
+tasks). Crash recovery is that of :class:`~wmrl_libero.vector_env.LiberoVectorEnv`.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import numpy as np
 from wmrl_core.types import CostModel, Outcome, Task
 
 from wmrl_libero.controllers import ControllerFactory, OpenLoopController
-from wmrl_libero.episode_runner import EpisodeJob, run_episodes
+from wmrl_libero.episode_runner import EpisodeJob, job_env_kwargs, make_simulator_pool, run_episodes
 from wmrl_libero.suites import MAX_EPISODE_STEPS, suite_tasks
 
 __all__ = ["LiberoEnvironment", "SPLITS"]
@@ -45,6 +51,9 @@ class LiberoEnvironment:
     :param max_episode_steps: control-step limit (default the suite's, 520 for LIBERO-10).
     :param seconds_per_step: declared cost of one control step in seconds (CPU, physics
         only about 1/60 s; with two cameras about 0.2 s).
+    :param persistent: keep the simulator workers and their environments across
+        ``execute`` calls (else build them for every call and close them after it).
+    :param envs_per_worker: built environments (tasks) each worker keeps.
     """
 
     def __init__(
@@ -56,6 +65,8 @@ class LiberoEnvironment:
         image_size: int | None = None,
         max_episode_steps: int | None = None,
         seconds_per_step: float = 1 / 60,
+        persistent: bool = True,
+        envs_per_worker: int = 4,
     ):
         self.suite = suite
         self._infos = suite_tasks(suite)
@@ -63,8 +74,12 @@ class LiberoEnvironment:
         self.num_workers = num_workers
         self.image_size = image_size
         self.max_episode_steps = max_episode_steps or MAX_EPISODE_STEPS.get(suite, 600)
-        self.cost = CostModel(per_call_s=5.0, per_item_s=seconds_per_step * self.max_episode_steps)
+        self.persistent = persistent
+        self.envs_per_worker = envs_per_worker
+        # a persistent pool builds its simulators once, not per call
+        self.cost = CostModel(per_call_s=0.0 if persistent else 5.0, per_item_s=seconds_per_step * self.max_episode_steps)
         self._probe_env = None
+        self._pool = None
 
     def tasks(self, split: str) -> list[Task]:
         if split not in SPLITS:
@@ -107,7 +122,13 @@ class LiberoEnvironment:
             controllers.append(controller)
             where.append(i)
         factory = ControllerFactory(make=None, name="wmrl-solutions", image_size=self.image_size, privileged=False)
-        for i, result in zip(where, run_episodes(jobs, factory, num_workers=self.num_workers, controllers=controllers)):
+        if self.persistent and self._pool is None and jobs:
+            first = sorted(jobs, key=lambda j: j.task_index)
+            n = max(1, self.num_workers)
+            self._pool = make_simulator_pool([job_env_kwargs(first[k * len(first) // n], factory) for k in range(n)],
+                                             self.num_workers, envs_per_worker=self.envs_per_worker)
+        results = run_episodes(jobs, factory, num_workers=self.num_workers, controllers=controllers, pool=self._pool)
+        for i, result in zip(where, results):
             info = {"steps": result.steps, "seconds": result.seconds, "init_state": result.job.init_state}
             if result.status != "ok":
                 outcomes[i] = Outcome(status="sandbox_error", score=None, info=dict(info, error=result.error))
@@ -122,12 +143,24 @@ class LiberoEnvironment:
         d = task.data
         key = (d["suite"], d["task_index"], image_size)
         if self._probe_env is None or self._probe_env[0] != key:
-            self.close()
+            self._close_probe()
             self._probe_env = (key, LiberoGymEnv(d["suite"], d["task_index"], image_size=image_size))
         obs, _ = self._probe_env[1].reset(seed=0, options={"init_state": d["init_state"]})
         return obs
 
-    def close(self) -> None:
+    @property
+    def simulator_builds(self) -> int:
+        """Environments the persistent workers have built so far (0 before the first call)."""
+        return sum(self._pool.builds) if self._pool is not None else 0
+
+    def _close_probe(self) -> None:
         if self._probe_env is not None:
             self._probe_env[1].close()
             self._probe_env = None
+
+    def close(self) -> None:
+        """Stop the simulator workers and close every environment."""
+        self._close_probe()
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None

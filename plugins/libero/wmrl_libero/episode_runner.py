@@ -1,6 +1,8 @@
 """Run many LIBERO episodes with closed-loop controllers, in-process or in worker processes.
 
-Jobs are sorted by task so that each worker rebuilds its environment as rarely as possible.
+Simulator slots keep the environments they have built (:mod:`wmrl_libero.env_cache`), and a
+free slot picks the next job whose environment it already holds (:func:`pick_job`), so a
+pool that persists across calls (``pool=``) builds each task once per slot, not per call.
 Each environment slot runs one episode at a time; the controllers of all slots act in the
 parent process (where a policy's weights live), the physics runs in the workers.
 """
@@ -10,15 +12,16 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Hashable
 
 import numpy as np
 
 from wmrl_libero.controllers import Controller, ControllerFactory
+from wmrl_libero.env_cache import EnvCache, env_key
 from wmrl_libero.gym_env import LiberoGymEnv
 from wmrl_libero.suites import TaskInfo, task_info
 
-__all__ = ["EpisodeJob", "EpisodeResult", "InProcessEnvs", "run_episodes"]
+__all__ = ["EpisodeJob", "EpisodeResult", "InProcessEnvs", "make_simulator_pool", "job_env_kwargs", "pick_job", "run_episodes"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class EpisodeJob:
     seed: int = 0
     video: bool = False
     max_episode_steps: int | None = None
+    record_sim_state: bool = False  # put the MuJoCo state in info["sim_state"] before each action
 
 
 @dataclass
@@ -52,21 +56,33 @@ class EpisodeResult:
 
 
 class InProcessEnvs:
-    """The slot interface of :class:`~wmrl_libero.vector_env.LiberoVectorEnv` on one
-    in-process environment per slot (no crash recovery; for tests and small runs)."""
+    """The slot interface of :class:`~wmrl_libero.vector_env.LiberoVectorEnv` on in-process
+    environments, one slot each (no crash recovery; for tests and small runs). Each slot keeps
+    the environments it has built, like a persistent worker."""
 
-    def __init__(self, env_kwargs: list[dict[str, Any]]):
+    def __init__(self, env_kwargs: list[dict[str, Any]], *, envs_per_worker: int = 4):
+        self._caches = [EnvCache(LiberoGymEnv, capacity=envs_per_worker) for _ in env_kwargs]
         self._kwargs = [dict(kw) for kw in env_kwargs]
-        self._envs = [LiberoGymEnv(**kw) for kw in self._kwargs]
+        self._envs = [cache.use(kw)[0] for cache, kw in zip(self._caches, self._kwargs)]
         self.num_envs = len(self._envs)
+
+    @property
+    def builds(self) -> list[int]:
+        return [cache.builds for cache in self._caches]
 
     def env_kwargs_at(self, i: int) -> dict[str, Any]:
         return dict(self._kwargs[i])
 
-    def rebuild_at(self, i: int, env_kwargs: dict[str, Any]) -> None:
-        self._envs[i].close()
+    def use_at(self, i: int, env_kwargs: dict[str, Any]) -> bool:
         self._kwargs[i] = dict(env_kwargs)
-        self._envs[i] = LiberoGymEnv(**env_kwargs)
+        self._envs[i], built = self._caches[i].use(env_kwargs)
+        return built
+
+    def holds_at(self, i: int, env_kwargs: dict[str, Any]) -> bool:
+        return env_key(env_kwargs) in self._caches[i].keys()
+
+    def call_at(self, i: int, name: str, *args, **kwargs) -> Any:
+        return getattr(self._envs[i], name)(*args, **kwargs)
 
     def reset_at(self, i: int, *, seed=None, options=None):
         return self._envs[i].reset(seed=seed, options=options)
@@ -77,11 +93,23 @@ class InProcessEnvs:
         return list(obs), np.array(rew), np.array(term), np.array(trunc), list(infos)
 
     def close(self) -> None:
-        for env in self._envs:
-            env.close()
+        for cache in self._caches:
+            cache.close()
 
 
-def _env_kwargs(job: EpisodeJob, factory: ControllerFactory, video_size: int) -> dict[str, Any]:
+def make_simulator_pool(first_env_kwargs: list[dict[str, Any]], num_workers: int, *, envs_per_worker: int = 4):
+    """Simulator slots starting with the given environments: worker processes
+    (:class:`~wmrl_libero.vector_env.LiberoVectorEnv`), or in-process environments when
+    ``num_workers`` is 0 (then one slot)."""
+    if num_workers == 0:
+        return InProcessEnvs(first_env_kwargs[:1], envs_per_worker=envs_per_worker)
+    from wmrl_libero.vector_env import LiberoVectorEnv
+
+    return LiberoVectorEnv(first_env_kwargs[:num_workers], envs_per_worker=envs_per_worker)
+
+
+def job_env_kwargs(job: EpisodeJob, factory: ControllerFactory, video_size: int = 128) -> dict[str, Any]:
+    """Keyword arguments of the ``LiberoGymEnv`` that runs ``job`` for ``factory``'s controllers."""
     image_size = factory.image_size
     if job.video and image_size is None:
         image_size = video_size
@@ -92,6 +120,18 @@ def _env_kwargs(job: EpisodeJob, factory: ControllerFactory, video_size: int) ->
         privileged_info=factory.privileged,
         max_episode_steps=job.max_episode_steps,
     )
+
+
+def pick_job(pending: list[Hashable], active: Hashable, held: set, active_elsewhere: set) -> int:
+    """Which pending job a free simulator slot runs next (index into ``pending``, the jobs'
+    environment keys in the preferred order): one for the slot's active environment, else
+    one for an environment the slot holds (no build), else one no other slot is working on
+    (a build that spreads the tasks), else the first (a build that shares a busy task)."""
+    for accept in (lambda k: k == active, lambda k: k in held, lambda k: k not in active_elsewhere):
+        for n, key in enumerate(pending):
+            if accept(key):
+                return n
+    return 0
 
 
 @dataclass
@@ -113,52 +153,60 @@ def run_episodes(
     video_size: int = 128,
     progress=None,
     controllers: list[Controller] | None = None,
+    pool=None,
 ) -> list[EpisodeResult]:
     """Run every job to success or its episode limit; results in the order of ``jobs``.
 
     :param num_workers: worker processes; 0 runs in this process (no crash recovery).
+        Ignored when ``pool`` is given.
     :param video_size: camera side in pixels for episodes with ``video=True``.
     :param progress: optional ``progress(result)`` callback after each episode.
     :param controllers: one ready controller per job, used instead of ``factory.make``
         (the factory then only declares image size and privileged state).
+    :param pool: simulator slots that persist across calls (:func:`make_simulator_pool`);
+        the caller closes them. ``None``: a pool is made for this call and closed after it.
     """
     if controllers is not None and len(controllers) != len(jobs):
         raise ValueError(f"got {len(controllers)} controllers for {len(jobs)} jobs")
     if not jobs:
         return []
     order = sorted(range(len(jobs)), key=lambda j: (jobs[j].suite, jobs[j].task_index, jobs[j].video, jobs[j].init_state))
-    n_slots = max(1, min(num_workers, len(jobs)))
-    # contiguous chunks: a slot works through one task before it moves on to the next
-    chunks = [order[k * len(order) // n_slots:(k + 1) * len(order) // n_slots] for k in range(n_slots)]
-    pending = [deque(chunk) for chunk in chunks]
-    first = [_env_kwargs(jobs[chunk[0]], factory, video_size) for chunk in chunks]
-    if num_workers == 0:
-        envs = InProcessEnvs(first)
-    else:
-        from wmrl_libero.vector_env import LiberoVectorEnv
-
-        envs = LiberoVectorEnv(first)
+    kwargs_of = {j: job_env_kwargs(jobs[j], factory, video_size) for j in order}
+    own_pool = pool is None
+    if own_pool:
+        n = max(1, min(num_workers, len(jobs)))
+        # slot k starts where a contiguous split of the sorted jobs would put it: tasks spread over slots
+        pool = make_simulator_pool([kwargs_of[order[k * len(order) // n]] for k in range(n)], num_workers)
+    n_slots = min(pool.num_envs, len(jobs))
+    pending = list(order)
     results: dict[int, EpisodeResult] = {}
     running: dict[int, tuple[int, _Running]] = {}
     tasks: dict[tuple[str, int], TaskInfo] = {}
 
+    def observe(slot: int, job: EpisodeJob, info: dict) -> dict:
+        if job.record_sim_state:
+            info = dict(info, sim_state=pool.call_at(slot, "sim_state"))
+        return info
+
     def start(slot: int) -> None:
-        while pending[slot]:
-            j = pending[slot].popleft()
-            job = jobs[j]
-            kwargs = _env_kwargs(job, factory, video_size)
-            if envs.env_kwargs_at(slot) != kwargs:
-                envs.rebuild_at(slot, kwargs)
-            obs, info = envs.reset_at(slot, seed=job.seed, options={"init_state": job.init_state})
-            key = (job.suite, job.task_index)
-            if key not in tasks:
-                tasks[key] = task_info(*key)
-            controller = controllers[j] if controllers is not None else factory.make(tasks[key], job.init_state)
-            run = _Running(job, controller, obs, info, time.perf_counter())
-            if job.video and "agentview_image" in obs:
-                run.frames.append(obs["agentview_image"])
-            running[slot] = (j, run)
+        if not pending:
             return
+        keys = [env_key(kwargs_of[j]) for j in pending]
+        held = {env_key(kwargs_of[j]) for j in pending if pool.holds_at(slot, kwargs_of[j])}
+        elsewhere = {env_key(pool.env_kwargs_at(s)) for s in running if s != slot}
+        j = pending.pop(pick_job(keys, env_key(pool.env_kwargs_at(slot)), held, elsewhere))
+        job = jobs[j]
+        if pool.env_kwargs_at(slot) != kwargs_of[j]:
+            pool.use_at(slot, kwargs_of[j])
+        obs, info = pool.reset_at(slot, seed=job.seed, options={"init_state": job.init_state})
+        key = (job.suite, job.task_index)
+        if key not in tasks:
+            tasks[key] = task_info(*key)
+        controller = controllers[j] if controllers is not None else factory.make(tasks[key], job.init_state)
+        run = _Running(job, controller, obs, observe(slot, job, info), time.perf_counter())
+        if job.video and "agentview_image" in obs:
+            run.frames.append(obs["agentview_image"])
+        running[slot] = (j, run)
 
     def finish(slot: int, success: bool, steps: int, status: str = "ok", error: str = "") -> None:
         j, run = running.pop(slot)
@@ -171,13 +219,13 @@ def run_episodes(
         for slot in range(n_slots):
             start(slot)
         while running:
-            actions: list[np.ndarray | None] = [None] * n_slots
+            actions: list[np.ndarray | None] = [None] * pool.num_envs
             for slot, (_, run) in running.items():
                 if not run.queue:
                     chunk = np.asarray(run.controller.act(run.obs, run.info), dtype=np.float32).reshape(-1, 7)
                     run.queue.extend(chunk)
                 actions[slot] = run.queue.popleft()
-            obs, _, terminated, truncated, infos = envs.step(actions)
+            obs, _, terminated, truncated, infos = pool.step(actions)
             for slot in list(running):
                 _, run = running[slot]
                 run.obs, run.info = obs[slot], infos[slot]
@@ -188,6 +236,9 @@ def run_episodes(
                     finish(slot, False, steps, "infrastructure_failure", infos[slot].get("error", ""))
                 elif terminated[slot] or truncated[slot]:
                     finish(slot, bool(terminated[slot]), steps)
+                elif run.job.record_sim_state:
+                    run.info = observe(slot, run.job, run.info)
     finally:
-        envs.close()
+        if own_pool:
+            pool.close()
     return [results[j] for j in range(len(jobs))]

@@ -50,9 +50,9 @@ def _suite(suite: str):
 
 def task_info(suite: str, index: int) -> TaskInfo:
     """The task ``index`` (0-based, LIBERO's fixed task order) of ``suite``."""
+    bench = _suite(suite)  # configures LIBERO first: importing it unconfigured asks a question on stdin
     from libero.libero import get_libero_path
 
-    bench = _suite(suite)
     if not 0 <= index < bench.n_tasks:
         raise IndexError(f"{suite} has tasks 0..{bench.n_tasks - 1}, got {index}")
     task = bench.get_task(index)

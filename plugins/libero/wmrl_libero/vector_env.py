@@ -9,6 +9,10 @@ LIBERO needs:
   environment; the step that lost it returns ``truncated=True`` and
   ``info["infrastructure_failure"] = True`` with the error, so callers can report an
   infrastructure failure instead of scoring the episode as a zero.
+- Workers persist: each keeps the environments it has built (:class:`~wmrl_libero.env_cache.EnvCache`,
+  ``envs_per_worker`` of them) and :meth:`LiberoVectorEnv.use_at` switches a worker to another
+  task without rebuilding one it already holds. Keep one ``LiberoVectorEnv`` for a whole
+  training run: a reset to a stored init state costs milliseconds, a build seconds.
 
 No autoreset: call :meth:`reset_at` for an environment whose episode ended.
 """
@@ -21,6 +25,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from wmrl_libero.env_cache import env_key
+
 __all__ = ["LiberoVectorEnv", "WorkerCrashed"]
 
 _START_METHOD = "spawn"  # fork would copy torch/EGL state of the parent; spawn is clean
@@ -31,16 +37,17 @@ class WorkerCrashed(RuntimeError):
     """A worker process died or stopped answering."""
 
 
-def _worker(conn, env_kwargs: dict[str, Any]) -> None:
+def _worker(conn, env_kwargs: dict[str, Any], envs_per_worker: int) -> None:
     import os
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
-    from wmrl_libero.gym_env import LiberoGymEnv
+    from wmrl_libero.env_cache import EnvCache
 
-    env = None
+    cache = None
     try:
-        env = LiberoGymEnv(**env_kwargs)
+        cache = EnvCache(capacity=envs_per_worker)
+        env, _ = cache.use(env_kwargs)
         conn.send(("ok", {"pid": os.getpid()}))
         while True:
             cmd, payload = conn.recv()
@@ -54,11 +61,9 @@ def _worker(conn, env_kwargs: dict[str, Any]) -> None:
                 elif cmd == "call":
                     name, args, kwargs = payload
                     result = getattr(env, name)(*args, **kwargs)
-                elif cmd == "rebuild":
-                    env.close()
-                    env = None
-                    env = LiberoGymEnv(**payload)
-                    result = None
+                elif cmd == "use":
+                    env, built = cache.use(payload)
+                    result = built
                 elif cmd == "getattr":
                     result = getattr(env, payload)
                 else:
@@ -74,16 +79,17 @@ def _worker(conn, env_kwargs: dict[str, Any]) -> None:
         except Exception:
             pass
     finally:
-        if env is not None:
-            env.close()
+        if cache is not None:
+            cache.close()
         conn.close()
 
 
 class _Worker:
-    def __init__(self, ctx, env_kwargs: dict[str, Any]):
+    def __init__(self, ctx, env_kwargs: dict[str, Any], envs_per_worker: int):
         self.env_kwargs = env_kwargs
+        self.envs_per_worker = envs_per_worker
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker, args=(child, env_kwargs), daemon=True)
+        self.process = ctx.Process(target=_worker, args=(child, env_kwargs, envs_per_worker), daemon=True)
         self.process.start()
         child.close()
         self.pid = self.process.pid
@@ -124,16 +130,24 @@ class LiberoVectorEnv:
 
     :param env_kwargs: keyword arguments of :class:`~wmrl_libero.gym_env.LiberoGymEnv`, one
         dict per environment (tasks may differ).
-    :param max_restarts: restarts allowed per worker before a crash is raised instead.
+    :param max_restarts: restarts allowed per worker in a row (with no successful step or
+        reset between them) before a crash is raised instead.
+    :param envs_per_worker: built environments each worker keeps for :meth:`use_at`.
+
+    ``builds[i]`` counts the environments worker ``i`` has built (including after restarts),
+    ``restarts[i]`` its restarts.
     """
 
-    def __init__(self, env_kwargs: Sequence[dict[str, Any]], *, max_restarts: int = 3):
+    def __init__(self, env_kwargs: Sequence[dict[str, Any]], *, max_restarts: int = 3, envs_per_worker: int = 4):
         if not env_kwargs:
             raise ValueError("LiberoVectorEnv needs at least one environment")
         self._ctx = mp.get_context(_START_METHOD)
         self.max_restarts = max_restarts
         self.restarts = [0] * len(env_kwargs)
-        self._workers = [_Worker(self._ctx, dict(kw)) for kw in env_kwargs]
+        self._restarts_in_row = [0] * len(env_kwargs)
+        self.builds = [1] * len(env_kwargs)
+        self._cached: list[list] = [[env_key(kw)] for kw in env_kwargs]  # mirrors each worker's cache, LRU first
+        self._workers = [_Worker(self._ctx, dict(kw), envs_per_worker) for kw in env_kwargs]
         try:
             for w in self._workers:  # built in parallel, awaited here
                 w.reply()
@@ -153,22 +167,46 @@ class LiberoVectorEnv:
 
     def _restart(self, i: int) -> None:
         self.restarts[i] += 1
-        if self.restarts[i] > self.max_restarts:
-            raise WorkerCrashed(f"worker {i} crashed {self.restarts[i]} times; giving up (max_restarts={self.max_restarts})")
+        self._restarts_in_row[i] += 1
+        if self._restarts_in_row[i] > self.max_restarts:
+            raise WorkerCrashed(f"worker {i} crashed {self._restarts_in_row[i]} times in a row; giving up (max_restarts={self.max_restarts})")
         old = self._workers[i]
         old.close(timeout_s=1.0)
-        self._workers[i] = _Worker(self._ctx, old.env_kwargs)
+        self._workers[i] = _Worker(self._ctx, old.env_kwargs, old.envs_per_worker)
         self._workers[i].reply()
+        self.builds[i] += 1
+        self._cached[i] = [env_key(old.env_kwargs)]
 
-    def rebuild_at(self, i: int, env_kwargs: dict[str, Any]) -> None:
-        """Replace environment ``i`` by ``LiberoGymEnv(**env_kwargs)`` (another task or
-        camera setting) in the same worker; restarts the worker if it died."""
+    def use_at(self, i: int, env_kwargs: dict[str, Any]) -> bool:
+        """Make environment ``i`` a ``LiberoGymEnv(**env_kwargs)`` (another task or camera
+        setting): the worker's cached one if it holds it, else built (closing its least
+        recently used one beyond ``envs_per_worker``). Restarts the worker if it died.
+
+        :return: whether an environment was built.
+        """
         self._workers[i].env_kwargs = dict(env_kwargs)
         try:
-            self._workers[i].request("rebuild", dict(env_kwargs))
+            built = self._workers[i].request("use", dict(env_kwargs))
+            self.builds[i] += int(built)
         except WorkerCrashed:
-            self._restart(i)
-        self.single_observation_spaces[i] = self._workers[i].request("getattr", "observation_space")
+            self._restart(i)  # the new worker builds env_kwargs (counted there)
+            built = True
+        if built:
+            self.single_observation_spaces[i] = self._workers[i].request("getattr", "observation_space")
+        key, cached = env_key(env_kwargs), self._cached[i]
+        if key in cached:
+            cached.remove(key)
+        cached.append(key)
+        del cached[:-self._workers[i].envs_per_worker]  # the worker closed its least recently used ones
+        return built
+
+    def holds_at(self, i: int, env_kwargs: dict[str, Any]) -> bool:
+        """Whether worker ``i`` holds a built environment for ``env_kwargs`` (no build needed)."""
+        return env_key(env_kwargs) in self._cached[i]
+
+    def call_at(self, i: int, name: str, *args, **kwargs) -> Any:
+        """Call method ``name`` of environment ``i``; returns the result."""
+        return self._workers[i].request("call", (name, args, kwargs))
 
     def env_kwargs_at(self, i: int) -> dict[str, Any]:
         """The keyword arguments environment ``i`` was built with."""
@@ -222,7 +260,9 @@ class LiberoVectorEnv:
 
     def _collect(self, i: int, *, failed_step: bool):
         try:
-            return self._workers[i].reply()
+            result = self._workers[i].reply()
+            self._restarts_in_row[i] = 0
+            return result
         except WorkerCrashed as exc:
             self._restart(i)
             obs, info = self._workers[i].request("reset", self._last_reset[i])

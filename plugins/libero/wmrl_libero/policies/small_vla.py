@@ -70,20 +70,34 @@ class SmallVLA(nn.Module):
         self.register_buffer("feat_mean", torch.zeros(16 + object_dim))
         self.register_buffer("feat_std", torch.ones(16 + object_dim))
 
+    def _text(self, instructions: list[str]) -> torch.Tensor:
+        ids = [hashed_token_ids(text, self.text_buckets) for text in instructions]
+        offsets = torch.tensor([0] + [len(x) for x in ids[:-1]]).cumsum(0)
+        return self.text(torch.cat(ids), offsets)
+
     def _features(self, inputs: list[VLAInput]) -> torch.Tensor:
         proprio, objs = batch_inputs(inputs, self.object_dim)
         state = (torch.cat([proprio, objs], 1) - self.feat_mean) / self.feat_std
-        ids = [hashed_token_ids(i.instruction, self.text_buckets) for i in inputs]
-        offsets = torch.tensor([0] + [len(x) for x in ids[:-1]]).cumsum(0)
-        parts = [self.text(torch.cat(ids), offsets), state]
+        parts = [self._text([i.instruction for i in inputs]), state]
         if self.images is not None:
             imgs = np.stack([np.concatenate([i.images["agentview_image"], i.images["wrist_image"]], -1) for i in inputs])
             parts.append(self.images(torch.as_tensor(imgs).permute(0, 3, 1, 2).float() / 255.0))
         return torch.cat(parts, 1)
 
-    def distribution(self, inputs: list[VLAInput]) -> torch.distributions.Normal:
-        mean = torch.tanh(self.mean_head(self.trunk(self._features(inputs)))).view(-1, self.chunk, 7)
+    def _head(self, features: torch.Tensor) -> torch.distributions.Normal:
+        mean = torch.tanh(self.mean_head(self.trunk(features))).view(-1, self.chunk, 7)
         return torch.distributions.Normal(mean, self.log_std.clamp(-5, 1).exp().expand_as(mean))
+
+    def distribution(self, inputs: list[VLAInput]) -> torch.distributions.Normal:
+        return self._head(self._features(inputs))
+
+    def state_distribution(self, state: torch.Tensor, instructions: list[str], which: torch.Tensor) -> torch.distributions.Normal:
+        """The same distribution from pre-batched physics features (a fast path for training):
+        ``state`` (B, 16 + object_dim) is proprio and zero-padded object state as
+        :func:`~.vla_interface.batch_inputs` makes them, ``which`` (B,) indexes ``instructions``."""
+        if self.images is not None:
+            raise ValueError("state_distribution is the physics-only path; this model also reads images")
+        return self._head(torch.cat([self._text(instructions)[which], (state - self.feat_mean) / self.feat_std], 1))
 
     def sample(self, inputs: list[VLAInput], *, deterministic: bool = False, generator=None):
         dist = self.distribution(inputs)
