@@ -18,7 +18,7 @@ from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.trainer import extract_rewards, train
 from wmrl_autoresearch.program.grammar import N_OPTIONS
 from wmrl_autoresearch.program.policy import ProgramPolicy
-from wmrl_autoresearch.tasks import builtin_tasks
+from wmrl_autoresearch.tasks.builtin_suite import builtin_tasks
 
 ROOT = Path(__file__).resolve().parents[3]
 WORLD_MODEL_CONFIG = ROOT / "configs" / "autoresearch" / "world_model.yaml"
