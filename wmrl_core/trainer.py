@@ -23,10 +23,11 @@ import torch
 
 from wmrl_core import checkers
 from wmrl_core.anchors import AnchorSampler
-from wmrl_core.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from wmrl_core.checkpoint import has_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.debias import IsotonicDebiaser
+from wmrl_core.faults import StepFaults, atomic_write_text, raise_if_disk_full
 from wmrl_core.fusion import InverseVarianceFuser, cross_fitted_calibration
 from wmrl_core.grpo import group_advantages, grpo_loss
 from wmrl_core.ledger import ComputeLedger
@@ -112,12 +113,13 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     debiaser = IsotonicDebiaser(window=cfg.debias.window)
     fuser = InverseVarianceFuser(min_pairs=cfg.denoise.min_pairs)
     ledger = ComputeLedger()
+    faults = StepFaults(world_model_timeout_s=cfg.world_model_timeout_s)
     task_rng = np.random.default_rng([cfg.seed, 0x7A5])
     train_tasks = c.environment.tasks(cfg.rollout.task_split)
     eval_tasks = _eval_tasks(c, cfg.eval.split)
 
     start_step = 0
-    if cfg.resume and (run_dir / "checkpoints" / "last.pt").exists():
+    if cfg.resume and has_checkpoint(run_dir / "checkpoints"):
         state = load_checkpoint(run_dir / "checkpoints")
         start_step = state["step"]
         c.policy.load_state_dict(state["policy"])
@@ -131,7 +133,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         if reference is not None:
             reference.load_state_dict(state["reference"])
         set_rng_state(state["rng"])
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    atomic_write_text(run_dir / "config.yaml", to_yaml(cfg), "config")
     writer = MetricsWriter(run_dir, tensorboard=cfg.logging.tensorboard, wandb_project=cfg.logging.wandb_project,
                            config=json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
                            truncate_after_step=start_step if cfg.resume else None)
@@ -180,10 +182,10 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             wm_rewards = np.full(n, np.nan)
             if c.world_model is not None:
                 with ledger.measure("world_model", n_items=n, cost=getattr(c.world_model, "cost", None)):
-                    predictions = c.world_model.predict(rollouts.tasks, rollouts.solutions)
+                    predictions = faults.predict(c.world_model, rollouts.tasks, rollouts.solutions)
                 if len(predictions) != n:
                     raise checkers.ContractError(f"world model returned {len(predictions)} predictions for {n} solutions")
-                wm_rewards = extract_rewards(c.reward, rollouts.tasks, predictions)
+                wm_rewards = faults.rewards(c.reward, rollouts.tasks, predictions)
 
             # 4. real execution of the anchor groups
             real_rewards = np.full(n, np.nan)
@@ -191,7 +193,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 anchor_tasks = [rollouts.tasks[i] for i in anchor_idx]
                 with ledger.measure("execution", n_items=anchor_idx.size, cost=getattr(c.environment, "cost", None)):
                     outcomes = c.environment.execute(anchor_tasks, [rollouts.solutions[i] for i in anchor_idx])
-                real_rewards[anchor_idx] = extract_rewards(c.reward, anchor_tasks, outcomes)
+                real_rewards[anchor_idx] = faults.rewards(c.reward, anchor_tasks, outcomes)
 
             # 5. online debiasing: refit on all anchor pairs so far, then calibrate
             group_keys = step * B + group_ids  # unique across steps
@@ -263,7 +265,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 "fusion/n_real": n_real, "fusion/n_world_model": n_wm,
                 "anchors/groups": int(anchor_groups.sum()),
                 "loss": float(loss.detach()), "grad_norm": float(grad_norm),
-                **ledger.metrics(),
+                **ledger.metrics(), **faults.metrics(),
             }
             if should_eval(step):
                 record.update(evaluate(c, eval_tasks, cfg.eval.samples_per_task, seed=cfg.seed * 100003 + step))
@@ -272,6 +274,9 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             if (cfg.checkpoint.every and step % cfg.checkpoint.every == 0) or step == cfg.steps:
                 checkpoint(step)
             progress.update(step, record)
+    except OSError as exc:  # a full disk: name the directory and the fix, not just ENOSPC
+        raise_if_disk_full(exc, run_dir)
+        raise
     finally:
         progress.close()
         writer.close()
@@ -285,5 +290,5 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                "components": {"environment": cfg.environment.name, "policy": cfg.policy.name,
                               "world_model": cfg.world_model.name if cfg.world_model else None, "reward": c.reward_name},
                "wall_s_this_invocation": time.perf_counter() - started, "final": last}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, default=float), "summary")
     return summary
