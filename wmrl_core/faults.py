@@ -133,7 +133,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike, what: str = "checkpoint
 # ------------------------------------------------------------------ world model and rewards
 
 
-DROPPED = Outcome(status="dropped", info={"error": "the world model gave no usable prediction"})
+DROPPED = Outcome(status="no_prediction", info={"error": "the world model gave no usable prediction (error, timeout, NaN)"})
 """Stands for a world-model prediction that was dropped; :meth:`StepFaults.rewards` gives it NaN."""
 
 
@@ -158,11 +158,13 @@ class _Call:
 
 
 def _usable(prediction: Any) -> bool:
-    """A prediction is usable unless it is missing or a non-finite number (an Outcome with a
-    non-ok status is a usable prediction of a failure)."""
+    """A prediction is usable unless it is missing, ``no_prediction`` or a non-finite number (an
+    Outcome with another non-ok status is a usable prediction of a failure)."""
     if prediction is None:
         return False
     if isinstance(prediction, Outcome):
+        if prediction.status == "no_prediction":
+            return False
         return not (prediction.status == "ok" and (prediction.score is None or not math.isfinite(prediction.score)))
     try:
         return math.isfinite(float(prediction))

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from wmrl_core.types import Outcome, Task
 
-from wmrl_autoresearch.execution import CappedBuffer
-from wmrl_autoresearch.grader import grade_predictions
-from wmrl_autoresearch.metrics import METRICS, get_metric, normalized_score
-from wmrl_autoresearch.rewards import AutoResearchScoreReward, make_reward_extractor
-from wmrl_autoresearch.tasks import to_wmrl_task
+from wmrl_autoresearch.grading.grader import grade_predictions
+from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward, make_reward_extractor
+from wmrl_autoresearch.sandbox.result import CappedBuffer
+from wmrl_autoresearch.tasks.task import to_wmrl_task
+from wmrl_autoresearch.tasks.task_metrics import METRICS, get_metric, normalized_score
 
 
 def _csv(header: str, values) -> bytes:
@@ -106,10 +106,15 @@ def test_ar_reward_penalizes_failures(tiny_classification, status):
     assert AutoResearchScoreReward(penalties={status: -0.5})(task, Outcome(status, None)) == -0.5
 
 
-def test_ar_reward_drops_sandbox_errors_unless_configured(tiny_classification):
+def test_ar_reward_gives_no_reward_where_the_solution_is_not_at_fault(tiny_classification):
     task = to_wmrl_task(tiny_classification)
     assert AutoResearchScoreReward()(task, Outcome("sandbox_error", None)) is None
-    assert AutoResearchScoreReward(penalties={"sandbox_error": -1.0})(task, Outcome("sandbox_error")) == -1.0
+    assert AutoResearchScoreReward()(task, Outcome("no_prediction", None)) is None
+    assert AutoResearchScoreReward()(task, Outcome("invalid_solution", None)) == -1.0
+    with pytest.raises(ValueError, match=r"penalties for \['sandbox_error'\].*infrastructure failed"):
+        AutoResearchScoreReward(penalties={"sandbox_error": -1.0})
+    with pytest.raises(ValueError, match="unknown outcome status 'crash'"):
+        AutoResearchScoreReward(penalties={"crash": -1.0})
 
 
 def test_ar_reward_rejects_bad_configuration_and_foreign_tasks():

@@ -53,14 +53,25 @@ def test_made_through_the_registry_with_env_none(tmp_path):
     path = str(make_tiny_causal_lm(tmp_path / "m"))
     reg = registry()
     policy = reg.policies.make("llm-code-agent", env=None, model=path, device="cpu", max_new_tokens=4)
-    wm = reg.world_models.make("llm-world-model", env=None, share_policy=True, max_new_tokens=4)
+    # the engine's way: the world-model factory declares `policy`, so it receives the run's policy
+    from wmrl_core.components import make_with_env
+
+    wm = make_with_env(reg.world_models, "llm-world-model", None, {"share_policy": True, "max_new_tokens": 4},
+                       policy=policy)
+    assert wm.backend is policy.backend
     from wmrl_core.types import Task
 
     r = policy.generate([Task("t", "hello")], 2)
     assert len(wm.predict(r.tasks, r.solutions)) == 2
 
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs" / "gpu").glob("*.yaml"))
+GPU_CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "autoresearch" / "gpu"
+CONFIGS = sorted(GPU_CONFIGS.glob("*.yaml"))
+
+
+def test_gpu_configs_are_found():
+    """An empty glob would skip the check below silently (it did once the folder moved)."""
+    assert len(CONFIGS) == 3, (GPU_CONFIGS, CONFIGS)
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])

@@ -67,7 +67,7 @@ def test_real_model_batched_prediction_returns_one_outcome_per_solution(tiny):
     for o in outcomes:
         assert o.info["predicted"] is True and isinstance(o.info["raw_answer"], str)
         assert o.info["world_model_parse_failures"] == failures
-        assert o.status in {"ok", "crashed", "timeout", "invalid_output"}
+        assert o.status in {"ok", "crashed", "timeout", "invalid_output", "no_prediction"}
         assert (o.score is not None) == (o.status == "ok")
     assert wm.stats == {"calls": 1, "queried": 5, "parse_failures": failures, "invalid_solutions": 0}
     # greedy decoding: the same inputs give the same answers
@@ -90,7 +90,7 @@ def test_answers_become_outcomes(tiny):
     backend = scripted(wm, answers)
     outcomes = wm.predict([TASK] * 7, [f"x = {i}\n" for i in range(7)])
     assert backend.calls == [(7, 1, True)]  # one batched, greedy request
-    assert [o.status for o in outcomes] == ["ok", "ok", "crashed", "timeout", "ok", "invalid_output", "oom"]
+    assert [o.status for o in outcomes] == ["ok", "ok", "crashed", "timeout", "ok", "no_prediction", "oom"]
     assert [o.score for o in outcomes[:2]] == [pytest.approx(0.87), pytest.approx(0.91)]
     assert outcomes[4].score == pytest.approx(0.01)
     assert outcomes[2].score is None and outcomes[3].score is None and outcomes[5].score is None
@@ -105,11 +105,11 @@ def test_invalid_solutions_are_not_queried(tiny):
     sols = ["a = 1\n", InvalidSolution("no fenced ```python block in the answer", "blah"), "", "b = 2\n"]
     outcomes = wm.predict([TASK] * 4, sols)
     assert backend.calls == [(2, 1, True)]
-    assert [o.status for o in outcomes] == ["ok", "invalid_output", "invalid_output", "ok"]
+    assert [o.status for o in outcomes] == ["ok", "invalid_solution", "invalid_solution", "ok"]
     assert outcomes[1].info["reason"].startswith("no fenced")
     assert wm.stats["invalid_solutions"] == 2
     # nothing to query: no backend call at all
-    assert [o.status for o in wm.predict([TASK], [InvalidSolution("empty")])] == ["invalid_output"]
+    assert [o.status for o in wm.predict([TASK], [InvalidSolution("empty")])] == ["invalid_solution"]
     assert len(backend.calls) == 1
 
 
@@ -135,33 +135,26 @@ def test_prompt_holds_task_and_script_and_long_scripts_are_cut(tiny):
         wm.predict([TASK], ["a\n", "b\n"])
 
 
-def test_exactly_one_model_source(tiny):
-    with pytest.raises(ValueError, match="exactly one"):
+def test_one_engine_source(tiny):
+    with pytest.raises(ValueError, match="needs an engine"):
         LLMWorldModel()
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ValueError, match="not both"):
         LLMWorldModel(model=tiny, share_policy=True)
 
 
 def test_sharing_the_policy_engine(tiny):
     policy = LLMCodeAgent(model=tiny, device="cpu", max_new_tokens=8)
-    wm = LLMWorldModel(policy=policy, max_new_tokens=6)
+    wm = LLMWorldModel(policy=policy, share_policy=True, max_new_tokens=6)
     assert wm.backend is policy.backend and wm.tokenizer is policy.tokenizer
     outcomes = wm.predict([TASK] * 3, ["a = 1\n", "b = 2\n", "c = 3\n"])
     assert len(outcomes) == 3
-    # share_policy resolves the latest agent lazily, at the first predict
-    lazy = LLMWorldModel(share_policy=True, max_new_tokens=6)
-    assert lazy.backend is None
-    again = lazy.predict([TASK] * 3, ["a = 1\n", "b = 2\n", "c = 3\n"])
-    assert lazy.backend is policy.backend
-    assert [o.info["raw_answer"] for o in again] == [o.info["raw_answer"] for o in outcomes]
-    lazy.close()
+    # a world model with its own model ignores the policy the engine passes
+    own = LLMWorldModel(model=tiny, policy=policy, device="cpu", max_new_tokens=6)
+    assert own.backend is not policy.backend
+    wm.close()
     assert policy.backend is not None  # closing a sharing world model leaves the policy's engine alone
 
 
-def test_share_policy_without_a_policy_names_the_fix(monkeypatch):
-    import wmrl_autoresearch.llm.policy as policy_module
-
-    monkeypatch.setattr(policy_module, "_LATEST", None)
-    wm = LLMWorldModel(share_policy=True)
-    with pytest.raises(RuntimeError, match="no llm-code-agent policy"):
-        wm.predict([TASK], ["a = 1\n"])
+def test_sharing_a_policy_that_is_not_a_language_model_names_the_fix():
+    with pytest.raises(TypeError, match="pass an LLMCodeAgent"):
+        LLMWorldModel(policy=object(), share_policy=True)

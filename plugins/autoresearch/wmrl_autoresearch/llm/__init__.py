@@ -6,7 +6,7 @@ Importing this package is cheap (no transformers, no vLLM); the heavy modules
 
 Solutions: the code agent emits a ``str`` (a Python script) or an
 :class:`~wmrl_autoresearch.llm.solution.InvalidSolution` marker, which environments report
-as ``Outcome(status="invalid_output")`` without running anything.
+as ``Outcome(status="invalid_solution")`` without running anything.
 """
 
 from wmrl_autoresearch.llm.solution import INVALID_STATUS, InvalidSolution, is_invalid_solution

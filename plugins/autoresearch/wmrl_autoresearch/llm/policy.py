@@ -29,7 +29,6 @@ otherwise a frozen copy loaded lazily from ``model`` on the first call.
 from __future__ import annotations
 
 import warnings
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -53,15 +52,7 @@ from wmrl_autoresearch.llm.parsing import extract_script
 from wmrl_autoresearch.llm.sampling import SamplingConfig
 from wmrl_autoresearch.llm.solution import InvalidSolution
 
-__all__ = ["LLMCodeAgent", "LLMRolloutData", "latest_policy"]
-
-_LATEST: "weakref.ref[LLMCodeAgent] | None" = None
-
-
-def latest_policy() -> "LLMCodeAgent | None":
-    """The most recently created code agent in this process (for world-model sharing)."""
-    return _LATEST() if _LATEST is not None else None
-
+__all__ = ["LLMCodeAgent", "LLMRolloutData"]
 
 @dataclass
 class LLMRolloutData:
@@ -160,11 +151,10 @@ class LLMCodeAgent(torch.nn.Module):
         seed: int = 0,
     ):
         super().__init__()
-        global _LATEST
         self.backend_name = check_backend(backend)
         self.model_name = model
         self.prompt_template = P.check_template(
-            prompt_template, allowed=P._POLICY_FIELDS, required={"description"}, what="policy prompt"
+            prompt_template, allowed=P.POLICY_FIELDS, required={"description"}, what="policy prompt"
         )
         self.system_prompt = system_prompt or None
         self.use_chat_template = use_chat_template
@@ -235,7 +225,6 @@ class LLMCodeAgent(torch.nn.Module):
                 "(eval mode) even before an update; set the config's dropout fields to 0 (and lora_dropout: 0)",
                 stacklevel=2,
             )
-        _LATEST = weakref.ref(self)
 
     # ------------------------------------------------------------------ prompts
 

@@ -13,7 +13,7 @@ solution, and it is one of two types:
 :class:`InvalidSolution`
     The answer could not be turned into a script: no fenced block, a block left open
     (generation hit ``max_new_tokens``), an empty block, or a syntax error. The environment
-    must not run it and reports ``Outcome(status="invalid_output", score=None,
+    must not run it and reports ``Outcome(status="invalid_solution", score=None,
     info={"reason": solution.reason})``; the LLM world model predicts the same outcome
     without querying its model.
 
@@ -30,7 +30,7 @@ from typing import Any
 
 __all__ = ["InvalidSolution", "is_invalid_solution", "INVALID_STATUS"]
 
-INVALID_STATUS = "invalid_output"
+INVALID_STATUS = "invalid_solution"
 """The ``Outcome.status`` an environment reports for an :class:`InvalidSolution`."""
 
 

@@ -11,9 +11,9 @@ answer                                      ``Outcome``
 ==========================================  ===============================================
 ``status: crash`` / ``timeout`` / ``oom``   ``Outcome("crashed" | "timeout" | "oom", None)``
 a readable number (``score: 0.87``, ``87%``) ``Outcome("ok", 0.87)``
-no readable number                          ``Outcome("invalid_output", None)``, with
-                                            ``info["parse_failed"] = True``
-an :class:`InvalidSolution` (not queried)   ``Outcome("invalid_output", None)``, as the
+no readable number                          ``Outcome("no_prediction", None)`` (no reward:
+                                            dropped, not penalised), ``info["parse_failed"] = True``
+an :class:`InvalidSolution` (not queried)   ``Outcome("invalid_solution", None)``, as the
                                             real environment reports it
 ==========================================  ===============================================
 
@@ -23,9 +23,10 @@ running totals. ``info["reason"]`` tells a parse failure
 (``"world_model_answer_unparseable"``) from an invalid solution.
 
 Engines: its own model (``model=...``, backend ``transformers`` or ``vllm``), or the code
-agent's (``policy=<LLMCodeAgent>`` or ``share_policy: true``, which takes the agent created
-last in this process): the same weights and the same engine answer with another prompt,
-so no second model is loaded and, under vLLM, scoring shares the generation engine.
+agent's (``share_policy: true``): the engine passes the run's policy to the factory
+(``policy=``, see ``wmrl_core.components``), and the same weights and the same engine answer
+with another prompt, so no second model is loaded and, under vLLM, scoring shares the
+generation engine. Built by hand: ``LLMWorldModel(policy=agent, share_policy=True)``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from wmrl_autoresearch.llm.solution import INVALID_STATUS, is_invalid_solution
 __all__ = ["LLMWorldModel"]
 
 UNPARSEABLE = "world_model_answer_unparseable"
+NO_PREDICTION = "no_prediction"
 
 
 class LLMWorldModel:
@@ -52,10 +54,11 @@ class LLMWorldModel:
 
     :param env: the environment (unused; accepted per the factory contract).
     :param model: local folder or hub id of the world model's LM; omit when sharing.
-    :param policy: an :class:`~wmrl_autoresearch.llm.policy.LLMCodeAgent` whose model and
-        engine to use.
-    :param share_policy: use the code agent created last in this process (resolved at the
-        first ``predict``, so the policy may be made after the world model).
+    :param policy: the run's policy, passed by the engine (``wmrl_core.components``); an
+        :class:`~wmrl_autoresearch.llm.policy.LLMCodeAgent` whose model and engine answer
+        when the world model has no ``model`` of its own. Ignored when ``model`` is given.
+    :param share_policy: say explicitly that the policy's engine answers (an error if
+        ``model`` is given too, or if no policy was passed).
     :param backend: ``"transformers"`` or ``"vllm"`` (own model only).
     :param prompt_template: template with ``{solution}`` (and ``{description}``,
         ``{task_id}``); see :mod:`..prompts`.
@@ -92,15 +95,19 @@ class LLMWorldModel:
         vllm: dict[str, Any] | None = None,
         seed: int = 0,
     ):
-        sources = (model is not None) + (policy is not None) + bool(share_policy)
-        if sources != 1:
+        if model is not None and share_policy:
             raise ValueError(
-                "give exactly one of `model` (the world model's own LM), `policy` (an LLMCodeAgent object) "
-                f"or `share_policy: true`; got model={model!r}, policy={'set' if policy is not None else None}, "
-                f"share_policy={share_policy}"
+                f"give either `model` (the world model's own LM, got {model!r}) or `share_policy: true` "
+                "(answer with the policy's engine), not both"
+            )
+        if model is None and policy is None:
+            raise ValueError(
+                "the LLM world model needs an engine: give `model` (its own LM), or `share_policy: true` in a "
+                "run whose policy is llm-code-agent (the engine passes the policy); by hand, pass "
+                "LLMWorldModel(policy=agent, share_policy=True)"
             )
         self.prompt_template = P.check_template(
-            prompt_template, allowed=P._WORLD_MODEL_FIELDS, required={"solution"}, what="world-model prompt"
+            prompt_template, allowed=P.WORLD_MODEL_FIELDS, required={"solution"}, what="world-model prompt"
         )
         self.system_prompt = system_prompt or None
         self.use_chat_template = use_chat_template
@@ -116,8 +123,7 @@ class LLMWorldModel:
         self.parse_options["score_keys"] = tuple(self.parse_options["score_keys"])
         self.stats = {"calls": 0, "queried": 0, "parse_failures": 0, "invalid_solutions": 0}
 
-        self._policy = policy
-        self._share_policy = bool(share_policy)
+        self._policy: Any = None
         self.tokenizer: Any = None
         self.backend: Any = None
         self.model: Any = None
@@ -145,7 +151,7 @@ class LLMWorldModel:
                 self.backend = TransformersBackend(
                     lambda: self.model, pad_id=self.tokenizer.pad_token_id, stop_ids=stop, batch_size=batch_size
                 )
-        elif policy is not None:
+        else:
             self._attach(policy)
 
     # ------------------------------------------------------------------ engine
@@ -157,19 +163,6 @@ class LLMWorldModel:
         self._policy = policy
         self.tokenizer = policy.tokenizer
         self.backend = policy.backend
-
-    def _ensure_engine(self) -> None:
-        if self.backend is not None:
-            return
-        from wmrl_autoresearch.llm.policy import latest_policy
-
-        policy = latest_policy()
-        if policy is None:
-            raise RuntimeError(
-                "share_policy: true but no llm-code-agent policy exists in this process; use policy: "
-                "llm-code-agent, or give the world model its own `model`"
-            )
-        self._attach(policy)
 
     # ------------------------------------------------------------------ prediction
 
@@ -189,7 +182,6 @@ class LLMWorldModel:
         """One predicted :class:`~wmrl_core.types.Outcome` per solution (same order)."""
         if len(tasks) != len(solutions):
             raise ValueError(f"{len(tasks)} tasks but {len(solutions)} solutions; pass one task per solution")
-        self._ensure_engine()
         self.stats["calls"] += 1
         outcomes: list[Outcome | None] = [None] * len(solutions)
         query_idx, prompts = [], []
@@ -219,7 +211,7 @@ class LLMWorldModel:
             else:
                 failures += 1
                 info.update(parse_failed=True, reason=UNPARSEABLE)
-                outcomes[i] = Outcome(INVALID_STATUS, None, info)
+                outcomes[i] = Outcome(NO_PREDICTION, None, info)
         self.stats["queried"] += len(query_idx)
         self.stats["parse_failures"] += failures
         for o in outcomes:

@@ -1,4 +1,4 @@
-"""From an :class:`~wmrl_autoresearch.execution.Execution` and its grade to a WMRL ``Outcome``.
+"""From an :class:`~wmrl_autoresearch.sandbox.result.Execution` and its grade to a WMRL ``Outcome``.
 
 Statuses, in the order they are decided:
 
@@ -9,13 +9,14 @@ oom               killed by the memory limit (or died of ``MemoryError``)
 crashed           non-zero exit status (syntax error, exception, killed ...)
 missing_output    exited 0 but wrote no ``predictions.csv``
 invalid_output    predictions too large, binary, wrong shape, NaN/inf, unparsable
+invalid_solution  not a script at all (never executed; see ``rejected_outcome``)
 ok                graded: ``score`` is the raw metric value
 ================  ==============================================================
 
 ``Outcome.info`` holds ``runtime_s``, ``startup_s``, ``warm``, ``exit_code``, ``logs``
 (stdout and stderr, each capped), ``stdout_bytes``, ``stderr_bytes``, ``logs_truncated``,
 ``resources`` (``memory_peak_bytes``, ``cpu_s`` ...), ``backend``, ``metric``,
-``higher_is_better``, ``normalized_score`` (see :mod:`wmrl_autoresearch.metrics`) and
+``higher_is_better``, ``normalized_score`` (see :mod:`wmrl_autoresearch.tasks.task_metrics`) and
 ``error`` (why the status is not ok).
 """
 
@@ -23,14 +24,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from wmrl_autoresearch.execution import Execution
-from wmrl_autoresearch.grader import grade_predictions
-from wmrl_autoresearch.metrics import normalized_score
-from wmrl_autoresearch.tasks import AutoResearchTask
+from wmrl_autoresearch.grading.grader import grade_predictions
+from wmrl_autoresearch.sandbox.result import Execution
+from wmrl_autoresearch.tasks.task import AutoResearchTask
+from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
 __all__ = ["STATUSES", "to_outcome", "rejected_outcome", "outcome_to_dict"]
 
-STATUSES = ("ok", "timeout", "oom", "crashed", "invalid_output", "missing_output", "sandbox_error")
+STATUSES = ("ok", "timeout", "oom", "crashed", "invalid_output", "missing_output", "invalid_solution", "sandbox_error")
+"""The statuses this plugin returns, all from ``wmrl_core.contracts.STATUSES``."""
 
 
 def _status(task: AutoResearchTask, ex: Execution) -> tuple[str, float | None, str | None]:
@@ -80,10 +82,10 @@ def to_outcome(task: AutoResearchTask, ex: Execution):
 
 
 def rejected_outcome(task: AutoResearchTask, reason: str):
-    """``invalid_output`` for a solution that is not a script at all (never executed)."""
+    """``invalid_solution`` for a solution that is not a script at all (never executed)."""
     from wmrl_core.types import Outcome
 
-    return Outcome(status="invalid_output", score=None,
+    return Outcome(status="invalid_solution", score=None,
                    info={"runtime_s": 0.0, "metric": task.metric, "error": reason,
                          "higher_is_better": task.metric_spec.higher_is_better})
 

@@ -3,14 +3,14 @@
 ``reward = normalized_score(metric, outcome.score)`` for an ok outcome: accuracy, balanced
 accuracy and macro-F1 as they are; R^2 clipped to ``[-1, 1]``; RMSE and MAE as
 ``1 - error / constant-prediction error`` clipped to ``[-1, 1]`` (see
-:mod:`wmrl_autoresearch.metrics`). Higher is always better and every task shares the scale
+:mod:`wmrl_autoresearch.tasks.task_metrics`). Higher is always better and every task shares the scale
 (1 = perfect, 0 = no better than a constant for the error metrics).
 
 Failures (timeout, oom, crashed, invalid_output, missing_output, or an ok outcome whose score
 is missing/NaN/inf) get ``penalty`` (default ``-1.0``, the worst normalized score), or the
-status's entry in ``penalties``. ``sandbox_error`` is the infrastructure's fault, not the
-solution's: it returns ``None`` (the engine drops such rollouts) unless ``penalties``
-names it. The result is always a finite float or ``None``: NaN and infinities never reach
+status's entry in ``penalties``. Statuses that are not the solution's fault
+(``sandbox_error``, ``no_prediction``: ``wmrl_core.contracts.STATUSES``) return ``None``
+(the engine drops such rollouts); ``penalties`` cannot name them. The result is always a finite float or ``None``: NaN and infinities never reach
 training.
 
 Works on real outcomes and on world-model predictions alike: only ``status`` and ``score``
@@ -22,10 +22,11 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from wmrl_core.contracts import STATUSES, check_status, is_rewarded
 from wmrl_core.types import Outcome, as_outcome
 
-from wmrl_autoresearch.metrics import normalized_score
-from wmrl_autoresearch.tasks import AutoResearchTask
+from wmrl_autoresearch.tasks.task import AutoResearchTask
+from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
 __all__ = ["AutoResearchScoreReward", "make_reward_extractor", "REWARD_EXTRACTOR_NAME"]
 
@@ -41,7 +42,14 @@ class AutoResearchScoreReward:
 
     def __init__(self, penalty: float = -1.0, penalties: Mapping[str, float] | None = None):
         self.penalty = self._finite("penalty", penalty)
-        self.penalties = {str(k): self._finite(f"penalties[{k!r}]", v) for k, v in (penalties or {}).items()}
+        self.penalties = {check_status(str(k)): self._finite(f"penalties[{k!r}]", v) for k, v in (penalties or {}).items()}
+        unrewarded = sorted(k for k in self.penalties if not is_rewarded(k))
+        if unrewarded:
+            raise ValueError(
+                f"penalties for {unrewarded}: these statuses are not the solution's fault ("
+                + "; ".join(STATUSES[k].meaning for k in unrewarded)
+                + ") and give no reward; remove them from `penalties`"
+            )
 
     @staticmethod
     def _finite(name: str, value: Any) -> float:
@@ -51,11 +59,9 @@ class AutoResearchScoreReward:
         return value
 
     def _failure(self, status: str) -> float | None:
-        if status in self.penalties:
-            return self.penalties[status]
-        if status == "sandbox_error":
+        if not is_rewarded(status):
             return None
-        return self.penalty
+        return self.penalties.get(status, self.penalty)
 
     def __call__(self, task: Any, outcome: Outcome | float | None) -> float | None:
         outcome = as_outcome(outcome)
