@@ -165,6 +165,7 @@ def test_ar_sigkilled_training_is_swept_at_the_next_start_and_resumes_to_the_sam
 
     resumed = subprocess.run(_train_args(part, "resume=true"), capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # (their lifetime is the 600 s limit + 60 s, so only a sweep removes them this soon: the resumed
+    # run's, which names them on stderr, or that of another pool starting on a shared engine meanwhile)
     assert not _owned_by(docker_client, child.pid), "the next start did not sweep the killed run's containers"
-    assert all(name in resumed.stderr for name in orphans), resumed.stderr[-2000:]  # the sweep names them
     assert _comparable(part) == _comparable(full)
