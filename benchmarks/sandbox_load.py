@@ -35,7 +35,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
-
 from wmrl_autoresearch.grading.outcomes import to_outcome
 from wmrl_autoresearch.sandbox.docker_client import docker_client
 from wmrl_autoresearch.sandbox.limits import SandboxLimits

@@ -53,8 +53,8 @@ def save_checkpoint(directory: Path, step: int, state: dict[str, Any]) -> Path:
 
 def _candidates(directory: Path) -> list[Path]:
     """``last.pt``, then the step files from the newest step down."""
-    steps = sorted((p for p in directory.glob("step_*.pt") if _STEP_FILE.fullmatch(p.name)),
-                   key=lambda p: int(_STEP_FILE.fullmatch(p.name).group(1)), reverse=True)
+    numbered = [(int(m.group(1)), p) for p in directory.glob("step_*.pt") if (m := _STEP_FILE.fullmatch(p.name))]
+    steps = [p for _, p in sorted(numbered, reverse=True)]
     last = directory / "last.pt"
     return ([last] if last.exists() else []) + steps
 

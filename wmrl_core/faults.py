@@ -24,8 +24,9 @@ import math
 import os
 import shutil
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 

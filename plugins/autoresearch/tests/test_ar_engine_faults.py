@@ -26,13 +26,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
-from wmrl_core.testing import require
-
 from wmrl_autoresearch.environment import AutoResearchEnvironment
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 from wmrl_autoresearch.sandbox.engine_outage import EngineLostError
 from wmrl_autoresearch.sandbox.orphans import LABEL, LABEL_OWNER_PID
+
+from wmrl_core.testing import require
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCKER_PID = Path("/var/run/docker.pid")

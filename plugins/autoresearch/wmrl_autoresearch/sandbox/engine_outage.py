@@ -18,12 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Callable, Iterable
-
-from wmrl_core.errors import WMRLError
+from collections.abc import Callable, Iterable
 
 from wmrl_autoresearch.sandbox.docker_client import DockerUnavailableError
 from wmrl_autoresearch.sandbox.orphans import LABEL, LABEL_OWNER_PID, LABEL_OWNER_START, process_start_ticks
+from wmrl_core.errors import WMRLError
 
 __all__ = ["EngineLostError", "engine_answers", "wait_for_engine", "remove_own_containers", "recover_from_outage"]
 
