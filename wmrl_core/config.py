@@ -156,7 +156,11 @@ class TrainConfig:
     run_dir: str = "runs/default"
     """Where config.yaml, metrics.jsonl, summary.json, checkpoints/ and tensorboard/ go."""
     resume: bool = False
-    """Continue from ``run_dir/checkpoints/last.pt``."""
+    """Continue from the newest readable checkpoint in ``run_dir/checkpoints`` (``last.pt``, else
+    the newest ``step_*.pt``)."""
+    world_model_timeout_s: Optional[float] = None
+    """Seconds one world-model ``predict`` call may take; past it the call is abandoned and its
+    rewards dropped (counted in ``faults/world_model_timeouts``). ``None`` waits forever."""
     environment: ComponentConfig = field(default_factory=ComponentConfig)
     policy: ComponentConfig = field(default_factory=ComponentConfig)
     world_model: Optional[ComponentConfig] = None
@@ -187,6 +191,8 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"grpo.loss_aggregation={cfg.grpo.loss_aggregation!r}; use token_mean or sequence_mean")
     if not 0.0 <= cfg.anchors.fraction <= 1.0:
         raise ConfigError(f"anchors.fraction={cfg.anchors.fraction} must be in [0, 1]")
+    if cfg.world_model_timeout_s is not None and not cfg.world_model_timeout_s > 0:
+        raise ConfigError(f"world_model_timeout_s must be > 0 seconds (or null to wait forever), got {cfg.world_model_timeout_s}")
     if cfg.denoise.method not in FUSION_METHODS:
         raise ConfigError(f"denoise.method={cfg.denoise.method!r} is unknown; use one of {', '.join(FUSION_METHODS)}")
     if cfg.denoise.lambda_window < 1:

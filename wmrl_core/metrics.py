@@ -1,11 +1,21 @@
-"""Where metrics go: ``metrics.jsonl`` (flushed every step), TensorBoard, and wandb if asked."""
+"""Where metrics go: ``metrics.jsonl`` (one line per step, in the file before the next step
+starts), TensorBoard, and wandb if asked.
+
+A line is appended with one unbuffered write; if the disk fills up mid-line the file is cut back
+to its last complete line and :class:`~wmrl_core.faults.DiskFullError` is raised. Reading
+tolerates a partial last line (a process killed mid-write) and skips it with a warning.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import warnings
 from pathlib import Path
 from typing import Any
+
+from wmrl_core.faults import atomic_write_text, disk_full_guard
 
 __all__ = ["MetricsWriter", "read_metrics"]
 
@@ -30,8 +40,8 @@ class MetricsWriter:
         self.path = Path(run_dir) / "metrics.jsonl"
         if truncate_after_step is not None and self.path.exists():
             kept = [r for r in read_metrics(self.path) if r["step"] <= truncate_after_step]
-            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        self._file = self.path.open("a", encoding="utf-8")
+            atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept), "metrics")
+        self._file = self.path.open("ab", buffering=0)
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -47,8 +57,7 @@ class MetricsWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         clean = {k: _clean(v) for k, v in record.items()}
-        self._file.write(json.dumps(clean) + "\n")
-        self._file.flush()
+        self._append((json.dumps(clean) + "\n").encode("utf-8"))
         step = int(record["step"])
         scalars = {k: v for k, v in clean.items() if isinstance(v, (int, float)) and k != "step" and v is not None}
         if self._tb is not None:
@@ -57,6 +66,18 @@ class MetricsWriter:
             self._tb.flush()
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
+
+    def _append(self, line: bytes) -> None:
+        """Append a whole line or nothing (a partial line is cut off again on error)."""
+        start = os.fstat(self._file.fileno()).st_size
+        with disk_full_guard(self.path, "metrics"):
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[self._file.write(view):]
+            except OSError:
+                os.ftruncate(self._file.fileno(), start)  # needs no free space
+                raise
 
     def close(self) -> None:
         self._file.close()
@@ -67,7 +88,25 @@ class MetricsWriter:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The records of ``metrics.jsonl`` (or of the run directory holding it).
+
+    A partial last line (the writer was killed mid-line) is skipped with a warning; a corrupt
+    line elsewhere raises ``ValueError`` naming its line number.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    records = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if i == len(lines):  # no newline after it: the write was cut short
+                warnings.warn(f"{path}: skipped a partial last line ({len(line)} characters, {exc.msg})",
+                              RuntimeWarning, stacklevel=2)
+                continue
+            raise ValueError(f"{path}, line {i}: not a JSON record ({exc.msg}); the file is corrupt") from None
+    return records

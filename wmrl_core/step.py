@@ -22,6 +22,7 @@ import torch
 from wmrl_core.anchors import AnchorSampler
 from wmrl_core.config import TrainConfig
 from wmrl_core.debias import IsotonicDebiaser
+from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import InverseVarianceFuser, cross_fitted_calibration
 from wmrl_core.grpo import LossAggregation, entropy_bonus, group_advantages, grpo_loss, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
@@ -42,6 +43,8 @@ class TrainState:
     :param ledger: compute charged per stage, in seconds.
     :param anchor_sampler: which groups are executed for real (seeded per step, stateless).
     :param task_rng: draws the step's tasks.
+    :param faults: counts the world-model and reward-extractor faults of a step (dropped, never 0)
+        and bounds a world model's call by ``world_model_timeout_s``.
     :param reference: frozen copy of the initial policy for the KL term, when the policy has no
         ``reference_log_probs`` of its own; else ``None``.
     """
@@ -53,6 +56,7 @@ class TrainState:
     ledger: ComputeLedger
     anchor_sampler: AnchorSampler
     task_rng: np.random.Generator
+    faults: StepFaults
     reference: Any = None
 
     @classmethod
@@ -70,8 +74,9 @@ class TrainState:
         rectified = RectifiedFuser(window=cfg.denoise.lambda_window)
         ledger = ComputeLedger()
         task_rng = np.random.default_rng([cfg.seed, 0x7A5])
+        faults = StepFaults(world_model_timeout_s=cfg.world_model_timeout_s)
         return cls(optimizer=optimizer, debiaser=debiaser, fuser=fuser, rectified=rectified, ledger=ledger,
-                   anchor_sampler=anchor_sampler, task_rng=task_rng, reference=reference)
+                   anchor_sampler=anchor_sampler, task_rng=task_rng, faults=faults, reference=reference)
 
 
 @dataclass

@@ -27,10 +27,12 @@ import numpy as np
 import torch
 
 from wmrl_core import checkers
-from wmrl_core.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from wmrl_core.checkpoint import has_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
+from wmrl_core.contracts import is_rewarded
 from wmrl_core.errors import ConfigError
+from wmrl_core.faults import atomic_write_text, raise_if_disk_full
 from wmrl_core.ledger import measured_cost_s
 from wmrl_core.metrics import MetricsWriter, read_metrics
 from wmrl_core.plots import plot_run
@@ -43,10 +45,12 @@ __all__ = ["train", "score_step", "extract_rewards", "evaluate"]
 
 
 def extract_rewards(reward_fn: Any, tasks: Sequence[Task], outcomes: Sequence[Outcome | float]) -> np.ndarray:
-    """Rewards as float64; ``None`` and non-finite values become NaN (never 0)."""
+    """Rewards as float64; statuses that give no reward (``wmrl_core.contracts.STATUSES``),
+    ``None`` and non-finite values become NaN (never 0)."""
     values = []
     for task, outcome in zip(tasks, outcomes, strict=True):
-        r = reward_fn(task, as_outcome(outcome))
+        outcome = as_outcome(outcome)
+        r = reward_fn(task, outcome) if is_rewarded(outcome.status) else None
         values.append(float(r) if r is not None and math.isfinite(r) else math.nan)
     return np.asarray(values, dtype=np.float64)
 
@@ -99,10 +103,10 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
     wm_rewards = np.full(n, np.nan)
     if c.world_model is not None:
         with ledger.measure("world_model", n_items=n, cost=getattr(c.world_model, "cost", None)):
-            predictions = c.world_model.predict(rollouts.tasks, rollouts.solutions)
+            predictions = state.faults.predict(c.world_model, rollouts.tasks, rollouts.solutions)
         if len(predictions) != n:
             raise checkers.ContractError(f"world model returned {len(predictions)} predictions for {n} solutions")
-        wm_rewards = extract_rewards(c.reward, rollouts.tasks, predictions)
+        wm_rewards = state.faults.rewards(c.reward, rollouts.tasks, predictions)
 
     # 4. real execution of the anchor groups
     real_rewards = np.full(n, np.nan)
@@ -111,7 +115,7 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
         with ledger.measure("execution", n_items=anchor_idx.size, cost=getattr(c.environment, "cost", None)) as call:
             outcomes = c.environment.execute(anchor_tasks, [rollouts.solutions[i] for i in anchor_idx])
             call.measured_s = measured_cost_s(outcomes)  # e.g. sandbox CPU seconds, independent of machine load
-        real_rewards[anchor_idx] = extract_rewards(c.reward, anchor_tasks, outcomes)
+        real_rewards[anchor_idx] = state.faults.rewards(c.reward, anchor_tasks, outcomes)
     return ScoredStep(rollouts=rollouts, anchor_groups=anchor_groups, wm_rewards=wm_rewards, real_rewards=real_rewards)
 
 
@@ -135,7 +139,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     eval_tasks = _eval_tasks(c, cfg.eval.split)
 
     start_step = 0
-    if cfg.resume and (run_dir / "checkpoints" / "last.pt").exists():
+    if cfg.resume and has_checkpoint(run_dir / "checkpoints"):
         saved = load_checkpoint(run_dir / "checkpoints")
         start_step = saved["step"]
         c.policy.load_state_dict(saved["policy"])
@@ -151,7 +155,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         if state.reference is not None:
             state.reference.load_state_dict(saved["reference"])
         set_rng_state(saved["rng"])
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    atomic_write_text(run_dir / "config.yaml", to_yaml(cfg), "config")
     writer = MetricsWriter(run_dir, tensorboard=cfg.logging.tensorboard, wandb_project=cfg.logging.wandb_project,
                            config=json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
                            truncate_after_step=start_step if cfg.resume else None)
@@ -200,7 +204,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                     f.write(json.dumps(update.anchor_pairs) + "\n")
 
             # 10. evaluation, metrics, checkpoint
-            record = update.record
+            record = {**update.record, **state.faults.metrics()}
             if should_eval(step):
                 record.update(evaluate(c, eval_tasks, cfg.eval.samples_per_task, seed=cfg.seed * 100003 + step))
             writer.write(record)
@@ -208,6 +212,9 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             if (cfg.checkpoint.every and step % cfg.checkpoint.every == 0) or step == cfg.steps:
                 checkpoint(step)
             progress.update(step, record)
+    except OSError as exc:  # a full disk: name the directory and the fix, not just ENOSPC
+        raise_if_disk_full(exc, run_dir)
+        raise
     finally:
         progress.close()
         writer.close()
@@ -221,5 +228,5 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                "components": {"environment": cfg.environment.name, "policy": cfg.policy.name,
                               "world_model": cfg.world_model.name if cfg.world_model else None, "reward": c.reward_name},
                "wall_s_this_invocation": time.perf_counter() - started, "final": last}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, default=float), "summary")
     return summary

@@ -90,6 +90,8 @@ class AutoResearchEnvironment:
         without an override each task's own ``time_limit_s``, ``memory_mb`` and ``cpus`` apply.
     :param cost: optional declared ``CostModel``; without one the engine charges each run's measured CPU
         seconds (``Outcome.info["cost_s"]``).
+    :param engine_wait_s: how long a step waits for a Docker engine that stopped answering before
+        the run stops with :class:`~wmrl_autoresearch.sandbox.engine_outage.EngineLostError`, seconds.
     """
 
     def __init__(
@@ -104,6 +106,7 @@ class AutoResearchEnvironment:
         limits: dict[str, Any] | None = None,
         cost: Any = None,
         workdir: str | None = None,
+        engine_wait_s: float = 300.0,
     ):
         from wmrl_autoresearch.sandbox.pool import BACKENDS
 
@@ -121,6 +124,7 @@ class AutoResearchEnvironment:
         self.limit_overrides = dict(limits or {})
         self.cost = cost
         self.workdir = workdir
+        self.engine_wait_s = float(engine_wait_s)
         self._tasks = collect_tasks(task_sets, task_files)
         self._pool = None
 
@@ -155,7 +159,7 @@ class AutoResearchEnvironment:
             default_limits = self.limits_for(first) if first is not None else SandboxLimits()
             self._pool = SandboxPool(self.sandbox, limits=default_limits, max_parallel=self.max_parallel,
                                      warm=self.warm, image=self.image or SANDBOX_IMAGE, gpus=self.gpus,
-                                     workdir=self.workdir)
+                                     workdir=self.workdir, engine_wait_s=self.engine_wait_s)
         return self._pool
 
     def execute(self, tasks: Sequence, solutions: Sequence) -> list:

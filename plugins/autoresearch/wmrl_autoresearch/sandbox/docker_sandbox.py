@@ -205,6 +205,8 @@ class DockerSandbox:
             except docker.errors.APIError as exc:
                 if "already in progress" not in str(exc):
                     log.warning("could not remove sandbox container %s: %s", self.name, exc)
+            except Exception as exc:  # engine unreachable: the pool removes it once the engine is back
+                log.warning("could not remove sandbox container %s (engine unreachable): %s", self.name, exc)
         self.slot.remove()
 
     # ---------------------------------------------------------------- one run

@@ -89,6 +89,8 @@ class SandboxPool:
     :param workdir: host directory for task files and slots (see :mod:`wmrl_autoresearch.sandbox.workspace`).
     :param handle_sigterm: turn SIGTERM into ``SystemExit`` so that cleanup runs (main thread only,
         only when SIGTERM still has its default handler).
+    :param engine_wait_s: how long :meth:`run_many` waits for a Docker engine that stopped answering
+        before it raises :class:`~wmrl_autoresearch.sandbox.engine_outage.EngineLostError`, seconds.
     """
 
     def __init__(
@@ -106,6 +108,7 @@ class SandboxPool:
         warm_lifetime_s: float = 1800.0,
         workdir: str | os.PathLike | None = None,
         handle_sigterm: bool = True,
+        engine_wait_s: float = 300.0,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown sandbox backend {backend!r}; use one of {BACKENDS}")
@@ -116,6 +119,7 @@ class SandboxPool:
         self.preimport = bool(preimport)
         self._warm_preimports = self.preimport and self.limits.memory_mb >= PREIMPORT_MIN_MEMORY_MB
         self.warm_lifetime_s = float(warm_lifetime_s)
+        self.engine_wait_s = float(engine_wait_s)
         self.client = None
         if backend == "docker":
             from wmrl_autoresearch.sandbox.docker_client import docker_client
@@ -311,16 +315,45 @@ class SandboxPool:
         """Run all requests, ``max_parallel`` at a time; executions in request order.
 
         On an interrupt (``KeyboardInterrupt``, ``SystemExit``) every live sandbox is removed
-        before the exception propagates.
+        before the exception propagates. A Docker engine that stops answering is waited for
+        before and after the batch (see :mod:`~wmrl_autoresearch.sandbox.engine_outage`).
         """
+        self._check_engine(after_errors=False)
         futures = [self._executor.submit(self.run, r) for r in requests]
         try:
-            return [f.result() for f in futures]
+            executions = [f.result() for f in futures]
         except BaseException:
             for f in futures:
                 f.cancel()
             self.close()
             raise
+        self._check_engine(after_errors=any(ex.sandbox_error for ex in executions))
+        return executions
+
+    def _check_engine(self, after_errors: bool) -> None:
+        """Wait (bounded) for an engine that does not answer; after an outage or sandbox errors,
+        remove the containers that died with it. Docker backend only."""
+        if self.client is None:
+            return
+        from wmrl_autoresearch.sandbox.engine_outage import engine_answers, recover_from_outage
+
+        if engine_answers(self.client) and not after_errors:
+            return
+        while True:  # warm containers do not survive an outage
+            try:
+                sandbox = self._warm.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                self._discard(sandbox)
+            except Exception as exc:
+                log.warning("could not remove sandbox %s: %s", sandbox.name, exc)
+
+        def running() -> set[str]:
+            with self._live_lock:
+                return {s.name for s in self._live}
+
+        recover_from_outage(self.client, self.engine_wait_s, keep=running)
 
     def wait_reaped(self, timeout_s: float = 30.0) -> bool:
         """Block until every used sandbox has been removed; False on timeout."""
