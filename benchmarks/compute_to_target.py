@@ -38,6 +38,7 @@ SUITES = {
         "metric": "eval/true_reward", "label": "final true reward",
         "arms": {"real": ["mode=real", "steps=60"], "world_model": ["mode=world_model", "steps=120"],
                  "wmrl": ["mode=wmrl", "steps=120"],
+                 "wmrl_inverse_variance": ["mode=wmrl", "steps=120", "denoise.method=inverse_variance"],
                  "wmrl_no_debias": ["mode=wmrl", "steps=120", "debias.enabled=false"],
                  "wmrl_no_denoise": ["mode=wmrl", "steps=120", "denoise.enabled=false"]},
         "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=2"],

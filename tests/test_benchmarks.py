@@ -14,7 +14,7 @@ def test_synthetic_quick_benchmark_writes_table_json_and_plots(tmp_path):
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert set(summary["arms"]) == {"real", "world_model", "wmrl", "wmrl_no_debias", "wmrl_no_denoise"}
+    assert set(summary["arms"]) == {"real", "world_model", "wmrl", "wmrl_inverse_variance", "wmrl_no_debias", "wmrl_no_denoise"}
     assert summary["arms"]["world_model"]["final_mean"] < summary["target"]
     for name in ("table.md", "reward_vs_compute.png", "calibration.png"):
         assert (tmp_path / name).stat().st_size > 0, name

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from wmrl_core.debias import IsotonicDebiaser
+from wmrl_core.debias import IsotonicDebiaser, smoothed_isotonic
 
 
 def test_identity_before_first_anchor():
@@ -65,3 +65,34 @@ def test_bad_input_raises():
         IsotonicDebiaser(window=1)
     with pytest.raises(ValueError, match="equal length"):
         IsotonicDebiaser().update(np.array([1.0]), np.array([1.0, 2.0]), np.array([0]))
+
+
+def test_smoothed_isotonic_hand_computed():
+    # blocks: level 0 at x in {0, 1} (centre 0.5), level 1 at x in {2, 4} (centre 3); no tilt
+    x_fit = np.array([0.0, 1.0, 2.0, 4.0])
+    levels = np.array([0.0, 0.0, 1.0, 1.0])
+    out = smoothed_isotonic(x_fit, levels, np.array([0.5, 1.75, 3.0, 10.0]), slope=0.0, y_scale=1.0)
+    np.testing.assert_allclose(out, [0.0, 0.5, 1.0, 1.0])
+    # tilt: delta = 0.1 * 2 / sd(x_fit); sd = sqrt(2.1875), mean = 1.75
+    delta = 0.1 * 2.0 / np.sqrt(2.1875)
+    tilted = smoothed_isotonic(x_fit, levels, np.array([10.0]), slope=0.1, y_scale=2.0)
+    np.testing.assert_allclose(tilted, [1.0 + delta * (10.0 - 1.75)])
+
+
+def test_smoothed_calibrator_never_ties_what_the_world_model_ranks_apart():
+    rng = np.random.default_rng(4)
+    real = rng.uniform(0, 1, 16)  # few pairs: isotonic pools them into few blocks
+    wm = np.exp(3 * (real - 1)) + rng.normal(0, 0.1, 16)
+    step, smooth = IsotonicDebiaser(), IsotonicDebiaser(calibrator="smoothed")
+    for d in (step, smooth):
+        d.update(wm, real, np.arange(16))
+    grid = np.sort(np.concatenate([rng.uniform(wm.min() - 0.5, wm.max() + 0.5, 200), wm]))
+    assert np.sum(np.diff(step.transform(grid)) == 0) > 50
+    assert np.all(np.diff(smooth.transform(grid)) > 0)
+    # and stays close to the isotonic fit where there is data
+    assert np.max(np.abs(smooth.transform(wm) - step.transform(wm))) < 0.5
+    e = IsotonicDebiaser()
+    e.load_state_dict(smooth.state_dict())
+    np.testing.assert_allclose(e.transform(grid), smooth.transform(grid))
+    with pytest.raises(ValueError, match="calibrator"):
+        IsotonicDebiaser(calibrator="spline")

@@ -55,11 +55,26 @@ def test_rho2_zero_without_spread_or_pairs():
 
 
 def test_rho2_hand_computed():
-    real = np.array([0.0, 2.0, 1.0, 3.0])
-    cal = np.array([0.5, 1.5, 1.0, 3.0])
-    groups = np.array([0, 0, 1, 1])
-    # centered real: -1, 1, -1, 1 -> SST 4; centered cal: -0.5, 0.5, -1, 1 -> SSE 0.5
-    assert explained_within_group_variance(real, cal, groups) == pytest.approx(1 - 0.5 / 4)
+    real = np.array([0.0, 1.0, 2.0, 1.0, 2.0, 3.0])
+    cal = np.array([0.0, 2.0, 1.0, 10.0, 20.0, 30.0])
+    groups = np.array([0, 0, 0, 1, 1, 1])
+    # z-scores: group 0 real (-a, 0, a), cal (-a, a, 0), a = sqrt(1.5): sum z_r z_c = 1.5;
+    # group 1 identical z: 3. Sum z^2 = 6 per stream -> corr 4.5 / 6 = 0.75
+    assert explained_within_group_variance(real, cal, groups) == pytest.approx(0.75**2)
+
+
+def test_rho2_is_scale_free_and_ignores_backward_rankings():
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(30), 8)
+    real = rng.uniform(0, 1, groups.size)
+    raw = np.exp(3 * (real - 1)) * 0.01  # monotone, on another scale: no fitted slope would read 0
+    assert explained_within_group_variance(real, raw, groups) > 0.9
+    scaled = raw * (1 + groups)  # a different scale in every group
+    assert explained_within_group_variance(real, scaled, groups) == pytest.approx(
+        explained_within_group_variance(real, raw, groups))
+    assert explained_within_group_variance(real, -raw, groups) == 0.0
+    tied = np.where(groups % 2 == 0, 0.5, raw)  # half the groups tied: they explain nothing
+    assert explained_within_group_variance(real, tied, groups) < 0.6
 
 
 def test_cross_fitting_uses_other_folds_only():

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from wmrl_core.synthetic.bandit import BanditTruth, SyntheticBanditEnvironment
 from wmrl_core.synthetic.world_model import SyntheticWorldModel
@@ -34,3 +35,35 @@ def test_real_execution_is_noisy_truth_with_declared_cost():
     assert 0.08 < scores.std() < 0.12
     assert env.cost.cost(4) == 10.0
     assert BanditTruth().optimum == 0.9
+
+
+def test_expected_prediction_matches_the_code():
+    env = SyntheticBanditEnvironment(num_tasks=2)
+    task = env.tasks()[0]
+    for quality in ("miscalibrated", "confident_decoy", "independent", "perfect"):
+        wm = SyntheticWorldModel(env, quality=quality, seed=1)
+        for arm in (env.truth.best[0], env.truth.decoy[0], 0):
+            mc = np.mean(wm.predict([task] * 20000, [int(arm)] * 20000))
+            assert mc == pytest.approx(wm.expected_prediction(0, int(arm)), rel=0.02, abs=0.002), (quality, arm)
+
+
+def test_confident_decoy_ranks_the_decoy_just_above_the_best_arm_with_little_spread():
+    env = SyntheticBanditEnvironment()
+    wm = SyntheticWorldModel(env, quality="confident_decoy")
+    for t, task in enumerate(env.tasks()):
+        best, decoy = int(env.truth.best[t]), int(env.truth.decoy[t])
+        w_best = np.array(wm.predict([task] * 500, [best] * 500))
+        w_decoy = np.array(wm.predict([task] * 500, [decoy] * 500))
+        assert 0 < w_decoy.mean() - w_best.mean() < 0.1
+        assert w_decoy.std() < 0.03
+        means = [wm.expected_prediction(t, a) for a in range(env.truth.num_arms)]
+        assert np.argmax(means) == decoy and np.argsort(means)[-2] == best
+
+
+def test_each_truth_seed_draws_its_own_bandit():
+    a, b = BanditTruth(seed=0), BanditTruth(seed=1)
+    assert not np.allclose(a.mu, b.mu)
+    assert a.optimum == b.optimum == 0.9
+    for truth in (a, b):
+        np.testing.assert_allclose(truth.mu[np.arange(truth.num_tasks), truth.best], 0.9)
+        np.testing.assert_allclose(truth.mu[np.arange(truth.num_tasks), truth.decoy], 0.6)

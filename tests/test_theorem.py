@@ -3,8 +3,13 @@
 import numpy as np
 import pytest
 
-from wmrl_core.experiment import SYNTHETIC_ARMS, run_arms, summarize, write_report
+from wmrl_core.experiment import SYNTHETIC_ARMS, run_arms, with_steps, write_report
 from wmrl_core.synthetic.bandit import BanditTruth
+
+pytestmark = pytest.mark.slow
+
+ARMS = ("real", "world_model", "wmrl", "wmrl_inverse_variance", "wmrl_independent_wm", "wmrl_confident_decoy",
+        "wmrl_confident_decoy_inverse_variance_smoothed")
 
 
 @pytest.fixture(scope="module")
@@ -12,8 +17,9 @@ def experiment(tmp_path_factory):
     from tests.conftest import SYNTHETIC
 
     out = tmp_path_factory.mktemp("theorem")
-    results = run_arms(SYNTHETIC, SYNTHETIC_ARMS, seeds=[0, 1], out_dir=out,
-                       overrides=["steps=50", "eval.every=2", "logging.tensorboard=false", "checkpoint.every=0"])
+    arms = with_steps({k: SYNTHETIC_ARMS[k] for k in ARMS}, steps=100, real_steps=50)
+    results = run_arms(SYNTHETIC, arms, seeds=[0, 1], out_dir=out,
+                       overrides=["eval.every=2", "logging.tensorboard=false", "checkpoint.every=0"])
     summary = write_report(results, out, title="test", optimum=BanditTruth().optimum)
     return out, results, summary
 
@@ -28,17 +34,33 @@ def test_world_model_only_plateaus_at_the_bias_floor(experiment):
 def test_wmrl_reaches_real_with_3x_less_compute(experiment):
     _, _, summary = experiment
     arms = summary["arms"]
-    assert arms["wmrl"]["final_mean"] >= arms["real"]["final_mean"] - 0.03
+    assert arms["wmrl"]["final_mean"] >= arms["real"]["final_mean"] - 0.01
     assert arms["wmrl"]["compute_to_target_s"] is not None
     assert arms["wmrl"]["speedup_vs_baseline"] >= 3.0
 
 
-def test_independent_world_model_falls_back_to_anchors(experiment):
+def test_rectified_is_at_most_a_little_slower_than_inverse_variance_with_the_miscalibrated_world_model(experiment):
+    _, _, summary = experiment
+    arms = summary["arms"]
+    # measured: about 10% more compute to the target (3 seeds, README); the floor allows seed noise on 2 seeds
+    assert arms["wmrl"]["compute_to_target_s"] <= 1.3 * arms["wmrl_inverse_variance"]["compute_to_target_s"]
+
+
+def test_independent_world_model_gets_lambda_near_zero_and_learns_from_anchors(experiment):
     _, results, summary = experiment
     arm = summary["arms"]["wmrl_independent_wm"]
-    assert arm["w_world_model_late"] < 0.1
+    assert arm["w_world_model_late"] < 0.1  # lambda-hat
     start = np.mean([c[0][1] for c in results["wmrl_independent_wm"].curves])
-    assert arm["final_mean"] > start + 0.1  # still learns, from the anchors alone
+    assert arm["final_mean"] > start + 0.1
+
+
+def test_confident_decoy_rectified_reaches_real_where_calibrated_fusion_does_not(experiment):
+    _, _, summary = experiment
+    arms = summary["arms"]
+    real = arms["real"]["final_mean"]
+    assert arms["wmrl_confident_decoy"]["final_mean"] >= real - 0.01
+    # a calibrator that does not tie the decoy with the best arm leads calibrated fusion to the decoy
+    assert arms["wmrl_confident_decoy_inverse_variance_smoothed"]["final_mean"] < real - 0.1
 
 
 def test_report_files(experiment):

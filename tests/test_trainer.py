@@ -1,6 +1,7 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
 from wmrl_core.config import load_config
@@ -31,7 +32,12 @@ def test_each_mode_writes_a_complete_run_directory(synthetic_config, tmp_path, m
         assert key in records[-1], key
     assert json.loads((run / "summary.json").read_text())["final"]["step"] == 12
     last = records[-1]
-    assert math.isclose(last["fusion/w_real"] + last["fusion/w_world_model"], 1.0)
+    if mode == "wmrl":  # rectified (the default): the real stream always has weight 1, the world model lambda
+        assert last["fusion/w_real"] == 1.0 and last["fusion/w_world_model"] == last["fusion/lambda"]
+        assert 0.0 <= last["fusion/lambda"] <= 1.0 and last["fusion/n_effective"] >= last["fusion/n_real"]
+        assert 0.0 <= last["calibration/tied_group_share"] <= 1.0
+    else:
+        assert math.isclose(last["fusion/w_real"] + last["fusion/w_world_model"], 1.0)
     executed = last["compute/execution_items"]
     if mode == "real":
         assert executed == 12 * 20 * 8 and last["compute/world_model_calls"] == 0
@@ -43,19 +49,19 @@ def test_each_mode_writes_a_complete_run_directory(synthetic_config, tmp_path, m
         assert summary["final"]["debias/n_pairs"] == executed
 
 
-def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path):
+@pytest.mark.parametrize("method", ["rectified", "inverse_variance"])
+def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, method):
     full = tmp_path / "full"
-    train(load_config(synthetic_config, [f"run_dir={full}", "steps=10", "checkpoint.every=4", "eval.every=2",
-                                         "logging.progress=false", "logging.tensorboard=false"]))
+    common = ["checkpoint.every=4", "eval.every=2", "logging.progress=false", "logging.tensorboard=false",
+              f"denoise.method={method}", "denoise.lambda_window=3"]  # the lambda window fills before the crash
+    train(load_config(synthetic_config, [f"run_dir={full}", "steps=10", *common]))
     part = tmp_path / "part"
-    train(load_config(synthetic_config, [f"run_dir={part}", "steps=6", "checkpoint.every=4", "eval.every=2",
-                                         "logging.progress=false", "logging.tensorboard=false"]))
+    train(load_config(synthetic_config, [f"run_dir={part}", "steps=6", *common]))
     # the run "crashed" after step 6; its last checkpoint is step 4 ... but the final step is
     # always checkpointed, so kill the step-6 checkpoint to resume from step 4 as after a crash
     (part / "checkpoints" / "last.pt").unlink()
     (part / "checkpoints" / "step_000004.pt").rename(part / "checkpoints" / "last.pt")
-    train(load_config(synthetic_config, [f"run_dir={part}", "steps=10", "checkpoint.every=4", "eval.every=2",
-                                         "logging.progress=false", "logging.tensorboard=false", "resume=true"]))
+    train(load_config(synthetic_config, [f"run_dir={part}", "steps=10", *common, "resume=true"]))
     a, b = read_metrics(full), read_metrics(part)
     assert [r["step"] for r in b] == list(range(11))
 
@@ -70,3 +76,41 @@ def test_wmrl_beats_world_model_only_on_the_truth(synthetic_config, tmp_path):
     ours = train(load_config(synthetic_config, [f"run_dir={tmp_path / 'ours'}", "mode=wmrl", "steps=40",
                                                 "logging.progress=false", "logging.tensorboard=false"]))
     assert ours["final"]["eval/true_reward"] > wm["final"]["eval/true_reward"] + 0.15
+
+
+def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic_config, tmp_path):
+    from wmrl_core.debias import IsotonicDebiaser
+
+    train(load_config(synthetic_config, [f"run_dir={tmp_path / 'run'}", "steps=3", "eval.every=0",
+                                         "logging.progress=false", "logging.tensorboard=false"]))
+    rows = [json.loads(line) for line in (tmp_path / "run" / "anchor_pairs.jsonl").read_text().splitlines()]
+    assert rows[0]["calibrated"] == rows[0]["world_model"]  # no earlier pairs: the identity
+    earlier = IsotonicDebiaser()
+    for previous, row in zip(rows, rows[1:]):
+        earlier.update(np.array(previous["world_model"]), np.array(previous["real"]), np.zeros(len(previous["real"])))
+        np.testing.assert_allclose(row["calibrated"], earlier.transform(np.array(row["world_model"])))
+
+
+@pytest.mark.parametrize("quality, low, high", [("independent", 0.0, 0.15), ("perfect", 0.5, 1.0)])
+def test_lambda_follows_the_world_models_usefulness(synthetic_config, tmp_path, quality, low, high):
+    train(load_config(synthetic_config, [f"run_dir={tmp_path / 'run'}", "steps=20", "eval.every=0",
+                                         f"world_model.kwargs.quality={quality}", "logging.progress=false",
+                                         "logging.tensorboard=false"]))
+    late = [r["fusion/lambda"] for r in read_metrics(tmp_path / "run")[11:]]
+    assert low <= np.mean(late) <= high
+
+
+def test_diagnostics_hand_computed():
+    from wmrl_core.trainer import _tied_group_share, _within_group_error
+
+    values = np.array([0.5, 0.5, 0.1, 0.2, 0.3, 0.3, np.nan, 1.0])
+    groups = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    rows = np.ones(8, dtype=bool)
+    # groups 0 and 2 tied, 1 not, 3 has one finite value (no comparison): 2 of 3
+    assert _tied_group_share(values, groups, rows) == pytest.approx(2 / 3)
+    assert _tied_group_share(values, groups, groups == 1) == 0.0
+    assert math.isnan(_tied_group_share(values, groups, groups == 3))
+    predicted = np.array([1.0, 3.0, 0.0, 0.0])
+    real = np.array([0.0, 1.0, 5.0, 6.0])
+    # centred differences: group 0 (-1, 1) - (-0.5, 0.5) = (-0.5, 0.5); group 1 (0, 0) - (-0.5, 0.5)
+    assert _within_group_error(predicted, real, np.array([0, 0, 1, 1])) == pytest.approx(0.5)

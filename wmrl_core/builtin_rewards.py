@@ -5,13 +5,17 @@ from __future__ import annotations
 import math
 
 from wmrl_core import hookimpl
+from wmrl_core.contracts import is_rewarded
 from wmrl_core.types import Outcome, Task
 
 __all__ = ["ScoreReward"]
 
 
 class ScoreReward:
-    """Reward = the outcome's score when it is ``ok`` and finite, else ``failure_reward``.
+    """Reward = the outcome's score when it is ``ok`` and finite; ``failure_reward`` for the
+    solution's own failures (rewarded statuses, ``wmrl_core.contracts.STATUSES``); ``None``
+    (no reward) for statuses that are not the solution's fault (``sandbox_error``,
+    ``no_prediction``), whatever ``failure_reward`` is.
 
     :param failure_reward: reward of a failed or score-less outcome; ``None`` drops the
         rollout from the update (NaN) instead of penalizing it.
@@ -23,7 +27,9 @@ class ScoreReward:
         self.failure_reward = failure_reward
 
     def __call__(self, task: Task, outcome: Outcome) -> float | None:
-        return float(outcome.score) if outcome.ok else self.failure_reward
+        if outcome.ok:
+            return float(outcome.score)
+        return self.failure_reward if is_rewarded(outcome.status) else None
 
 
 @hookimpl

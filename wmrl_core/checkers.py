@@ -11,17 +11,18 @@ from typing import Any
 
 import torch
 
+from wmrl_core.contracts import Environment, Policy, WorldModel, required_methods
 from wmrl_core.errors import ContractError
 from wmrl_core.types import CostModel, Rollouts
 
 __all__ = ["check_environment", "check_policy", "check_world_model", "check_reward_extractor", "check_rollouts"]
 
 
-def _require_methods(kind: str, obj: Any, names: tuple[str, ...]) -> None:
-    missing = [n for n in names if not callable(getattr(obj, n, None))]
+def _require_methods(kind: str, obj: Any, protocol: type) -> None:
+    missing = [n for n in required_methods(protocol) if not callable(getattr(obj, n, None))]
     if missing:
         raise ContractError(
-            f"{kind} {type(obj).__name__} lacks {', '.join(missing)}; see the {kind} interface in wmrl_core/hookspecs.py"
+            f"{kind} {type(obj).__name__} lacks {', '.join(missing)}; see wmrl_core.contracts.{protocol.__name__}"
         )
 
 
@@ -32,19 +33,19 @@ def _check_cost(kind: str, obj: Any) -> None:
 
 
 def check_environment(env: Any) -> None:
-    _require_methods("environment", env, ("tasks", "execute"))
+    _require_methods("environment", env, Environment)
     _check_cost("environment", env)
 
 
 def check_policy(policy: Any) -> None:
-    _require_methods("policy", policy, ("generate", "log_probs", "parameters", "state_dict", "load_state_dict"))
+    _require_methods("policy", policy, Policy)
     _check_cost("policy", policy)
     if not any(p.requires_grad for p in policy.parameters()):
         raise ContractError(f"policy {type(policy).__name__} has no trainable parameters; GRPO has nothing to update")
 
 
 def check_world_model(world_model: Any) -> None:
-    _require_methods("world model", world_model, ("predict",))
+    _require_methods("world model", world_model, WorldModel)
     _check_cost("world model", world_model)
 
 

@@ -54,8 +54,12 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+DIAGNOSED_ARMS = ("wmrl", "wmrl_inverse_variance", "wmrl_independent_wm", "wmrl_confident_decoy",
+                  "wmrl_confident_decoy_inverse_variance_smoothed")
+
+
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    from wmrl_core.experiment import SYNTHETIC_ARMS, run_arms, write_report
+    from wmrl_core.experiment import SYNTHETIC_ARMS, plot_diagnostics, run_arms, write_report
     from wmrl_core.synthetic.bandit import BanditTruth
 
     if args.domain != "synthetic":
@@ -64,10 +68,18 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     if not config.is_file():
         raise WMRLError(f"config {config} not found; run from the repository root or pass --config PATH")
     arms = {k: v for k, v in SYNTHETIC_ARMS.items() if not args.arms or k in args.arms}
-    results = run_arms(config, arms, seeds=range(args.seeds), out_dir=args.out, overrides=args.overrides)
+    results = run_arms(config, arms, seeds=range(args.seeds), out_dir=args.out, overrides=args.overrides, reuse=args.reuse)
     summary = write_report(results, args.out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
     print((Path(args.out) / "table.md").read_text())
-    print(f"plot: {Path(args.out) / 'reward_vs_compute.png'}; JSON: {Path(args.out) / 'summary.json'}")
+    diagnosed = [a for a in DIAGNOSED_ARMS if a in arms]
+    if diagnosed:
+        plot_diagnostics(args.out, diagnosed, range(args.seeds), Path(args.out) / "diagnostics.png")
+    print(f"plots: {Path(args.out) / 'reward_vs_compute.png'}, {Path(args.out) / 'diagnostics.png'}; "
+          f"JSON: {Path(args.out) / 'summary.json'}")
+    if args.replications:
+        from wmrl_core.synthetic.policy_evaluation import write_policy_evaluation
+
+        print(write_policy_evaluation(Path(args.out) / "policy_evaluation.md", replications=args.replications))
     return 0 if summary else 1
 
 
@@ -106,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--out", default="runs/experiment-synthetic")
     p.add_argument("--arms", nargs="*", help="subset of arms (default: all)")
+    p.add_argument("--reuse", action="store_true", help="keep runs already finished in --out (resume an interrupted experiment)")
+    p.add_argument("--replications", type=int, default=500,
+                   help="replications of the policy-evaluation experiment (0 skips it)")
     p.add_argument("overrides", nargs="*", help="overrides applied to every arm")
     p.set_defaults(func=_cmd_experiment)
     return parser

@@ -20,6 +20,7 @@ from wmrl_core.errors import ConfigError
 __all__ = ["TrainConfig", "load_config", "MODES"]
 
 MODES = ("real", "world_model", "wmrl")
+FUSION_METHODS = ("rectified", "inverse_variance")
 BACKENDS = ("local", "ray")
 
 
@@ -62,14 +63,25 @@ class DebiasConfig:
     """Calibrate world-model rewards with the isotonic map fitted on anchors."""
     window: Optional[int] = None
     """Keep only the last ``window`` anchor pairs (``None``: all)."""
+    calibrator: str = "isotonic"
+    """``isotonic`` (step function) or ``smoothed`` (isotonic levels joined strictly monotonically,
+    so calibration never ties scores the world model ranks apart; see ``wmrl_core/debias.py``)."""
+    slope: float = 0.01
+    """Tilt of the ``smoothed`` calibrator, in real-reward sds per world-model-score sd."""
 
 
 @dataclass
 class DenoiseConfig:
     enabled: bool = True
-    """Inverse-variance fusion; ``False`` pools both streams by their share of samples."""
+    """Fuse the streams by ``method``; ``False`` pools both streams by their share of samples."""
+    method: str = "rectified"
+    """``rectified``: anchor gradient plus lambda times (calibrated gradient over all groups minus
+    over the anchor groups), unbiased for any lambda (``wmrl_core/rectified.py``);
+    ``inverse_variance``: convex combination weighted by the explained variance (``wmrl_core/fusion.py``)."""
     min_pairs: int = 4
-    """Anchor pairs needed before the world model gets any weight."""
+    """``inverse_variance``: anchor pairs needed before the world model gets any weight."""
+    lambda_window: int = 10
+    """``rectified``: steps of anchors whose advantages power-tune lambda (earlier steps only)."""
 
 
 @dataclass
@@ -80,6 +92,10 @@ class GRPOConfig:
     """PPO clip range."""
     kl_coef: float = 0.0
     """Weight of the KL penalty to the initial policy (0 disables it and the reference copy)."""
+    entropy_coef: float = 0.0
+    """Weight :math:`\\beta_H` of the entropy bonus :math:`-\\beta_H \\operatorname{agg}(H)` (see
+    ``wmrl_core.grpo.entropy_bonus``): keeps the policy from collapsing onto one answer when
+    rewards are mostly noise. Needs a policy with the optional ``entropy(rollouts)`` method; 0 disables it."""
     loss_aggregation: str = "token_mean"
     """``token_mean`` or ``sequence_mean`` (see ``wmrl_core.grpo``)."""
     epochs: int = 1
@@ -170,8 +186,25 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"grpo.loss_aggregation={cfg.grpo.loss_aggregation!r}; use token_mean or sequence_mean")
     if not 0.0 <= cfg.anchors.fraction <= 1.0:
         raise ConfigError(f"anchors.fraction={cfg.anchors.fraction} must be in [0, 1]")
+    if cfg.denoise.method not in FUSION_METHODS:
+        raise ConfigError(f"denoise.method={cfg.denoise.method!r} is unknown; use one of {', '.join(FUSION_METHODS)}")
+    if cfg.denoise.lambda_window < 1:
+        raise ConfigError(f"denoise.lambda_window must be >= 1 step, got {cfg.denoise.lambda_window}")
+    if cfg.debias.calibrator not in ("isotonic", "smoothed"):
+        raise ConfigError(f"debias.calibrator={cfg.debias.calibrator!r} is unknown; use isotonic or smoothed")
+    if cfg.debias.slope < 0:
+        raise ConfigError(f"debias.slope must be >= 0, got {cfg.debias.slope}")
+    if (cfg.mode == "wmrl" and cfg.denoise.enabled and cfg.denoise.method == "rectified"
+            and max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks)) < 1):
+        raise ConfigError("denoise.method=rectified needs at least one anchor group per step: raise anchors.fraction "
+                          "or set anchors.min_groups >= 1 (or use denoise.method=inverse_variance)")
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
+    if not cfg.grpo.lr > 0:
+        raise ConfigError(f"grpo.lr must be > 0, got {cfg.grpo.lr}")
+    for name in ("kl_coef", "entropy_coef"):
+        if not getattr(cfg.grpo, name) >= 0:
+            raise ConfigError(f"grpo.{name} must be >= 0 (0 disables it), got {getattr(cfg.grpo, name)}")
     dist = cfg.distributed
     if dist.backend not in BACKENDS:
         raise ConfigError(f"distributed.backend={dist.backend!r} is unknown; use one of {', '.join(BACKENDS)}")

@@ -4,8 +4,23 @@ The world model's reward ``w`` is assumed to be a monotone but otherwise unknown
 (nonlinear, biased) function of the real reward plus noise. The best monotone map
 :math:`\\hat f = \\arg\\min_{f\\uparrow} \\sum_j (r_j - f(w_j))^2` over the anchor pairs
 :math:`(w_j, r_j)` seen so far is refit after every step; calibrated rewards are
-:math:`\\hat f(w)`. Before the first anchors the map is the identity; outside the seen range
+:math:`\\hat f(w)`. The trainer calibrates a step's world-model rewards *before* adding that
+step's anchor pairs, so no anchor is used both to fit the map and to judge it. Before the first anchors the map is the identity; outside the seen range
 predictions are clipped to the nearest fitted value.
+
+Isotonic regression is a step function: fitted on few pairs it maps world-model scores that
+differ to the same value, and a group whose calibrated rewards are all equal has zero GRPO
+advantage, so calibration erases rankings the world model made. ``calibrator="smoothed"``
+keeps the isotonic levels but joins them strictly monotonically (:func:`smoothed_isotonic`):
+
+.. math:: \\tilde f(w) = \\operatorname{interp}\\big(w;\\ (\\bar w_b, \\hat f_b)_b\\big) + \\delta\\,(w - \\bar w),
+   \\qquad \\delta = \\text{slope}\\cdot \\operatorname{sd}(r)/\\operatorname{sd}(w),
+
+linear interpolation between the isotonic blocks :math:`b` (at the mean score
+:math:`\\bar w_b` of each block's pairs, with its level :math:`\\hat f_b`) plus a small tilt
+that keeps scores outside the fitted range, or inside a single block, apart. Between block
+centres the interpolation is already strictly increasing; the tilt moves a value by at most
+``slope`` standard deviations of the real reward per standard deviation of the score.
 """
 
 from __future__ import annotations
@@ -16,7 +31,28 @@ from typing import Any
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
-__all__ = ["IsotonicDebiaser"]
+__all__ = ["IsotonicDebiaser", "smoothed_isotonic", "CALIBRATORS"]
+
+CALIBRATORS = ("isotonic", "smoothed")
+
+
+def smoothed_isotonic(x_fit: np.ndarray, levels: np.ndarray, x: np.ndarray, *, slope: float,
+                      y_scale: float, increasing: bool = True) -> np.ndarray:
+    """:math:`\\tilde f(x) = \\operatorname{interp}(x; (\\bar x_b, \\hat f_b)) \\pm \\delta (x - \\bar x)`,
+    :math:`\\delta = \\text{slope}\\cdot y_{scale}/\\operatorname{sd}(x_{fit})` (sign of the monotone direction).
+
+    :param x_fit: the fitted pairs' scores; ``levels``: their isotonic fitted values (blocks
+        are runs of equal level).
+    :param x: scores to calibrate (finite).
+    """
+    x_fit, levels, x = (np.asarray(a, dtype=np.float64) for a in (x_fit, levels, x))
+    unique_levels, block = np.unique(levels, return_inverse=True)
+    centers = np.bincount(block, weights=x_fit) / np.bincount(block)
+    order = np.argsort(centers)
+    base = np.interp(x, centers[order], unique_levels[order])
+    sd = float(x_fit.std())
+    delta = slope * y_scale / sd if sd > 1e-12 else 0.0
+    return base + (1.0 if increasing else -1.0) * delta * (x - float(x_fit.mean()))
 
 
 class IsotonicDebiaser:
@@ -24,16 +60,25 @@ class IsotonicDebiaser:
 
     :param window: keep only the most recent ``window`` anchor pairs (``None``: all).
     :param increasing: ``True`` when a higher world-model reward means a higher real one.
+    :param calibrator: ``isotonic`` (the step function) or ``smoothed`` (strictly monotone,
+        see :func:`smoothed_isotonic`).
+    :param slope: the smoothed calibrator's tilt, in real-reward sds per score sd.
 
     Fitted attributes: ``n_pairs_``, ``x_`` / ``y_`` / ``groups_`` (the stored pairs and the
     group key of each), ``isotonic_`` (the scikit-learn estimator, ``None`` before data).
     """
 
-    def __init__(self, *, window: int | None = None, increasing: bool = True):
+    def __init__(self, *, window: int | None = None, increasing: bool = True, calibrator: str = "isotonic",
+                 slope: float = 0.01):
         if window is not None and window < 2:
             raise ValueError(f"window must be >= 2 pairs or None, got {window}")
+        if calibrator not in CALIBRATORS:
+            raise ValueError(f"calibrator={calibrator!r} is unknown; use one of {', '.join(CALIBRATORS)}")
+        if slope < 0:
+            raise ValueError(f"slope must be >= 0, got {slope}")
         self.window = window
         self.increasing = increasing
+        self.calibrator, self.slope = calibrator, slope
         self.x_ = np.empty(0)
         self.y_ = np.empty(0)
         self.groups_ = np.empty(0, dtype=np.int64)
@@ -81,15 +126,20 @@ class IsotonicDebiaser:
         out = np.full_like(x, np.nan)
         finite = np.isfinite(x)
         if finite.any():
-            out[finite] = self.isotonic_.predict(x[finite])
+            if self.calibrator == "smoothed":
+                out[finite] = smoothed_isotonic(self.x_, self.isotonic_.predict(self.x_), x[finite], slope=self.slope,
+                                                y_scale=float(self.y_.std()), increasing=self.increasing)
+            else:
+                out[finite] = self.isotonic_.predict(x[finite])
         return out
 
     def state_dict(self) -> dict[str, Any]:
         return {"x": self.x_.tolist(), "y": self.y_.tolist(), "groups": self.groups_.tolist(),
-                "window": self.window, "increasing": self.increasing}
+                "window": self.window, "increasing": self.increasing, "calibrator": self.calibrator, "slope": self.slope}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window, self.increasing = state["window"], state["increasing"]
+        self.calibrator, self.slope = state.get("calibrator", "isotonic"), state.get("slope", 0.01)
         self.x_ = np.asarray(state["x"], dtype=np.float64)
         self.y_ = np.asarray(state["y"], dtype=np.float64)
         self.groups_ = np.asarray(state["groups"], dtype=np.int64)

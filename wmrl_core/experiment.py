@@ -1,9 +1,10 @@
 """Side-by-side runs of several arms (modes, ablations) over seeds, with a table and a plot.
 
 The *theorem experiment* (``wmrl experiment synthetic``) runs ``real``, ``world_model``,
-``wmrl`` and the two ablations on the synthetic bandit and reports, per arm: final true
-reward (mean and 95% t-interval over seeds), compute spent, and compute to reach 95% of
-the ``real`` arm's final true reward. Seeds are the outer loop so that machine noise hits
+``wmrl`` (rectified fusion), ``inverse_variance`` fusion, the ablations and the independent and
+confident-decoy world models on the synthetic bandit and reports, per arm: final true reward
+(mean and 95% t-interval over seeds), compute spent, and compute to reach 95% of the ``real``
+arm's final true reward. Seeds are the outer loop so that machine noise hits
 every arm alike.
 """
 
@@ -21,17 +22,38 @@ from wmrl_core.config import load_config
 from wmrl_core.metrics import read_metrics
 from wmrl_core.trainer import train
 
-__all__ = ["SYNTHETIC_ARMS", "ArmResult", "run_arms", "compute_to_reach", "mean_ci95", "summarize", "write_report"]
+__all__ = ["SYNTHETIC_ARMS", "WMRL_STEPS", "with_steps", "plot_diagnostics", "ArmResult", "run_arms", "compute_to_reach", "mean_ci95", "summarize", "write_report"]
+
+WMRL_STEPS = 120
+"""Steps of every arm but ``real`` (60 in the config): arms are compared on the compute they need
+to reach ``real``'s final true reward, not on the score at equal steps, and a world-model step
+costs about a seventh of a real one."""
 
 SYNTHETIC_ARMS: dict[str, list[str]] = {
     "real": ["mode=real"],
-    "world_model": ["mode=world_model"],
-    "wmrl": ["mode=wmrl"],
-    "wmrl_no_debias": ["mode=wmrl", "debias.enabled=false"],
-    "wmrl_no_denoise": ["mode=wmrl", "denoise.enabled=false"],
-    "wmrl_independent_wm": ["mode=wmrl", "world_model.kwargs.quality=independent"],
-    "wmrl_independent_wm_no_denoise": ["mode=wmrl", "world_model.kwargs.quality=independent", "denoise.enabled=false"],
+    "world_model": ["mode=world_model", f"steps={WMRL_STEPS}"],
+    "wmrl": ["mode=wmrl", f"steps={WMRL_STEPS}"],  # the default fusion: rectified
+    "wmrl_inverse_variance": ["mode=wmrl", "denoise.method=inverse_variance", f"steps={WMRL_STEPS}"],
+    "wmrl_no_debias": ["mode=wmrl", "debias.enabled=false", f"steps={WMRL_STEPS}"],
+    "wmrl_no_denoise": ["mode=wmrl", "denoise.enabled=false", f"steps={WMRL_STEPS}"],
+    "wmrl_independent_wm": ["mode=wmrl", "world_model.kwargs.quality=independent", f"steps={WMRL_STEPS}"],
+    "wmrl_independent_wm_no_denoise": ["mode=wmrl", "world_model.kwargs.quality=independent", "denoise.enabled=false",
+                                       f"steps={WMRL_STEPS}"],
+    "wmrl_confident_decoy": ["mode=wmrl", "world_model.kwargs.quality=confident_decoy", f"steps={WMRL_STEPS}"],
+    "wmrl_confident_decoy_inverse_variance": ["mode=wmrl", "world_model.kwargs.quality=confident_decoy",
+                                              "denoise.method=inverse_variance", f"steps={WMRL_STEPS}"],
+    "wmrl_confident_decoy_smoothed": ["mode=wmrl", "world_model.kwargs.quality=confident_decoy",
+                                      "debias.calibrator=smoothed", f"steps={WMRL_STEPS}"],
+    "wmrl_confident_decoy_inverse_variance_smoothed": ["mode=wmrl", "world_model.kwargs.quality=confident_decoy",
+                                                       "denoise.method=inverse_variance", "debias.calibrator=smoothed",
+                                                       f"steps={WMRL_STEPS}"],
 }
+
+
+def with_steps(arms: dict[str, list[str]], steps: int, real_steps: int) -> dict[str, list[str]]:
+    """The same arms with ``steps`` (``real_steps`` for ``real``): a faster setting for tests."""
+    return {name: [o for o in overrides if not o.startswith("steps=")] + [f"steps={real_steps if name == 'real' else steps}"]
+            for name, overrides in arms.items()}
 
 
 @dataclass
@@ -42,7 +64,12 @@ class ArmResult:
     finals: list[float] = field(default_factory=list)
     compute: list[dict[str, float]] = field(default_factory=list)
     w_world_model: list[float] = field(default_factory=list)
-    """Per seed: mean world-model fusion weight over the second half of training."""
+    """Per seed: mean world-model fusion weight over the second half of training (``inverse_variance``:
+    :math:`w_W`; ``rectified``: :math:`\\hat\\lambda`)."""
+    tied_share: list[float] = field(default_factory=list)
+    """Per seed: mean share of world-model groups with all-equal calibrated rewards, second half."""
+    n_effective: list[float] = field(default_factory=list)
+    """Per seed: mean real rollouts each update is worth (``fusion/n_effective``), second half."""
 
     @property
     def initials(self) -> list[float]:
@@ -80,8 +107,10 @@ def run_arms(config_path: str | Path, arms: dict[str, list[str]], seeds: Sequenc
             res.finals.append(_final_score(curve))
             res.compute.append({k.split("/")[1]: records[-1][k] for k in
                                 ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s")})
-            half = [r["fusion/w_world_model"] for r in records[len(records) // 2:] if r.get("fusion/w_world_model") is not None]
-            res.w_world_model.append(float(np.mean(half)) if half else math.nan)
+            for key, values in (("fusion/w_world_model", res.w_world_model), ("calibration/tied_group_share", res.tied_share),
+                                ("fusion/n_effective", res.n_effective)):
+                half = [r[key] for r in records[len(records) // 2:] if r.get(key) is not None]
+                values.append(float(np.mean(half)) if half else math.nan)
             print(f"  {name:<22} seed {seed}: final {metric} {res.finals[-1]:.3f}, compute {res.compute[-1]['total_s']:.0f} s",
                   flush=True)
     return results
@@ -142,11 +171,18 @@ def summarize(results: dict[str, ArmResult], baseline: str = "real", fraction: f
             "compute_to_target_s": float(np.mean(reached)) if len(reached) == len(reach) else None,
             "seeds_reaching_target": f"{len(reached)}/{len(reach)}",
             "speedup_vs_baseline": speed, "speedup_ci95": speed_ci,
-            "w_world_model_late": float(np.nanmean(res.w_world_model)) if res.w_world_model else math.nan,
+            "w_world_model_late": _nanmean(res.w_world_model),
+            "tied_share_late": _nanmean(res.tied_share),
+            "n_effective_late": _nanmean(res.n_effective),
         }
     baseline_improved = rows[baseline]["gain_mean"] > 0
     return {"baseline": baseline, "target": target, "fraction": fraction, "baseline_improved": bool(baseline_improved),
             "arms": rows}
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    return float(np.mean(v)) if v else math.nan
 
 
 def _seconds(x: float) -> str:
@@ -157,17 +193,18 @@ def _seconds(x: float) -> str:
 def markdown_table(summary: dict[str, Any], metric_label: str = "final true reward") -> str:
     lines = [f"| arm | {metric_label} (95% CI) | gain over untrained (95% CI) | generation (s) | world model (s) | execution (s) | total (s) | "
              f"compute to {summary['fraction']:.0%} of {summary['baseline']} ({summary['target']:.3f}) | "
-             f"speed-up (95% CI) | w_world_model (late) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"speed-up (95% CI) | w_W or λ̂ (late) | tied WM groups (late) | n_eff per step (late) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in summary["arms"].items():
         ctt = (_seconds(r['compute_to_target_s']) if r["compute_to_target_s"] is not None
                else f"not reached ({r['seeds_reaching_target']})")
         speed = f"{r['speedup_vs_baseline']:.1f}x ± {r['speedup_ci95']:.1f}" if r["speedup_vs_baseline"] else "-"
-        w = f"{r['w_world_model_late']:.2f}" if math.isfinite(r["w_world_model_late"]) else "-"
+        w, tied, n_eff = (f"{r[k]:{fmt}}" if math.isfinite(r.get(k, math.nan)) else "-" for k, fmt in
+                          (("w_world_model_late", ".2f"), ("tied_share_late", ".0%"), ("n_effective_late", ".0f")))
         lines.append(f"| {name} | {r['final_mean']:.3f} ± {r['final_ci95']:.3f} | {r['gain_mean']:+.3f} ± {r['gain_ci95']:.3f} | "
                      f"{_seconds(r['compute_generation_s'])} | {_seconds(r['compute_world_model_s'])} | "
                      f"{_seconds(r['compute_execution_s'])} | {_seconds(r['compute_total_s'])} | "
-                     f"{ctt} | {speed} | {w} |")
+                     f"{ctt} | {speed} | {w} | {tied} | {n_eff} |")
     if not summary.get("baseline_improved", True):
         lines.append(f"\nThe {summary['baseline']} arm did not improve on the untrained policy (gain "
                      f"{summary['arms'][summary['baseline']]['gain_mean']:+.3f}): its final score is a weak target, "
@@ -189,10 +226,12 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, res in results.items():
+    # more arms than the default cycle's 10 colours would repeat colours
+    palette = plt.get_cmap("tab20").colors if len(results) > 10 else [None] * len(results)
+    for (name, res), color in zip(results.items(), palette):
         grid = np.unique(np.concatenate([[x for x, _ in c] for c in res.curves]))
         ys = np.array([np.interp(grid, [x for x, _ in c], [y for _, y in c]) for c in res.curves])
-        line, = ax.plot(grid, ys.mean(axis=0), label=name)
+        line, = ax.plot(grid, ys.mean(axis=0), label=name, color=color)
         # the evaluations themselves, so that the mean line is not mistaken for data
         ax.scatter([x for c in res.curves for x, _ in c], [y for c in res.curves for _, y in c], s=8,
                    color=line.get_color(), alpha=0.6)
@@ -214,6 +253,34 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_diagnostics(out_dir: str | Path, arms: Sequence[str], seeds: Sequence[int], path: Path,
+                     keys: Sequence[tuple[str, str]] = (("fusion/w_world_model", "w_W (inverse variance) or λ̂ (rectified)"),
+                                                        ("fusion/n_effective", "real rollouts the update is worth"),
+                                                        ("calibration/tied_group_share", "world-model groups tied"))) -> None:
+    """Per-step fusion diagnostics of ``arms`` (mean over ``seeds``), one panel per metric key."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.8))
+    for ax, (key, label) in zip(np.atleast_1d(axes), keys):
+        for name in arms:
+            runs = [read_metrics(Path(out_dir) / "runs" / f"{name}-seed{seed}") for seed in seeds]
+            steps = sorted({r["step"] for rs in runs for r in rs if r.get(key) is not None})
+            if not steps:
+                continue
+            mean = [np.mean([r[key] for rs in runs for r in rs if r["step"] == s and r.get(key) is not None]) for s in steps]
+            ax.plot(steps, mean, label=name, lw=1.2)
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 

@@ -20,14 +20,18 @@ proportional to the inverse variances:
 
 .. math::  w_R = \frac{n_R + \epsilon}{n_R + \rho^2 n_W + \epsilon},\qquad w_W = 1 - w_R .
 
-:math:`\rho^2` is estimated on the anchors, where both rewards exist, as the within-group
-share of real-reward variance that the calibrated rewards explain:
+:math:`\rho^2` is estimated on the anchors, where both rewards exist, as the squared pooled
+within-group correlation of the real and calibrated rewards after standardizing each within its
+group (the per-group z-scores :math:`z`, which is what GRPO sees with scaled advantages):
 
-.. math:: \hat\rho^2 = \operatorname{clip}\Big(1 - \frac{\sum_j (\tilde r_j - \tilde c_j)^2}{\sum_j \tilde r_j^2}, 0, 1\Big),
+.. math:: \hat\rho^2 = \max\Big(0, \frac{\sum_j z^r_j z^c_j}{\sqrt{\sum_j (z^r_j)^2 \sum_j (z^c_j)^2}}\Big)^2 .
 
-with :math:`\tilde x` the value minus its group mean (GRPO only sees within-group
-differences). The calibrated values :math:`c_j` are *cross-fitted*: the isotonic map is fitted
-on the other half of the anchor groups, so it cannot explain its own noise.
+It is scale-free: any within-group affine rescaling of the calibrated rewards leaves it
+unchanged, so an uncalibrated world model on another scale is not read as uninformative; a
+negative correlation (the world model ranks backwards) counts as 0. A group whose calibrated
+rewards are all equal has :math:`z^c = 0` and explains none of its real variance. The calibrated
+values :math:`c_j` are *cross-fitted*: the isotonic map is fitted on the other half of the anchor
+groups, so it cannot explain its own noise.
 :math:`n_R`, :math:`n_W` count the rollouts of each stream that have a reward (a group whose
 rewards are all equal is a zero gradient estimate, not a missing one).
 
@@ -78,16 +82,30 @@ def _center_within_groups(values: np.ndarray, groups: np.ndarray) -> tuple[np.nd
     return out, keep
 
 
+def _standardize_within_groups(values: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-group z-scores (0 in groups without spread), and a mask of rows in groups of size >= 2."""
+    centered, keep = _center_within_groups(values, groups)
+    out = np.zeros_like(values)
+    for g in np.unique(groups[keep]):
+        idx = np.flatnonzero(groups == g)
+        std = centered[idx].std()
+        if std > 1e-12:
+            out[idx] = centered[idx] / std
+    return out, keep
+
+
 def explained_within_group_variance(real: np.ndarray, calibrated: np.ndarray, groups: np.ndarray) -> float:
-    """:math:`\\hat\\rho^2 = \\operatorname{clip}(1 - \\sum(\\tilde r-\\tilde c)^2 / \\sum \\tilde r^2, 0, 1)`; 0 without spread."""
+    """:math:`\\hat\\rho^2 = \\max(0, \\sum z^r z^c / \\sqrt{\\sum (z^r)^2 \\sum (z^c)^2})^2` over per-group
+    z-scores; 0 without spread (see module docstring)."""
     real, calibrated, groups = (np.asarray(a) for a in (real, calibrated, groups))
-    r_t, keep = _center_within_groups(real.astype(np.float64), groups)
-    c_t, _ = _center_within_groups(calibrated.astype(np.float64), groups)
-    total = float(np.sum(r_t[keep] ** 2))
-    if total <= 1e-12:
+    z_r, keep = _standardize_within_groups(real.astype(np.float64), groups)
+    z_c, _ = _standardize_within_groups(calibrated.astype(np.float64), groups)
+    z_r, z_c = z_r[keep], z_c[keep]
+    denom = float(np.sqrt(np.sum(z_r**2) * np.sum(z_c**2)))
+    if denom <= 1e-12:
         return 0.0
-    residual = float(np.sum((r_t[keep] - c_t[keep]) ** 2))
-    return float(np.clip(1.0 - residual / total, 0.0, 1.0))
+    corr = float(np.sum(z_r * z_c)) / denom
+    return float(np.clip(corr, 0.0, 1.0) ** 2)
 
 
 def cross_fitted_calibration(world_model: np.ndarray, real: np.ndarray, groups: np.ndarray, n_folds: int = 2) -> np.ndarray:

@@ -11,6 +11,10 @@ per rollout, ``m_{i,t}`` the mask of existing tokens.
   :math:`\ell_{i,t} = -\min(\rho_{i,t} A_i, \operatorname{clip}(\rho_{i,t}, 1-\varepsilon, 1+\varepsilon) A_i)`.
 * KL penalty to a reference policy, the non-negative "k3" estimator (Schulman, 2020):
   :math:`k_{i,t} = e^{\log\pi_{ref}-\log\pi_\theta} - (\log\pi_{ref}-\log\pi_\theta) - 1`.
+* Entropy bonus (PPO's entropy term): with :math:`H_{i,t} = -\sum_a \pi_\theta(a \mid s_{i,t}) \log \pi_\theta(a \mid s_{i,t})`
+  the exact entropy of the distribution token *t* of rollout *i* was drawn from,
+  :math:`L_H = -\beta_H \operatorname{agg}(H)`; adding it to the loss keeps the policy from
+  collapsing onto one answer when rewards carry little signal.
 * Aggregation of per-token terms into one loss:
   ``token_mean``: :math:`\sum_{i,t} m\ell / \sum_{i,t} m` (long answers weigh more, as in DAPO);
   ``sequence_mean``: :math:`\frac1N\sum_i \sum_t m\ell / \sum_t m` (the original GRPO).
@@ -23,7 +27,8 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 
-__all__ = ["group_advantages", "clipped_surrogate", "kl_k3", "aggregate", "grpo_loss"]
+__all__ = ["group_advantages", "clipped_surrogate", "kl_k3", "aggregate", "grpo_loss", "entropy_bonus",
+           "rollout_entropy"]
 
 LossAggregation = Literal["token_mean", "sequence_mean"]
 
@@ -125,3 +130,36 @@ def grpo_loss(
             raise ValueError("kl_coef > 0 needs ref_log_probs; pass the reference policy's log-probs")
         per_token = per_token + kl_coef * kl_k3(log_probs, ref_log_probs)
     return aggregate(per_token, mask, aggregation)
+
+
+def entropy_bonus(
+    entropy: torch.Tensor,
+    mask: torch.Tensor,
+    coef: float,
+    aggregation: LossAggregation = "token_mean",
+) -> torch.Tensor:
+    """Loss term :math:`L_H = -\\beta_H \\operatorname{agg}(H)` that rewards spread-out policies.
+
+    :param entropy: (N, T) exact per-token entropies :math:`H_{i,t}` in nats (differentiable).
+    :param mask: (N, T) mask of existing tokens.
+    :param coef: :math:`\\beta_H \\ge 0`; 0 returns a zero that keeps the graph.
+    :param aggregation: as in :func:`aggregate` (the policy loss's own, so ``coef`` weighs the
+        entropy of one token against the surrogate of one token).
+    :return: scalar, to be added to the policy loss (minimising it raises the entropy).
+    """
+    if coef < 0:
+        raise ValueError(f"entropy coefficient must be >= 0, got {coef}")
+    return -coef * aggregate(entropy, mask, aggregation)
+
+
+def rollout_entropy(entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Entropy of each rollout, :math:`H_i = \\sum_t m_{i,t} H_{i,t}` in nats.
+
+    By the chain rule its expectation over rollouts is the entropy of the policy's whole
+    answer (for the program policy: of the joint distribution over all decisions).
+
+    :param entropy: (N, T) per-token entropies.
+    :param mask: (N, T) mask of existing tokens.
+    :return: (N,) per-rollout entropies.
+    """
+    return (entropy * mask.to(entropy.dtype)).sum(dim=-1)

@@ -15,8 +15,12 @@ where ``entry_point`` is ``"module:Attr"`` (imported lazily, only when the compo
 made) or a callable. The engine then makes components by name from the config
 (``environment.name``, ``policy.name``, ``world_model.name``, ``reward.name``).
 
-The objects the factories return must honour these interfaces (checked by
-``wmrl_core.checkers``; see ``wmrl_core.types`` for ``Task``, ``Outcome``, ``Rollouts``):
+The objects the factories return must honour these interfaces, written as
+``typing.Protocol`` s in ``wmrl_core.contracts`` (with the outcome-status vocabulary and the
+table of component kinds) and checked by ``wmrl_core.checkers``; see ``wmrl_core.types`` for
+``Task``, ``Outcome``, ``Rollouts``. Every factory but the environment's is called with
+``env=<the environment>``; a world-model factory with a ``policy`` parameter also gets the
+run's policy.
 
 Environment (the real, expensive execution; factory called as ``factory(**kwargs)``)
     ``tasks(split: str) -> list[Task]``: the tasks of a split (at least ``"train"``;
@@ -33,12 +37,21 @@ Policy (factory called as ``factory(env=env, **kwargs)``; usually a ``torch.nn.M
     ``state_dict()``, ``load_state_dict()``. Randomness comes from torch's global RNG (the
     trainer checkpoints it) or from a generator kept in the state dict. Optional:
     ``cost: CostModel``, ``reference_log_probs(rollouts)`` (else a frozen copy is kept for
-    the KL term), ``after_update()`` (called after each optimizer step, e.g. to sync weights
-    into an inference engine), ``close()``.
+    the KL term), ``entropy(rollouts) -> Tensor (N, T)`` (the exact entropy in nats of the
+    distribution each token was drawn from, under the current parameters, differentiable;
+    feeds the ``policy/entropy`` metric, else NaN, and is required by ``grpo.entropy_coef``),
+    ``after_update()`` (called after each optimizer step, e.g. to sync weights into an
+    inference engine), ``close()``.
 
 World model (factory called as ``factory(env=env, **kwargs)``)
     ``predict(tasks, solutions) -> list[Outcome | float]``: one batched call predicting the
-    outcome of every solution. Optional: ``cost: CostModel``, ``close()``.
+    outcome of every solution. Optional: ``cost: CostModel``, ``close()``. The predictions
+    need not be calibrated or even on the real reward's scale: the engine calibrates them
+    monotonically on earlier steps' anchors (``debias.calibrator``: ``isotonic`` or
+    ``smoothed``), and with ``denoise.method=rectified`` (the default) the update stays
+    unbiased whatever the world model gets wrong, using it only as far as it tracks the real
+    advantages (``denoise.method=inverse_variance``: a convex combination weighted by the
+    explained within-group variance; see the README's configuration reference).
 
 Reward extractor (factory called as ``factory(env=env, **kwargs)``)
     ``__call__(task, outcome) -> float | None``: the reward of one outcome, real or

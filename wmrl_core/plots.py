@@ -11,7 +11,10 @@ __all__ = ["plot_run"]
 PANELS = (
     ("rewards", ("reward/real_mean", "reward/world_model_mean", "reward/calibrated_mean"), "reward (train batch)"),
     ("evaluation", ("eval/true_reward", "eval/reward"), "evaluation score"),
-    ("fusion", ("fusion/w_world_model", "fusion/rho2"), "weight / explained variance"),
+    ("fusion", ("fusion/w_world_model", "fusion/rho2", "fusion/lambda"), "weight / explained variance / lambda"),
+    ("effective_samples", ("fusion/n_real", "fusion/n_effective"), "real rollouts the update is worth"),
+    ("calibration", ("calibration/tied_group_share", "calibration/within_group_error_calibrated"),
+     "tied share / within-group error"),
     ("compute", ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s"),
      "cumulative compute (charged s)"),
 )

@@ -16,21 +16,16 @@ from typing import Iterable
 import pluggy
 
 from wmrl_core import hookspecs
+from wmrl_core.contracts import COMPONENT_KINDS
 from wmrl_core.errors import WMRLError
 from wmrl_core.registry import Registry
 
 __all__ = ["ENTRY_POINT_GROUP", "BUILTIN_PLUGINS", "PluginInfo", "get_plugin_manager", "build_registry"]
 
 ENTRY_POINT_GROUP = "wmrl"
-BUILTIN_PLUGINS = ("wmrl_core.builtin_rewards", "wmrl_core.synthetic.plugin")
+BUILTIN_PLUGINS = ("wmrl_core.builtin_rewards", "wmrl_core.noise_world_model", "wmrl_core.synthetic.plugin")
 
-_REGISTRATION_HOOKS = {
-    "wmrl_register_environments": "environments",
-    "wmrl_register_tasks": "tasks",
-    "wmrl_register_policies": "policies",
-    "wmrl_register_world_models": "world_models",
-    "wmrl_register_reward_extractors": "reward_extractors",
-}
+_REGISTRATION_HOOKS = {k.hook: k.table for k in COMPONENT_KINDS}
 
 
 def get_plugin_manager(

@@ -1,4 +1,4 @@
-"""A progress bar showing steps, reward and compute (rich)."""
+"""A progress bar showing steps, reward, policy entropy and compute (rich)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ class TrainingProgress:
             return
         parts = []
         for key, label in (("reward/train_mean", "reward"), ("eval/true_reward", "true"), ("eval/reward", "eval"),
-                           ("fusion/w_world_model", "w_wm"), ("compute/total_s", "compute_s")):
+                           ("fusion/w_world_model", "w_wm"), ("policy/entropy", "entropy"),
+                           ("compute/total_s", "compute_s")):
             value = record.get(key)
             if isinstance(value, (int, float)) and math.isfinite(value):
                 parts.append(f"{label}={value:.3g}")

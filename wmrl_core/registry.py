@@ -12,11 +12,12 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from wmrl_core.contracts import COMPONENT_KINDS
 from wmrl_core.errors import UnknownComponentError, WMRLError
 
 __all__ = ["ComponentSpec", "ComponentTable", "Registry", "KINDS"]
 
-KINDS = ("environment", "task_set", "policy", "world_model", "reward_extractor")
+KINDS = tuple(k.kind for k in COMPONENT_KINDS)
 
 
 @dataclass
@@ -119,21 +120,19 @@ class ComponentTable:
 class Registry:
     """All component tables, filled by the plugins' registration hooks."""
 
+    environments: ComponentTable
+    tasks: ComponentTable
+    policies: ComponentTable
+    world_models: ComponentTable
+    reward_extractors: ComponentTable
+
     def __init__(self) -> None:
-        self.environments = ComponentTable("environment")
-        self.tasks = ComponentTable("task_set")
-        self.policies = ComponentTable("policy")
-        self.world_models = ComponentTable("world_model")
-        self.reward_extractors = ComponentTable("reward_extractor")
+        for k in COMPONENT_KINDS:  # one table per kind, named as wmrl_core.contracts says
+            setattr(self, k.table, ComponentTable(k.kind))
 
     def tables(self) -> dict[str, ComponentTable]:
-        return {
-            "environment": self.environments,
-            "task_set": self.tasks,
-            "policy": self.policies,
-            "world_model": self.world_models,
-            "reward_extractor": self.reward_extractors,
-        }
+        """Kind name -> its table, in the order of ``COMPONENT_KINDS``."""
+        return {k.kind: getattr(self, k.table) for k in COMPONENT_KINDS}
 
     def _set_plugin(self, plugin_name: str) -> None:
         for table in self.tables().values():

@@ -2,10 +2,10 @@
 
 Per step: sample B tasks -> the policy generates G rollouts per task -> the anchor sampler
 marks some groups -> the world model scores every group in one batched call -> real
-execution scores the anchor groups -> rewards from the reward extractor -> the isotonic
-debiaser is refit on all anchor pairs and calibrates world-model rewards -> group
-advantages per stream -> the inverse-variance fuser weighs the real and world-model GRPO
-losses -> one optimizer step. ``mode`` switches the same loop between ``real`` (GRPO, every
+execution scores the anchor groups -> rewards from the reward extractor -> world-model
+rewards are calibrated by the map fitted on earlier steps' anchor pairs, then this step's
+pairs are added -> group advantages per stream -> the fuser (``rectified`` or
+``inverse_variance``) combines the real and world-model GRPO losses -> one optimizer step. ``mode`` switches the same loop between ``real`` (GRPO, every
 group executed), ``world_model`` (no execution, raw predictions) and ``wmrl``.
 """
 
@@ -28,12 +28,14 @@ from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion import InverseVarianceFuser, cross_fitted_calibration
-from wmrl_core.grpo import group_advantages, grpo_loss
+from wmrl_core.errors import ConfigError
+from wmrl_core.grpo import entropy_bonus, group_advantages, grpo_loss, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
 from wmrl_core.metrics import MetricsWriter, read_metrics
 from wmrl_core.plots import plot_run
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.progress import TrainingProgress
+from wmrl_core.rectified import RectifiedFuser, rectified_loss
 from wmrl_core.types import Outcome, Task, as_outcome
 
 __all__ = ["train", "extract_rewards", "evaluate"]
@@ -51,6 +53,30 @@ def extract_rewards(reward_fn: Any, tasks: Sequence[Task], outcomes: Sequence[Ou
 def _nanmean(x: np.ndarray) -> float:
     x = x[np.isfinite(x)]
     return float(x.mean()) if x.size else math.nan
+
+
+def _tied_group_share(values: np.ndarray, group_ids: np.ndarray, rows: np.ndarray) -> float:
+    """Share of the groups among ``rows`` (with >= 2 finite values) whose values are all equal:
+    groups that calibration left without any GRPO advantage."""
+    tied = total = 0
+    for g in np.unique(group_ids[rows]):
+        v = values[(group_ids == g) & rows]
+        v = v[np.isfinite(v)]
+        if v.size >= 2:
+            total += 1
+            tied += int(np.ptp(v) <= 1e-12)
+    return tied / total if total else math.nan
+
+
+def _within_group_error(predicted: np.ndarray, real: np.ndarray, group_ids: np.ndarray) -> float:
+    """RMS of (predicted - real) after removing each group's mean from both: how far the
+    within-group differences GRPO sees are from the real ones (bias and noise together)."""
+    errors = []
+    for g in np.unique(group_ids):
+        idx = np.flatnonzero((group_ids == g) & np.isfinite(predicted) & np.isfinite(real))
+        if idx.size >= 2:
+            errors.append((predicted[idx] - predicted[idx].mean()) - (real[idx] - real[idx].mean()))
+    return float(np.sqrt(np.mean(np.concatenate(errors) ** 2))) if errors else math.nan
 
 
 def _rollouts_with_reward(rewards: np.ndarray, rows: np.ndarray) -> int:
@@ -100,6 +126,11 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     np.random.seed(cfg.seed)
 
     c = make_components(cfg, registry, pm)
+    has_entropy = callable(getattr(c.policy, "entropy", None))
+    if cfg.grpo.entropy_coef and not has_entropy:
+        c.close()
+        raise ConfigError(f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
+                          f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)")
     optimizer = torch.optim.Adam([p for p in c.policy.parameters() if p.requires_grad], lr=cfg.grpo.lr)
     reference = None
     if cfg.grpo.kl_coef and not callable(getattr(c.policy, "reference_log_probs", None)):
@@ -109,8 +140,10 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     fraction = {"real": 1.0, "world_model": 0.0, "wmrl": cfg.anchors.fraction}[cfg.mode]
     anchor_sampler = AnchorSampler(fraction=fraction, min_groups=0 if cfg.mode == "world_model" else cfg.anchors.min_groups,
                                    seed=cfg.seed)
-    debiaser = IsotonicDebiaser(window=cfg.debias.window)
+    debiaser = IsotonicDebiaser(window=cfg.debias.window, calibrator=cfg.debias.calibrator, slope=cfg.debias.slope)
     fuser = InverseVarianceFuser(min_pairs=cfg.denoise.min_pairs)
+    rectified = RectifiedFuser(window=cfg.denoise.lambda_window)
+    use_rectified = cfg.mode == "wmrl" and cfg.denoise.enabled and cfg.denoise.method == "rectified"
     ledger = ComputeLedger()
     task_rng = np.random.default_rng([cfg.seed, 0x7A5])
     train_tasks = c.environment.tasks(cfg.rollout.task_split)
@@ -123,6 +156,8 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         c.policy.load_state_dict(state["policy"])
         optimizer.load_state_dict(state["optimizer"])
         debiaser.load_state_dict(state["debiaser"])
+        if state.get("rectified") is not None:
+            rectified.load_state_dict(state["rectified"])
         ledger.load_state_dict(state["ledger"])
         task_rng.bit_generator.state = state["task_rng"]
         for name in ("environment", "world_model"):
@@ -141,6 +176,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     def checkpoint(step: int) -> None:
         save_checkpoint(run_dir / "checkpoints", step, {
             "policy": c.policy.state_dict(), "optimizer": optimizer.state_dict(), "debiaser": debiaser.state_dict(),
+            "rectified": rectified.state_dict(),
             "ledger": ledger.state_dict(), "task_rng": task_rng.bit_generator.state, "rng": rng_state(),
             "environment": c.environment.state_dict() if _stateful(c.environment) else None,
             "world_model": c.world_model.state_dict() if _stateful(c.world_model) else None,
@@ -193,13 +229,14 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                     outcomes = c.environment.execute(anchor_tasks, [rollouts.solutions[i] for i in anchor_idx])
                 real_rewards[anchor_idx] = extract_rewards(c.reward, anchor_tasks, outcomes)
 
-            # 5. online debiasing: refit on all anchor pairs so far, then calibrate
+            # 5. online debiasing: calibrate with the map fitted on earlier steps' anchor pairs (so
+            # this step's anchors are never used both to fit the map and to judge it), then add them
             group_keys = step * B + group_ids  # unique across steps
             calibrated = wm_rewards.copy()
+            if cfg.mode == "wmrl" and cfg.debias.enabled and debiaser.n_pairs_:
+                calibrated = debiaser.transform(wm_rewards)
             if cfg.mode == "wmrl" and anchor_idx.size:
                 debiaser.update(wm_rewards[anchor_idx], real_rewards[anchor_idx], group_keys[anchor_idx])
-                if cfg.debias.enabled:
-                    calibrated = debiaser.transform(wm_rewards)
                 with (run_dir / "anchor_pairs.jsonl").open("a") as f:
                     f.write(json.dumps({"step": step, "world_model": wm_rewards[anchor_idx].tolist(),
                                         "calibrated": calibrated[anchor_idx].tolist(),
@@ -212,11 +249,19 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             n_wm = _rollouts_with_reward(rewards, ~is_anchor)
 
             # 7. fusion weights
-            rho2 = math.nan
-            if cfg.mode == "wmrl" and cfg.denoise.enabled:
+            rho2 = lam = math.nan
+            n_effective = float(n_real)
+            if use_rectified:  # lambda from earlier steps' anchors, then this step's join the window
+                lam = rectified.lam()
+                cal_advantages = group_advantages(calibrated, group_ids, scale=cfg.grpo.scale_advantages)
+                n_effective = rectified.effective_samples(n_real, anchor_share=float(anchor_groups.mean()))
+                rectified.update(advantages[anchor_idx], cal_advantages[anchor_idx])
+                w_real, w_wm = 1.0, lam
+            elif cfg.mode == "wmrl" and cfg.denoise.enabled:
                 rho2 = fuser.estimate_rho2(debiaser.x_, debiaser.y_, debiaser.groups_, calibrate=cfg.debias.enabled)
                 weights = fuser.weights(n_real, n_wm, rho2)
                 w_real, w_wm = weights.w_real, weights.w_world_model
+                n_effective = n_real + (0.0 if math.isnan(rho2) else rho2) * n_wm
             else:  # pool the streams by their share of informative rollouts
                 total = max(n_real + n_wm, 1)
                 w_real, w_wm = (n_real / total, n_wm / total) if n_real + n_wm else (float(is_anchor.any()), float(not is_anchor.any()))
@@ -225,17 +270,32 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             device = rollouts.old_log_probs.device  # the policy's device (GPU for LLM policies)
             adv_t = torch.as_tensor(advantages, dtype=torch.float32, device=device)
             real_rows = torch.as_tensor(is_anchor, dtype=torch.float32, device=device).unsqueeze(-1)
+            if use_rectified:
+                cal_adv_t = torch.as_tensor(cal_advantages, dtype=torch.float32, device=device)
             mask = rollouts.mask.to(device)
             ref_lp = None
             if cfg.grpo.kl_coef:
                 with torch.no_grad():
                     ref_lp = (c.policy.reference_log_probs(rollouts) if reference is None else reference.log_probs(rollouts))
+            entropy_mean = math.nan  # of the policy that sampled this step's rollouts
+            if has_entropy:
+                with torch.no_grad():
+                    entropy_mean = float(rollout_entropy(c.policy.entropy(rollouts), mask).mean())
             for _ in range(cfg.grpo.epochs):
                 log_probs = c.policy.log_probs(rollouts)
                 kwargs = dict(clip_eps=cfg.grpo.clip_eps, kl_coef=cfg.grpo.kl_coef, ref_log_probs=ref_lp,
                               aggregation=cfg.grpo.loss_aggregation)
-                loss = (w_real * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * real_rows, **kwargs)
-                        + w_wm * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * (1 - real_rows), **kwargs))
+                if use_rectified:  # L(anchors; real) + lambda [L(all; calibrated) - L(anchors; calibrated)]
+                    real_term = grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * real_rows, **kwargs)
+                    loss = real_term if lam == 0 else rectified_loss(
+                        real_term, grpo_loss(log_probs, rollouts.old_log_probs, cal_adv_t, mask, **kwargs),
+                        grpo_loss(log_probs, rollouts.old_log_probs, cal_adv_t, mask * real_rows, **kwargs), lam)
+                else:
+                    loss = (w_real * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * real_rows, **kwargs)
+                            + w_wm * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * (1 - real_rows), **kwargs))
+                if cfg.grpo.entropy_coef:
+                    loss = loss + entropy_bonus(c.policy.entropy(rollouts), mask, cfg.grpo.entropy_coef,
+                                                cfg.grpo.loss_aggregation)
                 optimizer.zero_grad()
                 loss.backward()
                 grad_norm = (torch.nn.utils.clip_grad_norm_(c.policy.parameters(), cfg.grpo.max_grad_norm)
@@ -261,8 +321,15 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 "debias/n_pairs": debiaser.n_pairs_,
                 "fusion/w_real": w_real, "fusion/w_world_model": w_wm, "fusion/rho2": rho2,
                 "fusion/n_real": n_real, "fusion/n_world_model": n_wm,
+                "fusion/lambda": lam, "fusion/n_effective": n_effective,
+                "calibration/tied_group_share": (_tied_group_share(calibrated, group_ids, ~is_anchor)
+                                                 if cfg.mode == "wmrl" else math.nan),
+                "calibration/within_group_error_raw": _within_group_error(wm_rewards, real_rewards, group_ids),
+                "calibration/within_group_error_calibrated": (_within_group_error(calibrated, real_rewards, group_ids)
+                                                              if cfg.mode == "wmrl" else math.nan),
                 "anchors/groups": int(anchor_groups.sum()),
                 "loss": float(loss.detach()), "grad_norm": float(grad_norm),
+                "policy/entropy": entropy_mean,
                 **ledger.metrics(),
             }
             if should_eval(step):

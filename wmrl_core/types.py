@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # annotations only: importing the data types must not import torch
+    import torch
 
 __all__ = ["Task", "Outcome", "Rollouts", "CostModel", "as_outcome"]
 
@@ -57,8 +59,8 @@ def as_outcome(value: Outcome | float | int | None) -> Outcome:
     """World models may return bare numbers; wrap them so reward extraction sees one type."""
     if isinstance(value, Outcome):
         return value
-    if value is None:
-        return Outcome(status="invalid_output", score=None)
+    if value is None:  # the world model had nothing to say: no reward, not a failure
+        return Outcome(status="no_prediction", score=None)
     return Outcome(status="ok", score=float(value))
 
 

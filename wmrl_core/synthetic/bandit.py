@@ -32,6 +32,10 @@ class BanditTruth:
     :param num_arms: arms per task (>= 3: best, decoy, others).
     :param decoy_spread: world-model prediction spread of the decoy arm.
     :param base_spread: spread of the other arms.
+    :param seed: draws the instance; the synthetic configs pass the run's seed (``truth_seed``)
+        so that each seed trains on its own bandit and intervals cover instance-to-instance variation.
+
+    ``best[t]`` and ``decoy[t]`` are the best and decoy arm of task *t*.
     """
 
     def __init__(self, *, num_tasks: int = 8, num_arms: int = 10, decoy_spread: float = 0.6,
@@ -43,10 +47,13 @@ class BanditTruth:
         rng = np.random.default_rng([seed, 0xB4])
         self.mu = rng.uniform(0.05, 0.75, size=(num_tasks, num_arms))
         self.spread = np.full((num_tasks, num_arms), base_spread)
+        self.best = np.zeros(num_tasks, dtype=np.int64)
+        self.decoy = np.zeros(num_tasks, dtype=np.int64)
         for t in range(num_tasks):
             best, decoy = rng.choice(num_arms, size=2, replace=False)
             self.mu[t, best], self.spread[t, best] = BEST_MU, BEST_SPREAD
             self.mu[t, decoy], self.spread[t, decoy] = DECOY_MU, decoy_spread
+            self.best[t], self.decoy[t] = best, decoy
         self.num_tasks, self.num_arms = num_tasks, num_arms
 
     @property

@@ -13,16 +13,16 @@ import pytest
 
 from wmrl_core.testing import require
 
-from wmrl_autoresearch.limits import SandboxLimits
-from wmrl_autoresearch.tasks import AutoResearchTask
+from wmrl_autoresearch.sandbox.limits import SandboxLimits
+from wmrl_autoresearch.tasks.task import AutoResearchTask
 
 SMALL_LIMITS = SandboxLimits(timeout_s=5.0, memory_mb=128, cpus=1.0, pids=64, tmp_mb=16, output_mb=8, shm_mb=8,
                              log_bytes=4096, predictions_bytes=64 * 1024)
 
 
 def _docker_state() -> tuple[bool, str]:
-    from wmrl_autoresearch.engine import DockerUnavailableError, docker_client
-    from wmrl_autoresearch.image import SANDBOX_IMAGE, image_exists
+    from wmrl_autoresearch.sandbox.docker_client import DockerUnavailableError, docker_client
+    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE, image_exists
 
     try:
         client = docker_client(timeout_s=10)
@@ -44,7 +44,7 @@ def docker_ready() -> None:
 
 @pytest.fixture(scope="session")
 def docker_client(docker_ready):
-    from wmrl_autoresearch.engine import docker_client as make_client
+    from wmrl_autoresearch.sandbox.docker_client import docker_client as make_client
 
     client = make_client()
     yield client
@@ -53,7 +53,7 @@ def docker_client(docker_ready):
 
 @pytest.fixture(scope="module")
 def pool(docker_ready):
-    from wmrl_autoresearch.pool import SandboxPool
+    from wmrl_autoresearch.sandbox.pool import SandboxPool
 
     with SandboxPool("docker", limits=SMALL_LIMITS, max_parallel=2, warm=0, gpus="none") as p:
         yield p
@@ -94,7 +94,7 @@ def sandbox_containers(client) -> list:
     """
     import os
 
-    from wmrl_autoresearch.orphans import LABEL, LABEL_OWNER_PID
+    from wmrl_autoresearch.sandbox.orphans import LABEL, LABEL_OWNER_PID
 
     return client.containers.list(all=True, ignore_removed=True, filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER_PID}={os.getpid()}"]})
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from wmrl_autoresearch.outcomes import to_outcome
-from wmrl_autoresearch.pool import RunRequest
-from wmrl_autoresearch.rewards import AutoResearchScoreReward
+from wmrl_autoresearch.grading.outcomes import to_outcome
+from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
+from wmrl_autoresearch.sandbox.pool import RunRequest
 
 WRITE_PREDICTIONS = """
 import os

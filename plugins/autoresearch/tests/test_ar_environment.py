@@ -10,7 +10,7 @@ import pytest
 from wmrl_core.checkers import check_environment, check_reward_extractor
 from wmrl_core.plugins import build_registry, get_plugin_manager
 
-from wmrl_autoresearch.tasks import N_FEATURES
+from wmrl_autoresearch.tasks.task import N_FEATURES
 
 GOOD_SKLEARN = """
 import os
@@ -41,7 +41,7 @@ def test_ar_components_are_registered(registry):
 
 
 def test_ar_environment_contract_without_docker(registry):
-    env = registry.environments.make("autoresearch")
+    env = registry.environments.make("autoresearch", task_sets=["autoresearch-builtin"])  # other plugins may add tasks
     check_environment(env)
     train, heldout = env.tasks("train"), env.tasks("heldout")
     assert len(train) == 10 and len(heldout) == 7
@@ -72,7 +72,7 @@ def test_ar_environment_executes_in_parallel_sandboxes(docker_ready, registry, t
 
 
 def test_ar_image_holds_the_scientific_stack(pool, tiny_classification, small_limits):
-    from wmrl_autoresearch.pool import RunRequest
+    from wmrl_autoresearch.sandbox.pool import RunRequest
 
     script = ("import numpy, pandas, sklearn, torch\n"
               "print(numpy.__version__, pandas.__version__, sklearn.__version__, torch.__version__,"
@@ -119,8 +119,10 @@ def test_ar_cli_tasks_and_errors(capsys):
     assert main(["tasks", "--split", "heldout"]) == 0
     out = capsys.readouterr().out
     assert "house-prices" in out and "iris-species" not in out
-    assert main(["tasks", "--json"]) == 0
+    assert main(["tasks", "--json", "--task-set", "autoresearch-builtin"]) == 0  # other plugins may add tasks
     listing = json.loads(capsys.readouterr().out)
     assert len(listing) == 17 and all("description" in t for t in listing)
+    assert main(["tasks", "--json"]) == 0  # every registered set: the built-in tasks among them
+    assert {t["id"] for t in listing} <= {t["id"] for t in json.loads(capsys.readouterr().out)}
     assert main(["run-solution", "no-such-task", __file__, "--sandbox", "local-unsafe"]) == 2
     assert "no autoresearch task `no-such-task`" in capsys.readouterr().err

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from wmrl_core.types import Outcome, Task
 
-from wmrl_autoresearch.execution import CappedBuffer
-from wmrl_autoresearch.grader import grade_predictions
-from wmrl_autoresearch.metrics import METRICS, get_metric, normalized_score
-from wmrl_autoresearch.rewards import AutoResearchScoreReward, make_reward_extractor
-from wmrl_autoresearch.tasks import to_wmrl_task
+from wmrl_autoresearch.grading.grader import grade_predictions
+from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward, make_reward_extractor
+from wmrl_autoresearch.sandbox.result import CappedBuffer
+from wmrl_autoresearch.tasks.task import to_wmrl_task
+from wmrl_autoresearch.tasks.task_metrics import METRICS, get_metric, normalized_score
 
 
 def _csv(header: str, values) -> bytes:

@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from wmrl_autoresearch.image import SANDBOX_IMAGE, SANDBOX_UID
-from wmrl_autoresearch.pool import RunRequest
+from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE, SANDBOX_UID
+from wmrl_autoresearch.sandbox.pool import RunRequest
 
 HOST_PATH = os.path.dirname(os.path.abspath(__file__))
 
@@ -140,7 +140,7 @@ def test_ar_test_labels_and_host_files_not_visible(facts):
 
 def test_ar_container_configuration_from_outside(docker_client, pool, small_limits):
     """The engine's own record of a sandbox container matches the hardening."""
-    from wmrl_autoresearch.sandbox import DockerSandbox
+    from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
 
     sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=60)
     sandbox.start()

@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from wmrl_autoresearch.orphans import LABEL_OWNER_PID, owner_labels, sweep_orphans
+from wmrl_autoresearch.sandbox.orphans import LABEL_OWNER_PID, owner_labels, sweep_orphans
 
 CHILD = textwrap.dedent("""
     import sys
-    from wmrl_autoresearch.limits import SandboxLimits
-    from wmrl_autoresearch.pool import RunRequest, SandboxPool
-    from wmrl_autoresearch.tasks import AutoResearchTask
+    from wmrl_autoresearch.sandbox.limits import SandboxLimits
+    from wmrl_autoresearch.sandbox.pool import RunRequest, SandboxPool
+    from wmrl_autoresearch.tasks.task import AutoResearchTask
     task = AutoResearchTask.create(id="child", kind="regression", metric="rmse", split="train", columns=["a"],
                                    x_train=[[1.0], [2.0]], y_train=[1.0, 2.0], x_test=[[3.0], [4.0]], y_test=[3.0, 5.0])
     pool = SandboxPool("docker", limits=SandboxLimits(timeout_s=60, memory_mb=64, cpus=0.5), max_parallel=2,
@@ -80,8 +80,8 @@ def test_ar_interrupted_caller_removes_its_containers(docker_client, sig):
 
 
 def test_ar_sweep_keeps_containers_of_live_owners(docker_client, pool, small_limits):
-    from wmrl_autoresearch.image import SANDBOX_IMAGE
-    from wmrl_autoresearch.sandbox import DockerSandbox
+    from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
+    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 
     sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=60)
     sandbox.start()
@@ -94,8 +94,8 @@ def test_ar_sweep_keeps_containers_of_live_owners(docker_client, pool, small_lim
 
 def test_ar_orphan_dies_by_itself_after_its_lifetime(docker_client, pool, small_limits):
     """The last line of defence: a container nobody removes exits after lifetime_s and auto-removes."""
-    from wmrl_autoresearch.image import SANDBOX_IMAGE
-    from wmrl_autoresearch.sandbox import DockerSandbox
+    from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
+    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 
     sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=2)
     sandbox.start()

@@ -60,7 +60,13 @@ def test_made_through_the_registry_with_env_none(tmp_path):
     assert len(wm.predict(r.tasks, r.solutions)) == 2
 
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs" / "gpu").glob("*.yaml"))
+GPU_CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "autoresearch" / "gpu"
+CONFIGS = sorted(GPU_CONFIGS.glob("*.yaml"))
+
+
+def test_gpu_configs_are_found():
+    """An empty glob would skip the check below silently (it did once the folder moved)."""
+    assert len(CONFIGS) == 3, (GPU_CONFIGS, CONFIGS)
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])

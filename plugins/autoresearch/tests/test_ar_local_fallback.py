@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from wmrl_autoresearch.engine import DockerUnavailableError
 from wmrl_autoresearch.environment import AutoResearchEnvironment
-from wmrl_autoresearch.outcomes import to_outcome
-from wmrl_autoresearch.pool import RunRequest, SandboxPool
+from wmrl_autoresearch.grading.outcomes import to_outcome
+from wmrl_autoresearch.sandbox.docker_client import DockerUnavailableError
+from wmrl_autoresearch.sandbox.pool import RunRequest, SandboxPool
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from wmrl_autoresearch.gpus import GpuPool, detect_nvidia_gpus
-from wmrl_autoresearch.image import SANDBOX_IMAGE
-from wmrl_autoresearch.pool import RunRequest, SandboxPool
-from wmrl_autoresearch.sandbox import DockerSandbox
+from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
+from wmrl_autoresearch.sandbox.gpus import GpuPool, detect_nvidia_gpus
+from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
+from wmrl_autoresearch.sandbox.pool import RunRequest, SandboxPool
 
 TIMED = "import time\nstart = time.time()\ntime.sleep({sleep})\nprint(start, time.time())\n"
 
@@ -102,7 +102,7 @@ def test_ar_cpu_only_pool_requests_no_devices():
 
 def test_ar_sandbox_with_gpus_requests_exactly_those_devices(tmp_path, small_limits):
     """The device request a GPU host would send (checked on the kwargs; no GPU is needed to build them)."""
-    from wmrl_autoresearch.workspace import Slot
+    from wmrl_autoresearch.sandbox.workspace import Slot
 
     sandbox = DockerSandbox(None, SANDBOX_IMAGE, small_limits, Slot(tmp_path / "slot"), lifetime_s=60,
                             gpu_ids=("1", "3"))
@@ -126,7 +126,7 @@ def test_ar_gpus_are_exclusive_on_a_gpu_host(docker_ready, small_limits, tiny_cl
 
 
 def test_ar_bench_sandbox_reports_every_figure(docker_ready):
-    from wmrl_autoresearch.bench import bench_sandbox
+    from wmrl_autoresearch.sandbox_bench import bench_sandbox
 
     result = bench_sandbox(latency_runs=1, throughput_runs=2, parallel=2)
     assert 0 < result.cold_startup_s < 30 and 0 <= result.warm_startup_s < result.cold_startup_s

@@ -12,8 +12,8 @@ from wmrl_core.grpo import grpo_loss
 from wmrl_autoresearch.program.grammar import DECISIONS, N_DECISIONS, Program, ProgramScript, programs_of
 from wmrl_autoresearch.program.policy import ProgramPolicy
 from wmrl_autoresearch.program.render import render_script
-from wmrl_autoresearch.program.world_model import fit_reward_mlp, raw_score_for_reward
-from wmrl_autoresearch.tasks import builtin_tasks
+from wmrl_autoresearch.program.world_model import fit_reward_model, raw_score_for_reward
+from wmrl_autoresearch.tasks.builtin_suite import builtin_tasks
 
 
 @pytest.fixture(scope="module")
@@ -78,21 +78,21 @@ def test_same_seed_same_untrained_policy():
         torch.testing.assert_close(pa, pb)
 
 
-def test_reward_mlp_fits_a_known_function(tasks):
+def test_reward_model_fits_a_known_function(tasks):
     rng = np.random.default_rng(0)
     programs = [Program.sample(rng) for _ in range(400)]
     feats = np.stack([tasks[i % len(tasks)].features for i in range(400)])
     one_hot = np.stack([p.one_hot() for p in programs])
     # reward: 0.8 for hist_gb, -1 for svm, 0.4 otherwise
     y = np.array([{5: 0.8, 7: -1.0}.get(p.choices[3], 0.4) for p in programs], dtype=np.float32)
-    model = fit_reward_mlp(feats, one_hot, y, epochs=300)
+    model = fit_reward_model(feats, one_hot, y, epochs=300)
     with torch.no_grad():
         pred = model(torch.as_tensor(feats), torch.as_tensor(one_hot)).numpy()
     assert np.mean((pred - y) ** 2) < 0.01
 
 
 def test_raw_score_inverts_normalization(tasks):
-    from wmrl_autoresearch.metrics import normalized_score
+    from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
     for task in tasks:
         t = task.data

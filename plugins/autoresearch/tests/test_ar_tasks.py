@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wmrl_autoresearch.suite import SUITE, load_builtin_suite
-from wmrl_autoresearch.task_files import TASK_FILES_ENV, load_task_file
-from wmrl_autoresearch.tasks import FEATURE_NAMES, N_FEATURES, AutoResearchTask, task_features, write_visible_files
+from wmrl_autoresearch.tasks.builtin_suite import SUITE, load_builtin_suite
+from wmrl_autoresearch.tasks.task import FEATURE_NAMES, N_FEATURES, AutoResearchTask, task_features, write_visible_files
+from wmrl_autoresearch.tasks.task_files import TASK_FILES_ENV, load_task_file
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -28,7 +28,7 @@ def test_ar_suite_has_enough_tasks_of_both_kinds_in_both_splits():
 
 
 def test_ar_suite_is_deterministic():
-    from wmrl_autoresearch.suite import build_task
+    from wmrl_autoresearch.tasks.builtin_suite import build_task
 
     for entry in SUITE[:3] + SUITE[-2:]:
         a, b = build_task(entry), build_task(entry)
@@ -141,7 +141,7 @@ def test_ar_task_files_from_environment_variable_reach_the_environment(tmp_path,
     (tmp_path / "t.yaml").write_text("tasks:\n  - id: env-var-task\n    kind: regression\n    metric: rmse\n"
                                      "    data: houses.csv\n    target: price\n")
     monkeypatch.setenv(TASK_FILES_ENV, str(tmp_path / "t.yaml"))
-    env = AutoResearchEnvironment()
+    env = AutoResearchEnvironment(task_sets=["autoresearch-builtin", "autoresearch-files"])  # not other plugins'
     assert "env-var-task" in [t.id for t in env.tasks("train")]
     assert len(env.tasks("train")) == 11 and len(env.tasks("heldout")) == 7
 

@@ -26,7 +26,7 @@ __all__ = ["main"]
 def _cmd_tasks(args) -> int:
     from wmrl_autoresearch.environment import collect_tasks
 
-    tasks = collect_tasks(task_files=args.task_file)
+    tasks = collect_tasks(task_sets=args.task_set or None, task_files=args.task_file)
     if args.split != "all":
         tasks = [t for t in tasks if t.data.split == args.split]
     if args.json:
@@ -42,8 +42,8 @@ def _cmd_tasks(args) -> int:
 
 def _cmd_run_solution(args) -> int:
     from wmrl_autoresearch.environment import AutoResearchEnvironment
-    from wmrl_autoresearch.outcomes import outcome_to_dict
-    from wmrl_autoresearch.rewards import AutoResearchScoreReward
+    from wmrl_autoresearch.grading.outcomes import outcome_to_dict
+    from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 
     script_path = Path(args.script)
     if not script_path.is_file():
@@ -65,8 +65,8 @@ def _cmd_run_solution(args) -> int:
 
 
 def _cmd_build_image(args) -> int:
-    from wmrl_autoresearch.engine import docker_client
-    from wmrl_autoresearch.image import OfflineImageBuild, build_image_offline, image_exists
+    from wmrl_autoresearch.sandbox.docker_client import docker_client
+    from wmrl_autoresearch.sandbox.image import OfflineImageBuild, build_image_offline, image_exists
 
     client = docker_client(timeout_s=900)
     if args.if_missing and image_exists(client, args.tag):
@@ -80,7 +80,7 @@ def _cmd_build_image(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from wmrl_autoresearch.bench import bench_sandbox
+    from wmrl_autoresearch.sandbox_bench import bench_sandbox
 
     result = bench_sandbox(latency_runs=args.latency_runs, throughput_runs=args.throughput_runs,
                            parallel=args.parallel, backend=args.sandbox, image=args.image)
@@ -89,8 +89,8 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from wmrl_autoresearch.engine import docker_client
-    from wmrl_autoresearch.orphans import sweep_orphans
+    from wmrl_autoresearch.sandbox.docker_client import docker_client
+    from wmrl_autoresearch.sandbox.orphans import sweep_orphans
 
     removed = sweep_orphans(docker_client())
     print(f"removed {len(removed)} orphaned sandbox container(s)" + (f": {', '.join(removed)}" if removed else ""))
@@ -98,7 +98,7 @@ def _cmd_sweep(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from wmrl_autoresearch.image import SANDBOX_IMAGE
+    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 
     p = argparse.ArgumentParser(prog="wmrl-autoresearch", description=__doc__.split("\n")[0])
     p.add_argument("-v", "--verbose", action="store_true", help="log progress")
@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tasks", help="list the tasks")
     t.add_argument("--split", choices=["train", "heldout", "all"], default="all")
+    t.add_argument("--task-set", action="append", default=[],
+                   help="only this registered task set, e.g. autoresearch-builtin (repeatable; default: all)")
     t.add_argument("--task-file", action="append", default=[], help="extra YAML/JSON/CSV task description")
     t.add_argument("--json", action="store_true", help="print JSON (with descriptions)")
     t.set_defaults(fn=_cmd_tasks)
@@ -156,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # one clean line for configuration errors (docker down, unknown task ...)
-        from wmrl_autoresearch.engine import DockerUnavailableError
-        from wmrl_autoresearch.image import ImageBuildError
+        from wmrl_autoresearch.sandbox.docker_client import DockerUnavailableError
+        from wmrl_autoresearch.sandbox.image import ImageBuildError
 
         if isinstance(exc, (DockerUnavailableError, ImageBuildError, KeyError, ValueError, FileNotFoundError)):
             print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from wmrl_autoresearch.limits import SandboxLimits
-from wmrl_autoresearch.outcomes import rejected_outcome, to_outcome
-from wmrl_autoresearch.tasks import SPLITS, AutoResearchTask, to_wmrl_task
+from wmrl_autoresearch.grading.outcomes import rejected_outcome, to_outcome
+from wmrl_autoresearch.sandbox.limits import SandboxLimits
+from wmrl_autoresearch.tasks.task import SPLITS, AutoResearchTask, to_wmrl_task
 
 __all__ = ["AutoResearchEnvironment", "ENVIRONMENT_NAME", "collect_tasks"]
 
@@ -34,7 +34,7 @@ def _as_wmrl_tasks(items: Any, origin: str) -> list:
         if not isinstance(item, Task) or not isinstance(item.data, AutoResearchTask):
             raise TypeError(
                 f"task set {origin} returned {type(item).__name__}; it must return AutoResearchTask objects or "
-                "wmrl_core.types.Task with .data an AutoResearchTask (see wmrl_autoresearch.tasks)"
+                "wmrl_core.types.Task with .data an AutoResearchTask (see wmrl_autoresearch.tasks.task)"
             )
         out.append(item)
     return out
@@ -45,7 +45,7 @@ def collect_tasks(task_sets: Sequence[str] | None = None, task_files: Sequence[s
 
     :raises ValueError: when two task sets define the same task id.
     """
-    from wmrl_autoresearch.task_files import tasks_from_files
+    from wmrl_autoresearch.tasks.task_files import tasks_from_files
 
     if registry is None:
         from wmrl_core.plugins import build_registry
@@ -83,7 +83,7 @@ class AutoResearchEnvironment:
     :param image: sandbox image (``wmrl-autoresearch-sandbox:latest``).
     :param gpus: ``"auto"``, ``"none"`` or a list of NVIDIA device ids shared out exclusively.
     :param task_sets: names of registered task sets to use (default: all for ``autoresearch``).
-    :param task_files: extra YAML/JSON/CSV task descriptions (see :mod:`wmrl_autoresearch.task_files`).
+    :param task_files: extra YAML/JSON/CSV task descriptions (see :mod:`wmrl_autoresearch.tasks.task_files`).
     :param limits: overrides applied to every task's limits, e.g. ``{"timeout_s": 10, "memory_mb": 512}``;
         without an override each task's own ``time_limit_s``, ``memory_mb`` and ``cpus`` apply.
     :param cost: optional declared ``CostModel`` (else the engine charges wall time).
@@ -102,7 +102,7 @@ class AutoResearchEnvironment:
         cost: Any = None,
         workdir: str | None = None,
     ):
-        from wmrl_autoresearch.pool import BACKENDS
+        from wmrl_autoresearch.sandbox.pool import BACKENDS
 
         if sandbox not in BACKENDS:
             raise ValueError(f"sandbox={sandbox!r}: use 'docker' or, only for trusted code without Docker, "
@@ -145,8 +145,8 @@ class AutoResearchEnvironment:
     def pool(self):
         """The sandbox pool, created on first use (listing tasks needs no Docker)."""
         if self._pool is None:
-            from wmrl_autoresearch.image import SANDBOX_IMAGE
-            from wmrl_autoresearch.pool import SandboxPool
+            from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
+            from wmrl_autoresearch.sandbox.pool import SandboxPool
 
             first = self._tasks[0].data if self._tasks else None
             default_limits = self.limits_for(first) if first is not None else SandboxLimits()
@@ -160,7 +160,7 @@ class AutoResearchEnvironment:
 
         Bad solutions never raise: they come back as failed outcomes.
         """
-        from wmrl_autoresearch.pool import RunRequest
+        from wmrl_autoresearch.sandbox.pool import RunRequest
 
         if len(tasks) != len(solutions):
             raise ValueError(f"{len(tasks)} tasks but {len(solutions)} solutions; pass one task per solution")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from wmrl_core import hookimpl
 
 from wmrl_autoresearch.environment import ENVIRONMENT_NAME
-from wmrl_autoresearch.rewards import REWARD_EXTRACTOR_NAME
+from wmrl_autoresearch.grading.rewards import REWARD_EXTRACTOR_NAME
 
 
 @hookimpl
@@ -26,13 +26,13 @@ def wmrl_register_environments(table):
 def wmrl_register_tasks(table):
     table.add(
         "autoresearch-builtin",
-        "wmrl_autoresearch.tasks:builtin_tasks",
+        "wmrl_autoresearch.tasks.builtin_suite:builtin_tasks",
         environment=ENVIRONMENT_NAME,
         description="17 offline tasks (sklearn datasets + seeded synthetic): 10 train, 7 held-out",
     )
     table.add(
         "autoresearch-files",
-        "wmrl_autoresearch.task_files:tasks_from_files",
+        "wmrl_autoresearch.tasks.task_files:tasks_from_files",
         environment=ENVIRONMENT_NAME,
         description="user tasks from YAML/JSON/CSV descriptions listed in $WMRL_AUTORESEARCH_TASK_FILES",
     )
@@ -42,7 +42,7 @@ def wmrl_register_tasks(table):
 def wmrl_register_reward_extractors(table):
     table.add(
         REWARD_EXTRACTOR_NAME,
-        "wmrl_autoresearch.rewards:make_reward_extractor",
+        "wmrl_autoresearch.grading.rewards:make_reward_extractor",
         description="normalized metric in [-1, 1], higher is better; failures get a penalty (default -1)",
     )
 

@@ -164,7 +164,7 @@ class LLMCodeAgent(torch.nn.Module):
         self.backend_name = check_backend(backend)
         self.model_name = model
         self.prompt_template = P.check_template(
-            prompt_template, allowed=P._POLICY_FIELDS, required={"description"}, what="policy prompt"
+            prompt_template, allowed=P.POLICY_FIELDS, required={"description"}, what="policy prompt"
         )
         self.system_prompt = system_prompt or None
         self.use_chat_template = use_chat_template

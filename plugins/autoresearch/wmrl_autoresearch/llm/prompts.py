@@ -26,6 +26,8 @@ __all__ = [
     "POLICY_TEMPLATE",
     "WORLD_MODEL_SYSTEM",
     "WORLD_MODEL_TEMPLATE",
+    "POLICY_FIELDS",
+    "WORLD_MODEL_FIELDS",
     "check_template",
     "fill",
     "render",
@@ -52,8 +54,10 @@ WORLD_MODEL_TEMPLATE = (
     "score: <the task's metric value as a number, or none>"
 )
 
-_POLICY_FIELDS = {"description", "task_id"}
-_WORLD_MODEL_FIELDS = {"description", "task_id", "solution"}
+POLICY_FIELDS = {"description", "task_id"}
+"""Fields a policy prompt template may use."""
+WORLD_MODEL_FIELDS = {"description", "task_id", "solution"}
+"""Fields a world-model prompt template may use."""
 
 
 def check_template(template: str, *, allowed: set[str], required: set[str], what: str) -> str:

@@ -100,7 +100,7 @@ class LLMWorldModel:
                 f"share_policy={share_policy}"
             )
         self.prompt_template = P.check_template(
-            prompt_template, allowed=P._WORLD_MODEL_FIELDS, required={"solution"}, what="world-model prompt"
+            prompt_template, allowed=P.WORLD_MODEL_FIELDS, required={"solution"}, what="world-model prompt"
         )
         self.system_prompt = system_prompt or None
         self.use_chat_template = use_chat_template

@@ -21,7 +21,7 @@ import torch
 
 from wmrl_autoresearch.program.grammar import Program
 from wmrl_autoresearch.program.render import render_script
-from wmrl_autoresearch.program.world_model import fit_reward_mlp
+from wmrl_autoresearch.program.world_model import fit_reward_model
 
 __all__ = ["build_corpus", "fit_from_corpus", "calibration_report", "main"]
 
@@ -34,7 +34,7 @@ def build_corpus(env: Any, split: str, programs_per_task: int, seed: int, path: 
     """
     from rich.progress import Progress
 
-    from wmrl_autoresearch.rewards import AutoResearchScoreReward
+    from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 
     reward_fn = AutoResearchScoreReward()
     rng = np.random.default_rng([seed, 0xC0])
@@ -76,7 +76,7 @@ MLPs, gradient boosting and random forests, and is the simplest."""
 
 def fit_from_corpus(rows: Sequence[dict], tasks_by_id: dict, seed: int = 0, hidden: int = HIDDEN):
     features, one_hot, rewards = _arrays(rows, tasks_by_id)
-    return fit_reward_mlp(features, one_hot, rewards, hidden=hidden, ridge=RIDGE, seed=seed)
+    return fit_reward_model(features, one_hot, rewards, hidden=hidden, ridge=RIDGE, seed=seed)
 
 
 def calibration_report(model, rows: Sequence[dict], tasks_by_id: dict) -> dict:
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             "calibration": {s: {k: v for k, v in r.items() if k not in ("predicted", "real", "task_ids")}
                             for s, r in reports.items()},
             "execution_wall_s": time.perf_counter() - started}
-    from wmrl_autoresearch.tasks import N_FEATURES
+    from wmrl_autoresearch.tasks.task import N_FEATURES
 
     torch.save({"model": model.state_dict(), "n_features": N_FEATURES, "hidden": HIDDEN, "info": info},
                args.out / "world_model.pt")

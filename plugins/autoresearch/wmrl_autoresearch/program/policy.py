@@ -8,6 +8,11 @@ emits the decisions :math:`d_1..d_K` of :data:`~.grammar.DECISIONS` one at a tim
 
 with a separate output head per decision (menus differ in size). The per-decision
 log-probabilities are the "tokens" GRPO updates. The rendered script is the solution.
+
+The entropy of a rollout is exact, :math:`H = \sum_k H(\pi(\cdot \mid x, d_{<k}))` along its
+sampled prefix; by the chain rule its mean over rollouts estimates the entropy of the joint
+distribution over programs, at most :math:`\sum_k \log|\text{menu}_k|` (9.53 nats, the uniform
+initial policy).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ class ProgramPolicy(nn.Module):
                  generation_cost_s: float | None = None, seed: int = 0):
         super().__init__()
         if n_features is None:
-            from wmrl_autoresearch.tasks import N_FEATURES
+            from wmrl_autoresearch.tasks.task import N_FEATURES
 
             n_features = N_FEATURES
         generator_state = torch.random.get_rng_state()
@@ -66,26 +71,29 @@ class ProgramPolicy(nn.Module):
         self._offsets = np.concatenate([[0], np.cumsum(N_OPTIONS)[:-1]]) + 1
         self.cost = CostModel(per_item_s=generation_cost_s) if generation_cost_s is not None else None
 
-    def _run(self, features: torch.Tensor, choices: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample (``choices is None``) or score given choices; returns (choices, log-probs) of shape (N, K)."""
+    def _run(self, features: torch.Tensor,
+             choices: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample (``choices is None``) or score given choices; returns (choices, log-probs,
+        entropies of each decision's distribution), each of shape (N, K)."""
         n = features.shape[0]
         h = torch.tanh(self.encode(features))
         token = torch.zeros(n, dtype=torch.long)
-        out_choices, out_lp = [], []
+        out_choices, out_lp, out_entropy = [], [], []
         for k in range(N_DECISIONS):
             h = self.cell(self.embed(token), h)
             dist = torch.distributions.Categorical(logits=self.heads[k](h))
             c = dist.sample() if choices is None else choices[:, k]
             out_choices.append(c)
             out_lp.append(dist.log_prob(c))
+            out_entropy.append(dist.entropy())
             token = c + int(self._offsets[k])
-        return torch.stack(out_choices, 1), torch.stack(out_lp, 1)
+        return torch.stack(out_choices, 1), torch.stack(out_lp, 1), torch.stack(out_entropy, 1)
 
     @torch.no_grad()
     def generate(self, tasks: Sequence[Task], group_size: int) -> Rollouts:
         all_tasks = [t for t in tasks for _ in range(group_size)]
         features = _features(all_tasks)
-        choices, log_probs = self._run(features, None)
+        choices, log_probs, _ = self._run(features, None)
         solutions = [render_script(Program(tuple(int(c) for c in row)), classification=_is_classification(t))
                      for row, t in zip(choices.tolist(), all_tasks)]
         return Rollouts(tasks=all_tasks, solutions=solutions, group_ids=np.repeat(np.arange(len(tasks)), group_size),
@@ -95,9 +103,14 @@ class ProgramPolicy(nn.Module):
     def log_probs(self, rollouts: Rollouts) -> torch.Tensor:
         return self._run(rollouts.extra["features"], rollouts.extra["choices"])[1]
 
+    def entropy(self, rollouts: Rollouts) -> torch.Tensor:
+        """(N, K) exact entropy in nats of each decision's distribution along each rollout's
+        prefix, under the current parameters (differentiable)."""
+        return self._run(rollouts.extra["features"], rollouts.extra["choices"])[2]
+
     @torch.no_grad()
     def decision_marginals(self, task: Task, samples: int = 256) -> dict[str, dict[str, float]]:
         """Empirical frequency of each option under the policy for one task (for reports)."""
-        choices, _ = self._run(_features([task] * samples), None)
+        choices, _, _ = self._run(_features([task] * samples), None)
         return {name: {opt: float((choices[:, k] == i).float().mean()) for i, opt in enumerate(options)}
                 for k, (name, options) in enumerate(DECISIONS)}

@@ -1,12 +1,14 @@
 r"""The learned world model of the program policy's outcomes.
 
-A small MLP reads the task's meta-features and the program's one-hot decisions and predicts
-the normalized reward (``autoresearch-score`` scale: 1 = perfect, 0 = constant baseline,
--1 = failure) of running it:
+A ridge regression (the shipped checkpoint; :class:`RewardModel` with ``hidden=0``) reads the
+task's meta-features and the program's one-hot decisions and predicts the normalized reward
+(``autoresearch-score`` scale: 1 = perfect, 0 = constant baseline, -1 = failure) of running it:
 
-.. math:: \hat r = \operatorname{clip}(f_\theta([\,(x-\mu_x)/\sigma_x,\ \operatorname{onehot}(d)\,]), -1, 1)
+.. math:: \hat r = \operatorname{clip}(w^\top [\,(x-\mu_x)/\sigma_x,\ \operatorname{onehot}(d)\,] + b, -1, 1)
 
-fitted by mean squared error on executions of the **training suite only** (``build.py``).
+fitted in closed form on executions of the **training suite only** (``build.py``, which chose
+the linear model over MLPs by cross-validation). ``hidden > 0`` gives a small MLP instead,
+kept for that comparison.
 All rollouts of a step go through one batched forward pass. The prediction is returned as
 an :class:`~wmrl_core.types.Outcome` holding the raw metric value that would give
 :math:`\hat r`, so the same reward extractor serves real and predicted outcomes.
@@ -27,13 +29,14 @@ from wmrl_core.types import CostModel, Outcome, Task
 
 from wmrl_autoresearch.program.grammar import ONE_HOT_SIZE, Program, programs_of
 
-__all__ = ["RewardMLP", "LearnedWorldModel", "fit_reward_mlp", "raw_score_for_reward", "SHIPPED_CHECKPOINT"]
+__all__ = ["RewardModel", "LearnedWorldModel", "fit_reward_model", "raw_score_for_reward", "SHIPPED_CHECKPOINT"]
 
 SHIPPED_CHECKPOINT = "world_model.pt"
 
 
-class RewardMLP(nn.Module):
-    """``hidden=0`` is a linear (ridge) model: main effects of each decision plus task features."""
+class RewardModel(nn.Module):
+    """``hidden=0``: a linear (ridge) model, main effects of each decision plus task features;
+    ``hidden>0``: an MLP with two hidden layers of that width."""
 
     def __init__(self, n_features: int, hidden: int = 64):
         super().__init__()
@@ -49,15 +52,15 @@ class RewardMLP(nn.Module):
         return self.net(torch.cat([x, one_hot], dim=-1)).squeeze(-1)
 
 
-def fit_reward_mlp(features: np.ndarray, one_hot: np.ndarray, rewards: np.ndarray, *, hidden: int = 64,
+def fit_reward_model(features: np.ndarray, one_hot: np.ndarray, rewards: np.ndarray, *, hidden: int = 64,
                    epochs: int = 400, lr: float = 3e-3, weight_decay: float = 1e-3, ridge: float = 30.0,
-                   seed: int = 0) -> RewardMLP:
-    """``hidden=0``: closed-form ridge, :math:`w = (X^TX + \lambda I)^{-1} X^T (y - \bar y)` on
+                   seed: int = 0) -> RewardModel:
+    r"""``hidden=0``: closed-form ridge, :math:`w = (X^TX + \lambda I)^{-1} X^T (y - \bar y)` on
     standardized inputs. ``hidden>0``: full-batch Adam on MSE (hundreds of runs: full batch is exact)."""
     if not (len(features) == len(one_hot) == len(rewards)) or len(rewards) < 2:
         raise ValueError(f"need >= 2 aligned examples, got {len(features)}, {len(one_hot)}, {len(rewards)}")
     torch.manual_seed(seed)
-    model = RewardMLP(features.shape[1], hidden)
+    model = RewardModel(features.shape[1], hidden)
     f = torch.as_tensor(features, dtype=torch.float32)
     model.mu.copy_(f.mean(0))
     model.sigma.copy_(f.std(0).clamp_min(1e-3))
@@ -103,7 +106,7 @@ class LearnedWorldModel:
             raise FileNotFoundError(f"world-model checkpoint {path} not found; build one with "
                                     "`wmrl-autoresearch build-world-model` or pass world_model.kwargs.checkpoint")
         state = torch.load(str(path), weights_only=False)
-        self.model = RewardMLP(state["n_features"], state["hidden"])
+        self.model = RewardModel(state["n_features"], state["hidden"])
         self.model.load_state_dict(state["model"])
         self.model.eval()
         self.info = state.get("info", {})

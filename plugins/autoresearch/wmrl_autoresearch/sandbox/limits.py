@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["SandboxLimits"]
+__all__ = ["SandboxLimits", "thread_env"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,9 @@ class SandboxLimits:
             "nano_cpus": int(self.cpus * 1e9),
             "shm_size": f"{int(self.shm_mb)}m",
         }
+
+
+def thread_env(cpus: float) -> dict[str, str]:
+    """Thread counts of the numeric libraries matched to the CPU quota (at least one thread)."""
+    n = str(max(1, int(round(cpus))))
+    return {"OMP_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n, "MKL_NUM_THREADS": n}

@@ -1,7 +1,7 @@
 """Task metrics: how a prediction vector is scored, which direction is better, and how a raw
 metric value maps to a task-independent normalized score.
 
-Normalized score (what :mod:`wmrl_autoresearch.rewards` turns into a reward; higher is
+Normalized score (what :mod:`wmrl_autoresearch.grading.rewards` turns into a reward; higher is
 better, comparable across tasks, always in ``[-1, 1]``):
 
 ==================  ===========  ==========================================================

@@ -2,7 +2,7 @@
 
 Every container gets the labels below. A container is an *orphan* when the process that
 created it is gone (it crashed or was killed with SIGKILL, so its ``finally`` blocks never
-ran). :func:`sweep_orphans` runs whenever a :class:`~wmrl_autoresearch.pool.SandboxPool`
+ran). :func:`sweep_orphans` runs whenever a :class:`~wmrl_autoresearch.sandbox.pool.SandboxPool`
 starts and removes them. As a last line of defence each container's main process is
 ``sleep <lifetime>``, and containers are created with ``auto_remove``, so even an orphan
 nobody sweeps disappears by itself after ``lifetime_s``.

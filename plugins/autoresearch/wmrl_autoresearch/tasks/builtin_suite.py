@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from wmrl_autoresearch.tasks import AutoResearchTask
+from wmrl_autoresearch.tasks.task import AutoResearchTask, to_wmrl_task
 
-__all__ = ["SuiteEntry", "SUITE", "load_builtin_suite"]
+__all__ = ["SuiteEntry", "SUITE", "load_builtin_suite", "builtin_tasks"]
 
 TEST_FRACTION = 0.3
 
@@ -179,7 +179,7 @@ def _churn(seed):
     y = np.where(churn, "yes", "no")
     return ["plan", "region", "tenure_months", "monthly_charge", "support_tickets"], x, y, \
         "Synthetic telecom customers: predict whether a customer churns (yes/no) from plan, region, tenure, " \
-        "charges (some missing) and support tickets.", "seeded synthetic generator (wmrl_autoresearch.suite)"
+        "charges (some missing) and support tickets.", "seeded synthetic generator (wmrl_autoresearch.tasks.builtin_suite)"
 
 
 def _house_prices(seed):
@@ -198,7 +198,7 @@ def _house_prices(seed):
     x[:, 2], x[:, 3] = rooms, np.where(age_missing, np.nan, np.round(age, 0))
     return ["neighbourhood", "area_m2", "rooms", "age_years"], x, price / 1000.0, \
         "Synthetic house sales: predict the price (thousands) from neighbourhood, area, rooms and age (some " \
-        "missing).", "seeded synthetic generator (wmrl_autoresearch.suite)"
+        "missing).", "seeded synthetic generator (wmrl_autoresearch.tasks.builtin_suite)"
 
 
 SUITE: tuple[SuiteEntry, ...] = (
@@ -245,3 +245,13 @@ def build_task(entry: SuiteEntry, test_fraction: float = TEST_FRACTION) -> AutoR
 def load_builtin_suite() -> tuple[AutoResearchTask, ...]:
     """All built-in tasks, train suite first (cached: built once per process, ~1 s)."""
     return tuple(build_task(entry) for entry in SUITE)
+
+
+def builtin_tasks(split: str | None = None, environment: str = "autoresearch", **_: Any) -> list:
+    """Task-set entry point of the built-in suite (:data:`SUITE`).
+
+    :param split: ``"train"``, ``"heldout"`` or ``None`` for both.
+    :param environment: passed by the registry; ignored.
+    :return: ``list[wmrl_core.types.Task]`` whose ``data`` is an :class:`AutoResearchTask`.
+    """
+    return [to_wmrl_task(t) for t in load_builtin_suite() if split is None or t.split == split]

@@ -28,7 +28,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from wmrl_autoresearch.metrics import METRICS, Metric, constant_baseline, get_metric
+from wmrl_autoresearch.tasks.labels import label_strings
+from wmrl_autoresearch.tasks.task_metrics import METRICS, Metric, constant_baseline, get_metric
 
 __all__ = [
     "AutoResearchTask",
@@ -36,7 +37,6 @@ __all__ = [
     "N_FEATURES",
     "task_features",
     "to_wmrl_task",
-    "builtin_tasks",
     "write_visible_files",
     "SPLITS",
 ]
@@ -51,7 +51,7 @@ class AutoResearchTask:
 
     :param id: unique, stable name (lowercase, digits, ``-``).
     :param kind: ``"classification"`` or ``"regression"``.
-    :param metric: a name from :data:`wmrl_autoresearch.metrics.METRICS`.
+    :param metric: a name from :data:`wmrl_autoresearch.tasks.task_metrics.METRICS`.
     :param split: ``"train"`` (the training suite) or ``"heldout"`` (never trained on).
     :param columns: feature column names, in file order.
     :param x_train: (n_train, n_features) object array: floats (NaN = missing) or strings.
@@ -117,7 +117,7 @@ class AutoResearchTask:
                 f"{len(x_test)} test rows vs {len(y_test)} targets; both parts must be non-empty and aligned"
             )
         if kind == "classification":
-            y_train, y_test = _label_strings(y_train), _label_strings(y_test)
+            y_train, y_test = label_strings(y_train), label_strings(y_test)
         else:
             y_train, y_test = y_train.astype(float), y_test.astype(float)
             if not (np.isfinite(y_train).all() and np.isfinite(y_test).all()):
@@ -212,28 +212,6 @@ def _as_table(x: Any, n_columns: int) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[1] != n_columns:
         raise ValueError(f"feature table has shape {arr.shape}, expected (rows, {n_columns})")
     return arr
-
-
-def _label_strings(y: np.ndarray) -> np.ndarray:
-    return np.array([_label_string(v) for v in y.tolist()], dtype=object)
-
-
-def _label_string(value: Any) -> str:
-    """Canonical text of a class label: ``1``, ``1.0`` and ``"1"`` are the same class."""
-    if isinstance(value, (bool, np.bool_)):
-        return str(int(value))
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        return str(int(value)) if float(value).is_integer() else repr(float(value))
-    text = str(value).strip()
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    if math.isfinite(number) and number.is_integer():
-        return str(int(number))
-    return text
 
 
 def _is_categorical(column: np.ndarray) -> bool:
@@ -337,15 +315,3 @@ def write_visible_files(task: AutoResearchTask, directory: str | os.PathLike) ->
         os.chmod(out / name, 0o644)
     os.chmod(out, 0o755)
     return out
-
-
-def builtin_tasks(split: str | None = None, environment: str = "autoresearch", **_: Any) -> list:
-    """Task-set entry point of the built-in suite (see :mod:`wmrl_autoresearch.suite`).
-
-    :param split: ``"train"``, ``"heldout"`` or ``None`` for both.
-    :param environment: passed by the registry; ignored.
-    :return: ``list[wmrl_core.types.Task]`` whose ``data`` is an :class:`AutoResearchTask`.
-    """
-    from wmrl_autoresearch.suite import load_builtin_suite
-
-    return [to_wmrl_task(t) for t in load_builtin_suite() if split is None or t.split == split]

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wmrl_autoresearch.tasks import AutoResearchTask, _label_string
+from wmrl_autoresearch.tasks.labels import label_string
+from wmrl_autoresearch.tasks.task import AutoResearchTask
 
 __all__ = ["Grade", "grade_predictions", "InvalidPredictions"]
 
@@ -89,7 +90,7 @@ def grade_predictions(task: AutoResearchTask, data: bytes | None) -> Grade:
     try:
         values = _parse(data, task.n_test)
         if task.kind == "classification":
-            y_pred = np.array([_label_string(v) for v in values], dtype=object)
+            y_pred = np.array([label_string(v) for v in values], dtype=object)
             bad = [v for v in values if v.lower() in {"nan", "inf", "-inf", "", "none", "null"}]
             if bad:
                 raise InvalidPredictions(f"{len(bad)} predictions are empty or NaN (e.g. {bad[0]!r})")

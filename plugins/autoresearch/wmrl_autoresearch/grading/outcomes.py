@@ -1,4 +1,4 @@
-"""From an :class:`~wmrl_autoresearch.execution.Execution` and its grade to a WMRL ``Outcome``.
+"""From an :class:`~wmrl_autoresearch.sandbox.result.Execution` and its grade to a WMRL ``Outcome``.
 
 Statuses, in the order they are decided:
 
@@ -15,7 +15,7 @@ ok                graded: ``score`` is the raw metric value
 ``Outcome.info`` holds ``runtime_s``, ``startup_s``, ``warm``, ``exit_code``, ``logs``
 (stdout and stderr, each capped), ``stdout_bytes``, ``stderr_bytes``, ``logs_truncated``,
 ``resources`` (``memory_peak_bytes``, ``cpu_s`` ...), ``backend``, ``metric``,
-``higher_is_better``, ``normalized_score`` (see :mod:`wmrl_autoresearch.metrics`) and
+``higher_is_better``, ``normalized_score`` (see :mod:`wmrl_autoresearch.tasks.task_metrics`) and
 ``error`` (why the status is not ok).
 """
 
@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from wmrl_autoresearch.execution import Execution
-from wmrl_autoresearch.grader import grade_predictions
-from wmrl_autoresearch.metrics import normalized_score
-from wmrl_autoresearch.tasks import AutoResearchTask
+from wmrl_autoresearch.grading.grader import grade_predictions
+from wmrl_autoresearch.sandbox.result import Execution
+from wmrl_autoresearch.tasks.task import AutoResearchTask
+from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
 __all__ = ["STATUSES", "to_outcome", "rejected_outcome", "outcome_to_dict"]
 

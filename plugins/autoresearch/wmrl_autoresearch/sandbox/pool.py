@@ -6,7 +6,7 @@
   container creation and start. A container never runs two solutions: each is removed after
   its one run and replaced.
 * With NVIDIA GPUs, every sandbox holds ``gpus_per_sandbox`` devices exclusively
-  (:class:`~wmrl_autoresearch.gpus.GpuPool`); on CPU-only hosts the pool is empty.
+  (:class:`~wmrl_autoresearch.sandbox.gpus.GpuPool`); on CPU-only hosts the pool is empty.
 * Cleanup: every sandbox is removed after its run (``finally``); :meth:`close` removes the
   rest (also called at interpreter exit, and on SIGTERM, which is turned into ``SystemExit``
   when no other handler is installed); orphans of crashed processes are swept at start-up.
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from wmrl_autoresearch.execution import Execution
-from wmrl_autoresearch.gpus import GpuPool, detect_nvidia_gpus
-from wmrl_autoresearch.image import SANDBOX_IMAGE
-from wmrl_autoresearch.limits import SandboxLimits
-from wmrl_autoresearch.sandbox import _GRACE_S, DockerSandbox, SandboxStartError
-from wmrl_autoresearch.tasks import AutoResearchTask
-from wmrl_autoresearch.workspace import Workspace
+from wmrl_autoresearch.sandbox.docker_sandbox import CONTAINER_GRACE_S, DockerSandbox, SandboxStartError
+from wmrl_autoresearch.sandbox.gpus import GpuPool, detect_nvidia_gpus
+from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
+from wmrl_autoresearch.sandbox.limits import SandboxLimits
+from wmrl_autoresearch.sandbox.result import Execution
+from wmrl_autoresearch.sandbox.workspace import Workspace
+from wmrl_autoresearch.tasks.task import AutoResearchTask
 
 __all__ = ["SandboxPool", "RunRequest", "BACKENDS"]
 
@@ -73,7 +73,7 @@ class SandboxPool:
     :param gpus: ``"auto"`` (detect NVIDIA GPUs), ``"none"``, or a list of device ids.
     :param gpus_per_sandbox: devices given to each sandbox when GPUs are present.
     :param warm_lifetime_s: a warm container removes itself after this long, seconds.
-    :param workdir: host directory for task files and slots (see :mod:`wmrl_autoresearch.workspace`).
+    :param workdir: host directory for task files and slots (see :mod:`wmrl_autoresearch.sandbox.workspace`).
     :param handle_sigterm: turn SIGTERM into ``SystemExit`` so that cleanup runs (main thread only,
         only when SIGTERM still has its default handler).
     """
@@ -102,14 +102,14 @@ class SandboxPool:
         self.warm_lifetime_s = float(warm_lifetime_s)
         self.client = None
         if backend == "docker":
-            from wmrl_autoresearch.engine import docker_client
-            from wmrl_autoresearch.orphans import sweep_orphans
+            from wmrl_autoresearch.sandbox.docker_client import docker_client
+            from wmrl_autoresearch.sandbox.orphans import sweep_orphans
 
             self.client = client or docker_client()
             self.swept = sweep_orphans(self.client)
             device_ids = detect_nvidia_gpus() if gpus == "auto" else ([] if gpus == "none" else list(gpus))
         else:
-            from wmrl_autoresearch.local_sandbox import warn_unsafe
+            from wmrl_autoresearch.sandbox.local_sandbox import warn_unsafe
 
             warn_unsafe()
             self.swept = []
@@ -150,7 +150,7 @@ class SandboxPool:
         limits = limits or self.limits
         slot = self.workspace.new_slot()
         if self.backend == "local-unsafe":
-            from wmrl_autoresearch.local_sandbox import LocalProcessSandbox
+            from wmrl_autoresearch.sandbox.local_sandbox import LocalProcessSandbox
 
             sandbox = LocalProcessSandbox(limits, slot)
         else:
@@ -216,7 +216,7 @@ class SandboxPool:
     def _acquire(self, limits: SandboxLimits):
         """A started sandbox for one run: a warm one if available, else a new one. Returns (sandbox, warm)."""
         timeout_s = limits.timeout_s
-        deadline_margin = timeout_s + _GRACE_S
+        deadline_margin = timeout_s + CONTAINER_GRACE_S
         while True:
             sandbox = None
             if limits == self.limits:
@@ -290,6 +290,11 @@ class SandboxPool:
         """Block until every used sandbox has been removed; False on timeout."""
         with self._reaped:
             return self._reaped.wait_for(lambda: self._unreaped == 0, timeout_s)
+
+    @property
+    def warm_count(self) -> int:
+        """Started containers waiting for work."""
+        return self._warm.qsize()
 
     @property
     def live_count(self) -> int:

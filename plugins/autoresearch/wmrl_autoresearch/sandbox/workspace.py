@@ -18,8 +18,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from wmrl_autoresearch.execution import SOLUTION_FILENAME
-from wmrl_autoresearch.tasks import AutoResearchTask, write_visible_files
+from wmrl_autoresearch.sandbox.result import SOLUTION_FILENAME
+from wmrl_autoresearch.tasks.task import AutoResearchTask, write_visible_files
 
 __all__ = ["Workspace", "Slot", "default_root"]
 

@@ -3,7 +3,7 @@
 ``reward = normalized_score(metric, outcome.score)`` for an ok outcome: accuracy, balanced
 accuracy and macro-F1 as they are; R^2 clipped to ``[-1, 1]``; RMSE and MAE as
 ``1 - error / constant-prediction error`` clipped to ``[-1, 1]`` (see
-:mod:`wmrl_autoresearch.metrics`). Higher is always better and every task shares the scale
+:mod:`wmrl_autoresearch.tasks.task_metrics`). Higher is always better and every task shares the scale
 (1 = perfect, 0 = no better than a constant for the error metrics).
 
 Failures (timeout, oom, crashed, invalid_output, missing_output, or an ok outcome whose score
@@ -24,8 +24,8 @@ from typing import Any, Mapping
 
 from wmrl_core.types import Outcome, as_outcome
 
-from wmrl_autoresearch.metrics import normalized_score
-from wmrl_autoresearch.tasks import AutoResearchTask
+from wmrl_autoresearch.tasks.task import AutoResearchTask
+from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
 __all__ = ["AutoResearchScoreReward", "make_reward_extractor", "REWARD_EXTRACTOR_NAME"]
 

@@ -44,7 +44,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from wmrl_autoresearch.tasks import AutoResearchTask, _label_strings, to_wmrl_task
+from wmrl_autoresearch.tasks.labels import label_strings
+from wmrl_autoresearch.tasks.task import AutoResearchTask, to_wmrl_task
 
 __all__ = ["load_task_file", "tasks_from_files", "TASK_FILES_ENV"]
 
@@ -102,7 +103,7 @@ def _task_from_entry(entry: dict[str, Any], base: Path) -> AutoResearchTask:
 
         columns, x, y = _read_csv(base / str(entry["data"]), target)
         if kind == "classification":
-            y = _label_strings(y)
+            y = label_strings(y)
         stratify = y if kind == "classification" and min(np.unique(y, return_counts=True)[1]) >= 2 else None
         x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=float(entry.get("test_fraction") or 0.3),
                                                   random_state=seed, stratify=stratify)

@@ -17,9 +17,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from wmrl_autoresearch.limits import SandboxLimits
-from wmrl_autoresearch.outcomes import to_outcome
-from wmrl_autoresearch.pool import RunRequest, SandboxPool
+from wmrl_autoresearch.grading.outcomes import to_outcome
+from wmrl_autoresearch.sandbox.limits import SandboxLimits
+from wmrl_autoresearch.sandbox.pool import RunRequest, SandboxPool
 
 __all__ = ["BenchResult", "bench_sandbox", "TRIVIAL_SCRIPT", "SKLEARN_SCRIPT"]
 
@@ -77,7 +77,7 @@ def _latency(pool: SandboxPool, task, runs: int, wait_warm: bool) -> tuple[float
         pool.wait_reaped()  # the previous container is gone: nothing else competes for the CPU
         if wait_warm:
             deadline = time.monotonic() + 60
-            while pool._warm.qsize() < pool.warm_target and time.monotonic() < deadline:
+            while pool.warm_count < pool.warm_target and time.monotonic() < deadline:
                 time.sleep(0.05)
         t0 = time.perf_counter()
         execution = pool.run(RunRequest(task, TRIVIAL_SCRIPT))
@@ -105,8 +105,8 @@ def bench_sandbox(latency_runs: int = 7, throughput_runs: int = 12, parallel: in
     """Measure latencies and throughput on this machine (takes ~1-3 minutes on 2 cores)."""
     import os
 
-    from wmrl_autoresearch.image import SANDBOX_IMAGE
-    from wmrl_autoresearch.suite import load_builtin_suite
+    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
+    from wmrl_autoresearch.tasks.builtin_suite import load_builtin_suite
 
     task = next(t for t in load_builtin_suite() if t.id == "iris-species")
     limits = limits or SandboxLimits(timeout_s=120, memory_mb=1024, cpus=1.0)

@@ -21,10 +21,10 @@ import time
 import warnings
 from pathlib import Path
 
-from wmrl_autoresearch.execution import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
-from wmrl_autoresearch.limits import SandboxLimits
-from wmrl_autoresearch.sandbox import SANDBOX_ENV, _thread_env
-from wmrl_autoresearch.workspace import Slot
+from wmrl_autoresearch.sandbox.docker_sandbox import SANDBOX_ENV
+from wmrl_autoresearch.sandbox.limits import SandboxLimits, thread_env
+from wmrl_autoresearch.sandbox.result import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
+from wmrl_autoresearch.sandbox.workspace import Slot
 
 __all__ = ["LocalProcessSandbox", "UNSAFE_WARNING"]
 
@@ -98,7 +98,7 @@ class LocalProcessSandbox:
         result = Execution(backend=self.backend, startup_s=self.startup_s)
         result.notes.append("not isolated: local-process fallback")
         self.slot.stage(task_dir, script)
-        env = {**os.environ, **SANDBOX_ENV, **_thread_env(self.limits.cpus), "DATA_DIR": str(self.slot.data),
+        env = {**os.environ, **SANDBOX_ENV, **thread_env(self.limits.cpus), "DATA_DIR": str(self.slot.data),
                "OUTPUT_DIR": str(self.output), "TASK_FILE": str(self.slot.data / "task.json"),
                "HOME": str(self.tmp), "TMPDIR": str(self.tmp), "MPLCONFIGDIR": str(self.tmp)}
         stdout, stderr = CappedBuffer(self.limits.log_bytes), CappedBuffer(self.limits.log_bytes)

@@ -12,7 +12,7 @@ Hardening of every container (each checked by a test against a real engine):
 * stdout/stderr captured with a size cap (head and tail kept);
 * removed afterwards (``finally``), created with ``auto_remove`` and a main process of
   ``sleep <lifetime>`` so that an orphan dies by itself, and labelled so that orphans left by
-  a crashed caller are swept at the next start-up (:mod:`wmrl_autoresearch.orphans`).
+  a crashed caller are swept at the next start-up (:mod:`wmrl_autoresearch.sandbox.orphans`).
 
 The container's main process is ``sleep``; the script runs as a ``docker exec`` in it. This
 lets a container be started *ahead* of need (warm mode) with identical isolation: a warm
@@ -31,13 +31,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from wmrl_autoresearch.execution import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
-from wmrl_autoresearch.image import SANDBOX_UID
-from wmrl_autoresearch.limits import SandboxLimits
-from wmrl_autoresearch.orphans import owner_labels
-from wmrl_autoresearch.workspace import Slot
+from wmrl_autoresearch.sandbox.image import SANDBOX_UID
+from wmrl_autoresearch.sandbox.limits import SandboxLimits, thread_env
+from wmrl_autoresearch.sandbox.orphans import owner_labels
+from wmrl_autoresearch.sandbox.result import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
+from wmrl_autoresearch.sandbox.workspace import Slot
 
-__all__ = ["DockerSandbox", "SANDBOX_ENV", "SandboxStartError"]
+__all__ = ["DockerSandbox", "SANDBOX_ENV", "CONTAINER_GRACE_S", "SandboxStartError"]
 
 log = logging.getLogger(__name__)
 
@@ -54,23 +54,19 @@ SANDBOX_ENV = {
 """Environment of every solution; ``OMP_NUM_THREADS`` etc. are added from the CPU quota."""
 
 _EXIT_SIGKILL = 137  # 128 + SIGKILL: how a kernel OOM kill shows up as an exit status
-_GRACE_S = 10.0  # extra lifetime of a container beyond its run's timeout, seconds
+CONTAINER_GRACE_S = 10.0
+"""Extra lifetime of a container beyond its run's timeout, seconds."""
 
 
 class SandboxStartError(RuntimeError):
     """A container could not be created or started (image missing, engine down ...)."""
 
 
-def _thread_env(cpus: float) -> dict[str, str]:
-    n = str(max(1, int(round(cpus))))
-    return {"OMP_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n, "MKL_NUM_THREADS": n}
-
-
 class DockerSandbox:
     """One container for one solution.
 
     :param client: a ``docker.DockerClient``.
-    :param image: image name, normally :data:`wmrl_autoresearch.image.SANDBOX_IMAGE`.
+    :param image: image name, normally :data:`wmrl_autoresearch.sandbox.image.SANDBOX_IMAGE`.
     :param limits: resource limits of the container and the run's default timeout.
     :param slot: the host directories mounted at ``/data`` and ``/code``.
     :param lifetime_s: the container removes itself after this many seconds whatever happens.
@@ -109,7 +105,7 @@ class DockerSandbox:
             name=self.name,
             user=f"{uid}:{uid}",
             working_dir="/tmp",
-            environment={**SANDBOX_ENV, **_thread_env(self.limits.cpus)},
+            environment={**SANDBOX_ENV, **thread_env(self.limits.cpus)},
             network_mode="none",
             read_only=True,
             cap_drop=["ALL"],
@@ -207,7 +203,7 @@ class DockerSandbox:
         if container is None:
             result.sandbox_error = "sandbox was not started or already removed"
             return result
-        if self.remaining_lifetime_s() < timeout_s + _GRACE_S:
+        if self.remaining_lifetime_s() < timeout_s + CONTAINER_GRACE_S:
             result.sandbox_error = "sandbox container is too close to the end of its lifetime"
             return result
         try:
@@ -220,16 +216,18 @@ class DockerSandbox:
                 self._collect(result)
         except docker.errors.NotFound as exc:
             result.sandbox_error = f"sandbox container vanished during the run: {exc}"
+        # APIError before OSError: an APIError *is* an OSError (via requests' HTTPError), so the
+        # other order would turn an engine error after a clean exit into a sandbox error.
+        except docker.errors.APIError as exc:
+            if result.exit_code is None:
+                result.sandbox_error = f"docker engine error: {exc}"
+            else:  # the script ran to its end; only the resource figures or predictions are missing
+                result.notes.append(f"reading results failed: {exc}")
         except OSError as exc:  # slot removed under us (pool closed), host disk full, engine connection lost
             result.sandbox_error = f"sandbox I/O failed: {exc.__class__.__name__}: {exc}"
         except Exception as exc:  # never let an infrastructure surprise crash training
             log.exception("unexpected failure in sandbox %s", self.name)
             result.sandbox_error = f"unexpected sandbox failure: {exc.__class__.__name__}: {exc}"
-        except docker.errors.APIError as exc:
-            if result.exit_code is None:
-                result.sandbox_error = f"docker engine error: {exc}"
-            else:
-                result.notes.append(f"reading results failed: {exc}")
         return result
 
     def _exec_script(self, result: Execution, timeout_s: float) -> None:

@@ -1,0 +1,79 @@
+"""How DockerSandbox.run reports engine errors: before the script ended they are a sandbox
+error (the run says nothing about the script); after a clean exit they are a note (the
+script's exit status stands, only the results could not be read)."""
+
+from __future__ import annotations
+
+import docker.errors
+import pytest
+
+from wmrl_autoresearch.grading.outcomes import to_outcome
+from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
+from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
+from wmrl_autoresearch.sandbox.workspace import Slot
+from wmrl_autoresearch.tasks.task import write_visible_files
+
+
+def test_ar_api_error_is_an_os_error():
+    """The reason for the order of the except clauses in DockerSandbox.run."""
+    assert issubclass(docker.errors.APIError, OSError)
+
+
+def _sandbox_with_engine_error(tmp_path, small_limits, *, exit_code):
+    """A sandbox whose exec reports ``exit_code`` (None: the exec itself failed) and whose
+    engine then answers the results read with an APIError. The engine calls are replaced:
+    only the routing of the error in ``run`` is under test here; the real engine case is
+    ``test_ar_engine_error_after_clean_exit_on_a_real_engine``."""
+    sandbox = DockerSandbox(None, SANDBOX_IMAGE, small_limits, Slot(tmp_path / "slot"), lifetime_s=60)
+    sandbox.container = sandbox._handle = object()
+
+    def exec_script(result, timeout_s):
+        if exit_code is None:
+            raise docker.errors.APIError("500 Server Error: exec failed")
+        result.exit_code = exit_code
+
+    def collect(result):
+        raise docker.errors.APIError("409 Conflict: container is paused")
+
+    sandbox._exec_script, sandbox._collect = exec_script, collect
+    return sandbox
+
+
+def test_ar_engine_error_after_clean_exit_is_a_note(tmp_path, small_limits, tiny_classification):
+    task_dir = write_visible_files(tiny_classification, tmp_path / "task")
+    result = _sandbox_with_engine_error(tmp_path, small_limits, exit_code=0).run(task_dir, "print('ok')\n")
+    assert result.sandbox_error is None
+    assert result.exit_code == 0
+    assert any("reading results failed" in note and "paused" in note for note in result.notes), result.notes
+
+
+def test_ar_engine_error_before_the_exit_is_a_sandbox_error(tmp_path, small_limits, tiny_classification):
+    task_dir = write_visible_files(tiny_classification, tmp_path / "task")
+    result = _sandbox_with_engine_error(tmp_path, small_limits, exit_code=None).run(task_dir, "print('ok')\n")
+    assert result.sandbox_error is not None and result.sandbox_error.startswith("docker engine error")
+    assert to_outcome(tiny_classification, result).status == "sandbox_error"
+
+
+@pytest.mark.slow
+def test_ar_engine_error_after_clean_exit_on_a_real_engine(docker_client, pool, small_limits, tiny_classification,
+                                                           tmp_path):
+    """A real engine refuses the results exec of a paused container (409 Conflict, an APIError)."""
+    sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=60)
+    collect = sandbox._collect
+
+    def pause_then_collect(result):
+        sandbox._handle.pause()
+        try:
+            collect(result)
+        finally:
+            sandbox._handle.unpause()
+
+    sandbox._collect = pause_then_collect
+    sandbox.start()
+    try:
+        result = sandbox.run(write_visible_files(tiny_classification, tmp_path / "task"), "print('ok')\n")
+    finally:
+        sandbox.remove()
+    assert result.exit_code == 0 and result.sandbox_error is None, result
+    assert any("reading results failed" in note for note in result.notes), result.notes
+    assert to_outcome(tiny_classification, result).status != "sandbox_error"

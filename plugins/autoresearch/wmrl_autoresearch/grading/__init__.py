@@ -1,0 +1,4 @@
+"""Turning a run into a score: the grader of predictions (:mod:`.grader`), the WMRL outcome of
+a run (:mod:`.outcomes`) and the reward extractor (:mod:`.rewards`). Metrics are part of a
+task's definition and live in :mod:`wmrl_autoresearch.tasks.task_metrics`.
+"""

@@ -1,0 +1,152 @@
+r"""Rectified (prediction-powered) fusion of the real and world-model gradient streams.
+
+**Setting.** A step draws :math:`B` groups (a task and its :math:`G` rollouts). :math:`k` of them,
+the anchors :math:`\mathcal A`, are chosen uniformly at random and independently of their content
+(``AnchorSampler``) and executed for real. Every group also has calibrated world-model rewards
+:math:`c = \hat f(w)`, where :math:`\hat f` was fitted on *earlier* steps' anchor pairs, so it is
+fixed before this step's groups are seen. With :math:`s_{g,i} = \nabla\log\pi(y_{g,i})`, write a
+group's GRPO gradient with real advantages as :math:`h^R_g = \frac1G\sum_i A^R_{g,i}s_{g,i}` and
+with calibrated advantages as :math:`h^C_g`. The target is :math:`g^* = E[h^R]`, what GRPO with
+every group executed estimates.
+
+**Estimator** (prediction-powered inference, Angelopoulos et al., 2023; PPI++ 2024):
+
+.. math:: \hat g = \bar h^R_{\mathcal A} + \lambda\,\big(\bar h^C_{\text{all}} - \bar h^C_{\mathcal A}\big).
+
+*Unbiased for any* :math:`\lambda`: given the batch, :math:`\mathcal A` is a uniform subset chosen
+independently of the groups, of :math:`\hat f` and of :math:`\lambda`, so
+:math:`E[\bar h^C_{\mathcal A}\mid\text{batch}] = \bar h^C_{\text{all}}`: the correction has mean
+zero and :math:`E\hat g = E\bar h^R_{\mathcal A} = g^*`, however biased the world model is. A useless
+world model costs variance, never bias; :math:`\lambda = 0` is plain GRPO on the anchors.
+
+**As a loss.** :math:`L = L(\mathcal A; A^R) + \lambda\,[L(\text{all}; A^C) - L(\mathcal A; A^C)]`,
+each term ``grpo_loss`` over its rows with the configured aggregation. *Normalisation:* each term
+is a mean over its own rows, so each estimates the same population mean per-rollout term. With
+``sequence_mean`` (or equal lengths, as in the bandit) each term is an average of per-rollout
+terms over uniformly chosen groups and the correction has mean zero exactly; with ``token_mean``
+a term is a ratio of token sums, zero-mean up to :math:`O(1/k)`.
+
+**Power tuning.** Groups i.i.d., :math:`\mu = \lambda(1-k/B)`; since
+:math:`\bar h^C_{\text{all}} - \bar h^C_{\mathcal A} = (1-k/B)(\bar h^C_{\mathcal U} - \bar h^C_{\mathcal A})`
+with :math:`\mathcal U` the other groups,
+
+.. math:: \operatorname{Var}\hat g = \frac{\sigma_R^2 - 2\mu\sigma_{RC} + \mu^2\sigma_C^2}{k} + \frac{\mu^2\sigma_C^2}{B-k},
+
+minimised at :math:`\lambda^* = \sigma_{RC}/\sigma_C^2` (PPI++'s
+:math:`\operatorname{Cov}(Y,f)/((1+n/N)\operatorname{Var} f)` for a correction over the
+:math:`N = B-k` unlabelled groups is the same estimator written with :math:`\lambda' = \lambda(1-k/B)`).
+For a vector gradient, a scalar :math:`\lambda` minimising the trace of the covariance is
+:math:`\sum_d\operatorname{Cov}_d/\sum_d\operatorname{Var}_d`. Treating the rollouts' score vectors
+as uncorrelated with a common squared norm, and the mean gradient as small next to per-rollout
+second moments (the usual regime of policy gradients), this is the regression slope of real on
+calibrated advantages over anchor rollouts,
+
+.. math:: \hat\lambda = \operatorname{clip}\Big(\frac{\sum_j A^R_j A^C_j}{\sum_j (A^C_j)^2}, 0, 1\Big),
+
+computed on the anchors of the previous ``window`` steps, not this step's, so that
+:math:`\lambda` is fixed before the step's anchors are drawn and the correction stays exactly
+zero-mean. Clipping to [0, 1]: a negative slope means the world model points the wrong way
+(use none of it), and above 1 the estimate is mostly noise.
+
+**Effective samples.** Against :math:`\lambda = 0`, the variance shrinks by
+:math:`v(\lambda) = 1 - [2\mu\sigma_{RC} - \mu^2\sigma_C^2 B/(B-k)]/\sigma_R^2`, so the :math:`n_R`
+anchor rollouts plus the world model are worth :math:`n_{\text{eff}} = n_R / v(\lambda)` real ones;
+at :math:`\lambda^*` this is :math:`n_R/(1-\rho^2(1-k/B))` with :math:`\rho` the correlation of the
+two advantages. Moments are per-rollout means of :math:`(A^R)^2, A^RA^C, (A^C)^2`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+__all__ = ["rectified_loss", "power_tuned_lambda", "variance_ratio", "effective_real_samples", "RectifiedFuser"]
+
+
+def rectified_loss(anchors_real: Any, all_calibrated: Any, anchors_calibrated: Any, lam: float) -> Any:
+    """:math:`L = L(\\mathcal A; A^R) + \\lambda\\,[L(\\text{all}; A^C) - L(\\mathcal A; A^C)]` (scalars or tensors)."""
+    return anchors_real + lam * (all_calibrated - anchors_calibrated)
+
+
+def power_tuned_lambda(sum_rc: float, sum_cc: float, eps: float = 1e-12) -> float:
+    """:math:`\\hat\\lambda = \\operatorname{clip}(\\sum A^RA^C / \\sum (A^C)^2, 0, 1)`; 0 when the
+    calibrated advantages are all zero (nothing to regress on)."""
+    if not (np.isfinite(sum_rc) and np.isfinite(sum_cc)) or sum_cc <= eps:
+        return 0.0
+    return float(np.clip(sum_rc / sum_cc, 0.0, 1.0))
+
+
+def variance_ratio(lam: float, anchor_share: float, m_rr: float, m_rc: float, m_cc: float) -> float:
+    """:math:`v(\\lambda) = 1 - [2\\mu m_{RC} - \\mu^2 m_{CC}/(1-a)]/m_{RR}`, :math:`\\mu = \\lambda(1-a)`,
+    :math:`a = k/B` the anchor share: the rectified estimator's variance over plain GRPO on the
+    anchors (1 when :math:`\\lambda = 0`; NaN without real-advantage spread)."""
+    if not 0.0 < anchor_share <= 1.0:
+        raise ValueError(f"anchor_share must be in (0, 1], got {anchor_share}")
+    if m_rr <= 0 or not np.isfinite(m_rr):
+        return float("nan")
+    if anchor_share == 1.0:  # every group is an anchor: the correction is identically 0
+        return 1.0
+    mu = lam * (1.0 - anchor_share)
+    return float(1.0 - (2.0 * mu * m_rc - mu**2 * m_cc / (1.0 - anchor_share)) / m_rr)
+
+
+def effective_real_samples(n_real: float, lam: float, anchor_share: float, m_rr: float, m_rc: float,
+                           m_cc: float) -> float:
+    """:math:`n_{\\text{eff}} = n_R / v(\\lambda)`: how many real rollouts the step's update is worth."""
+    v = variance_ratio(lam, anchor_share, m_rr, m_rc, m_cc)
+    if not np.isfinite(v):
+        return float(n_real)
+    return float(n_real / max(v, 1e-6))
+
+
+class RectifiedFuser:
+    """Keeps the anchor advantage moments of the last ``window`` steps and power-tunes
+    :math:`\\hat\\lambda` from them (see module docstring).
+
+    Call :meth:`lam` *before* a step's anchors enter (:meth:`update`), so the step's
+    :math:`\\lambda` is independent of them.
+    """
+
+    def __init__(self, *, window: int = 10):
+        if window < 1:
+            raise ValueError(f"window must be >= 1 step, got {window}")
+        self.window = window
+        self._steps: deque[tuple[float, float, float, int]] = deque(maxlen=window)
+
+    def update(self, real_advantages: np.ndarray, calibrated_advantages: np.ndarray) -> None:
+        """Add one step's anchor rollouts (real and calibrated advantages of the same rows)."""
+        a_r = np.asarray(real_advantages, dtype=np.float64)
+        a_c = np.asarray(calibrated_advantages, dtype=np.float64)
+        if a_r.shape != a_c.shape or a_r.ndim != 1:
+            raise ValueError(f"advantages must be 1-D of equal length, got {a_r.shape} and {a_c.shape}")
+        keep = np.isfinite(a_r) & np.isfinite(a_c)
+        a_r, a_c = a_r[keep], a_c[keep]
+        self._steps.append((float(a_r @ a_r), float(a_r @ a_c), float(a_c @ a_c), int(a_r.size)))
+
+    def moments(self) -> tuple[float, float, float, int]:
+        """Per-rollout means of :math:`(A^R)^2, A^RA^C, (A^C)^2` over the window, and its size."""
+        if not self._steps:
+            return float("nan"), float("nan"), float("nan"), 0
+        rr, rc, cc, n = (sum(s[i] for s in self._steps) for i in range(4))
+        if n == 0:
+            return float("nan"), float("nan"), float("nan"), 0
+        return rr / n, rc / n, cc / n, int(n)
+
+    def lam(self) -> float:
+        _, m_rc, m_cc, n = self.moments()
+        return power_tuned_lambda(m_rc, m_cc) if n else 0.0
+
+    def effective_samples(self, n_real: int, anchor_share: float) -> float:
+        m_rr, m_rc, m_cc, n = self.moments()
+        if not n or anchor_share <= 0:
+            return float(n_real)
+        return effective_real_samples(n_real, self.lam(), anchor_share, m_rr, m_rc, m_cc)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"window": self.window, "steps": [list(s) for s in self._steps]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.window = int(state["window"])
+        self._steps = deque((tuple(s) for s in state["steps"]), maxlen=self.window)
