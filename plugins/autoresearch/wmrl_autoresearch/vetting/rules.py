@@ -3,7 +3,8 @@
 The rules, in order (every constant is a module attribute, so the documentation and the
 code cannot drift apart):
 
-0. **Exclusions.** :data:`EXCLUDED` names datasets left out whatever the rules say (with why).
+0. **Exclusions.** A dataset whose licence is unknown (statsmodels records ``???`` for some)
+   is left out, and so are the datasets named in :data:`EXCLUDED` (with why).
 1. **Size.** The table needs at least :data:`MIN_ROWS` rows with a target (after dropping
    rare classes) and at most :data:`MAX_FEATURES` feature columns; larger tables are
    subsampled to ``recipe.MAX_ROWS`` rows with a fixed seed.
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
+
 from wmrl_autoresearch.grading.grader import grade_predictions
 from wmrl_autoresearch.tasks.labels import label_string
 from wmrl_autoresearch.tasks.recipe import Recipe, build_task, clean_table, feature_name
@@ -281,6 +283,9 @@ def leakage_columns(task) -> list[int]:
 def vet_dataset(ref: DatasetRef, raw: pd.DataFrame, *, task_id: str, split: str) -> VetResult:
     """Apply rules 1-6 to one raw table; the result holds the recipe or the reason it was rejected."""
     result = VetResult(ref, None, "ok", shape=tuple(raw.shape))
+    if not ref.licence.strip(" .?"):
+        result.reason = f"excluded: the licence is unknown (the package records {ref.licence!r})"
+        return result
     if f"{ref.source}:{ref.name}" in EXCLUDED:
         result.reason = f"excluded: {EXCLUDED[f'{ref.source}:{ref.name}']}"
         return result
