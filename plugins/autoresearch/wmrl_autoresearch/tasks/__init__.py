@@ -1,6 +1,8 @@
 """AutoResearch tasks: what a task is (:mod:`.task`), its metrics (:mod:`.task_metrics`), the
-canonical text of class labels (:mod:`.labels`), the built-in suite (:mod:`.builtin_suite`) and
-tasks described in YAML/JSON/CSV files (:mod:`.task_files`).
+canonical text of class labels (:mod:`.labels`), the built-in suite (:mod:`.builtin_suite`),
+tasks described in YAML/JSON/CSV files (:mod:`.task_files`), and the real-data pool: packaged
+datasets (:mod:`.sources`), how one becomes a task (:mod:`.recipe`), tasks whose data loads on
+first use (:mod:`.deferred`) and the committed manifest (:mod:`.dataset_pool`, ``data/pool.json``).
 
 The task type and its helpers are importable from here (``from wmrl_autoresearch.tasks import
 AutoResearchTask``), the name task plugins are told to use.

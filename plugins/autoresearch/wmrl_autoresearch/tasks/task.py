@@ -64,6 +64,7 @@ class AutoResearchTask:
     :param cpus: CPU quota of the sandbox, in cores.
     :param source: where the data comes from (one line).
     :param summary: what the data is about (one sentence, shown to the agent).
+    :param licence: licence of the data (shown by ``wmrl-autoresearch tasks``).
     """
 
     id: str
@@ -81,6 +82,7 @@ class AutoResearchTask:
     source: str = ""
     summary: str = ""
     baseline: float | None = None  # constant-prediction error for rmse/mae (see metrics)
+    licence: str = ""
 
     @classmethod
     def create(
@@ -154,6 +156,20 @@ class AutoResearchTask:
         """Sorted class labels seen in training (classification), else empty."""
         return sorted(set(self.y_train.tolist())) if self.kind == "classification" else []
 
+    @property
+    def categorical_columns(self) -> list[str]:
+        """Feature columns holding strings."""
+        return [c for j, c in enumerate(self.columns) if _is_categorical(self.x_train[:, j])]
+
+    @property
+    def has_missing(self) -> bool:
+        """Whether some training feature cells are empty."""
+        return _has_missing(self.x_train)
+
+    def meta_features(self) -> np.ndarray:
+        """:func:`task_features` of this task (a deferred task answers from its cached card)."""
+        return task_features(self)
+
     @cached_property
     def fingerprint(self) -> str:
         """Hash of the visible data and settings: a cache key for the task's files."""
@@ -172,9 +188,9 @@ class AutoResearchTask:
                 ", ..." if len(self.classes) > 12 else "") + ")"
         else:
             target = "a real number"
-        categorical = [c for c, j in zip(self.columns, range(self.n_features)) if _is_categorical(self.x_train[:, j])]
+        categorical = self.categorical_columns
         extra = f" Categorical (string) columns: {', '.join(categorical)}." if categorical else ""
-        missing = " Some cells are empty (missing values)." if _has_missing(self.x_train) else ""
+        missing = " Some cells are empty (missing values)." if self.has_missing else ""
         return (
             f"AutoResearch task `{self.id}` ({self.kind}). {self.summary}\n"
             f"Predict `target` ({target}) for every row of test.csv.\n"
@@ -278,7 +294,7 @@ def to_wmrl_task(task: AutoResearchTask):
     """The engine's view of a task: id, description, features, and the task itself as data."""
     from wmrl_core.types import Task
 
-    return Task(id=task.id, description=task.description(), features=task_features(task), data=task)
+    return Task(id=task.id, description=task.description(), features=task.meta_features(), data=task)
 
 
 # --------------------------------------------------------------------------- visible files
