@@ -21,7 +21,9 @@ UNMARKED_SLOW_S = 5.0  # an unmarked test slower than this is reported
 _REQUIRE_CALL = re.compile(r"\brequire\(")
 # loading a model library (and building even a tiny model with it) takes seconds on 2 shared cores
 _MODEL_LIBRARY = re.compile(r"importorskip\(\s*[\"'](transformers|peft|vllm)")
-_MODULE_LEVEL_MODEL_LIBRARY = re.compile(r"^(\w+ = )?pytest\.importorskip\(\s*[\"'](transformers|peft|vllm)", re.MULTILINE)
+_MODULE_LEVEL_MODEL_LIBRARY = re.compile(
+    r"^(\w+ = )?pytest\.importorskip\(\s*[\"'](transformers|peft|vllm)", re.MULTILINE
+)
 _slow_unmarked: list[tuple[str, float]] = []
 
 

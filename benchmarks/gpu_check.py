@@ -84,8 +84,11 @@ def check_cuda(ctx: dict[str, Any]) -> dict[str, Any]:
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
     props = torch.cuda.get_device_properties(0)
-    return {"device": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
-            "bf16_tflops": round(2 * n**3 * reps / elapsed / 1e12, 1)}
+    return {
+        "device": props.name,
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "bf16_tflops": round(2 * n**3 * reps / elapsed / 1e12, 1),
+    }
 
 
 def _tiny_agent(ctx: dict[str, Any]) -> Any:
@@ -96,8 +99,13 @@ def _tiny_agent(ctx: dict[str, Any]) -> Any:
 
         folder = make_tiny_causal_lm(Path(ctx["tmp"]) / "tiny-llama", hidden_size=64)
         ctx["agent"] = LLMCodeAgent(
-            model=str(folder), backend="vllm", device="cuda", dtype="float32", max_new_tokens=48,
-            recompute_old_log_probs=False, extract={"allow_untagged": True, "check_syntax": False},
+            model=str(folder),
+            backend="vllm",
+            device="cuda",
+            dtype="float32",
+            max_new_tokens=48,
+            recompute_old_log_probs=False,
+            extract={"allow_untagged": True, "check_syntax": False},
             vllm={"gpu_memory_utilization": 0.2, "enforce_eager": True, "max_model_len": 1024},
         )
     return ctx["agent"]
@@ -106,8 +114,10 @@ def _tiny_agent(ctx: dict[str, Any]) -> Any:
 def _tasks(n: int) -> list[Any]:
     from wmrl_core.types import Task
 
-    return [Task(id=f"gpu-check-{i}", description="Train a classifier on the iris dataset and report accuracy.")
-            for i in range(n)]
+    return [
+        Task(id=f"gpu-check-{i}", description="Train a classifier on the iris dataset and report accuracy.")
+        for i in range(n)
+    ]
 
 
 def check_vllm_generate(ctx: dict[str, Any]) -> dict[str, Any]:
@@ -153,11 +163,20 @@ def check_weight_sync(ctx: dict[str, Any]) -> dict[str, Any]:
     if not before < SYNC_TOLERANCE:
         raise AssertionError(f"engine and training model disagree before any update: {before:.3g} nats")
     if not stale > 10 * SYNC_TOLERANCE:
-        raise AssertionError(f"changing the training weights did not change its log-probs ({stale:.3g}); the check is blind")
+        raise AssertionError(
+            f"changing the training weights did not change its log-probs ({stale:.3g}); the check is blind"
+        )
     if not after < SYNC_TOLERANCE:
-        raise AssertionError(f"after after_update() the engine still disagrees by {after:.3g} nats: the weights were not synced")
-    return {"gap_before_update": before, "gap_stale_engine": stale, "gap_after_sync": after,
-            "sync_s": round(sync_s, 3), "syncs": agent.backend.n_weight_syncs}
+        raise AssertionError(
+            f"after after_update() the engine still disagrees by {after:.3g} nats: the weights were not synced"
+        )
+    return {
+        "gap_before_update": before,
+        "gap_stale_engine": stale,
+        "gap_after_sync": after,
+        "sync_s": round(sync_s, 3),
+        "syncs": agent.backend.n_weight_syncs,
+    }
 
 
 def check_llm_world_model(ctx: dict[str, Any]) -> dict[str, Any]:
@@ -174,8 +193,12 @@ def check_llm_world_model(ctx: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError(f"{len(outcomes)} predictions for {len(tasks)} scripts")
     if wm.backend is not agent.backend:
         raise AssertionError("the world model did not use the policy's engine")
-    return {"predictions": len(outcomes), "predictions_per_s": round(len(outcomes) / elapsed, 1),
-            "parse_failures": wm.stats["parse_failures"], "shared_engine": True}
+    return {
+        "predictions": len(outcomes),
+        "predictions_per_s": round(len(outcomes) / elapsed, 1),
+        "parse_failures": wm.stats["parse_failures"],
+        "shared_engine": True,
+    }
 
 
 def check_libero_egl(ctx: dict[str, Any]) -> dict[str, Any]:
@@ -197,13 +220,20 @@ def check_libero_egl(ctx: dict[str, Any]) -> dict[str, Any]:
     image = obs["agentview_image"]
     if image.shape != (128, 128, 3) or image.std() < 1.0:
         raise AssertionError(f"the camera image is blank or misshapen: shape {image.shape}, std {image.std():.2f}")
-    return {"image": list(image.shape), "pixel_std": round(float(image.std()), 1),
-            "frames_per_s": round(steps / elapsed, 1), "mujoco_gl": os.environ["MUJOCO_GL"]}
+    return {
+        "image": list(image.shape),
+        "pixel_std": round(float(image.std()), 1),
+        "frames_per_s": round(steps / elapsed, 1),
+        "mujoco_gl": os.environ["MUJOCO_GL"],
+    }
 
 
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "cuda": check_cuda, "vllm_generate": check_vllm_generate, "weight_sync": check_weight_sync,
-    "llm_world_model": check_llm_world_model, "libero_egl": check_libero_egl,
+    "cuda": check_cuda,
+    "vllm_generate": check_vllm_generate,
+    "weight_sync": check_weight_sync,
+    "llm_world_model": check_llm_world_model,
+    "libero_egl": check_libero_egl,
 }
 
 
@@ -218,10 +248,15 @@ def run_checks(names: list[str]) -> list[CheckResult]:
                 results.append(CheckResult(name, True, time.perf_counter() - start, figures))
             except Exception as exc:  # a failed check is reported, the others still run
                 traceback.print_exc()
-                results.append(CheckResult(name, False, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}"))
+                results.append(
+                    CheckResult(name, False, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
+                )
             r = results[-1]
-            print(f"{'ok    ' if r.ok else 'FAILED'} {r.name:16s} {r.seconds:7.2f} s  "
-                  f"{json.dumps(r.figures) if r.ok else r.error}", flush=True)
+            print(
+                f"{'ok    ' if r.ok else 'FAILED'} {r.name:16s} {r.seconds:7.2f} s  "
+                f"{json.dumps(r.figures) if r.ok else r.error}",
+                flush=True,
+            )
         agent = ctx.get("agent")
         if agent is not None:
             agent.close()
@@ -229,22 +264,29 @@ def run_checks(names: list[str]) -> list[CheckResult]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", nargs="+", choices=CHECKS, default=list(CHECKS), help="checks to run (default: all)")
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     found, device = gpu_available()
     if not found:
-        print(f"gpu_check: no NVIDIA GPU: {device}. Nothing was run; run this on a machine with a GPU "
-              "(and `pip install vllm` there for the vLLM checks).", file=sys.stderr)
+        print(
+            f"gpu_check: no NVIDIA GPU: {device}. Nothing was run; run this on a machine with a GPU "
+            "(and `pip install vllm` there for the vLLM checks).",
+            file=sys.stderr,
+        )
         return 2
     print(f"gpu_check on {device}: {', '.join(args.only)}", flush=True)
     results = run_checks(args.only)
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2, default=str))
     failed = [r.name for r in results if not r.ok]
-    print(f"gpu_check: {len(results) - len(failed)}/{len(results)} passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"gpu_check: {len(results) - len(failed)}/{len(results)} passed"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

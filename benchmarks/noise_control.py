@@ -42,15 +42,40 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs/autoresearch/world_model.yaml"
 SOURCES = {"noise": "noise", "learned": "program-world-model"}
 """Reward source of a run -> world model that scores its rollouts."""
-COMMON = ["mode=world_model", "eval.every=0", "logging.progress=false", "logging.tensorboard=false",
-          "checkpoint.every=0"]
+COMMON = [
+    "mode=world_model",
+    "eval.every=0",
+    "logging.progress=false",
+    "logging.tensorboard=false",
+    "checkpoint.every=0",
+]
 
 
-def run_config(config: Path, source: str, lr: float, entropy_coef: float, kl_coef: float, seed: int, steps: int,
-               run_dir: Path, extra: list[str]):
-    return load_config(config, [*COMMON, f"world_model.name={SOURCES[source]}", f"grpo.lr={lr}",
-                                f"grpo.entropy_coef={entropy_coef}", f"grpo.kl_coef={kl_coef}", f"seed={seed}",
-                                f"steps={steps}", f"run_dir={run_dir}", *extra])
+def run_config(
+    config: Path,
+    source: str,
+    lr: float,
+    entropy_coef: float,
+    kl_coef: float,
+    seed: int,
+    steps: int,
+    run_dir: Path,
+    extra: list[str],
+):
+    return load_config(
+        config,
+        [
+            *COMMON,
+            f"world_model.name={SOURCES[source]}",
+            f"grpo.lr={lr}",
+            f"grpo.entropy_coef={entropy_coef}",
+            f"grpo.kl_coef={kl_coef}",
+            f"seed={seed}",
+            f"steps={steps}",
+            f"run_dir={run_dir}",
+            *extra,
+        ],
+    )
 
 
 @torch.no_grad()
@@ -88,16 +113,27 @@ def run_cell(args, source: str, lr: float, entropy_coef: float, kl_coef: float, 
     final_state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["policy"]
     initial = measure_policy(cfg, None)
     final = measure_policy(cfg, final_state)
-    result = {"source": source, "lr": lr, "entropy_coef": entropy_coef, "kl_coef": kl_coef, "seed": seed,
-              "entropy_curve": [r["policy/entropy"] for r in records],
-              "train_reward_curve": [r["reward/train_mean"] for r in records],
-              "initial": initial, "final": final, "entropy_kept": final["entropy"] / initial["entropy"],
-              "learned_reward_gain": final["learned_reward"] - initial["learned_reward"],
-              "wall_s": time.perf_counter() - start}
+    result = {
+        "source": source,
+        "lr": lr,
+        "entropy_coef": entropy_coef,
+        "kl_coef": kl_coef,
+        "seed": seed,
+        "entropy_curve": [r["policy/entropy"] for r in records],
+        "train_reward_curve": [r["reward/train_mean"] for r in records],
+        "initial": initial,
+        "final": final,
+        "entropy_kept": final["entropy"] / initial["entropy"],
+        "learned_reward_gain": final["learned_reward"] - initial["learned_reward"],
+        "wall_s": time.perf_counter() - start,
+    }
     cached.write_text(json.dumps(result))
-    print(f"{source:7s} lr={lr:g} ent={entropy_coef:g} kl={kl_coef:g} seed={seed}: entropy {initial['entropy']:.2f} -> "
-          f"{final['entropy']:.2f} ({result['entropy_kept']:.0%}), learned-WM reward {initial['learned_reward']:.3f} -> "
-          f"{final['learned_reward']:.3f} [{result['wall_s']:.0f} s]", flush=True)
+    print(
+        f"{source:7s} lr={lr:g} ent={entropy_coef:g} kl={kl_coef:g} seed={seed}: entropy {initial['entropy']:.2f} -> "
+        f"{final['entropy']:.2f} ({result['entropy_kept']:.0%}), learned-WM reward {initial['learned_reward']:.3f} -> "
+        f"{final['learned_reward']:.3f} [{result['wall_s']:.0f} s]",
+        flush=True,
+    )
     return result
 
 
@@ -107,19 +143,25 @@ def _ci(values: list[float], fmt: str = "{:.3f}") -> str:
 
 
 def table(results: list[dict[str, Any]], cells: list[tuple[float, float, float]], threshold: float) -> str:
-    lines = ["| lr | entropy_coef | kl_coef | noise: entropy kept | noise: learned-WM reward gain "
-             "| learned: entropy kept | learned: learned-WM reward gain | noise control passes |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| lr | entropy_coef | kl_coef | noise: entropy kept | noise: learned-WM reward gain "
+        "| learned: entropy kept | learned: learned-WM reward gain | noise control passes |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for lr, ent, kl in cells:
-        by = {s: [r for r in results if (r["source"], r["lr"], r["entropy_coef"], r["kl_coef"]) == (s, lr, ent, kl)]
-              for s in SOURCES}
+        by = {
+            s: [r for r in results if (r["source"], r["lr"], r["entropy_coef"], r["kl_coef"]) == (s, lr, ent, kl)]
+            for s in SOURCES
+        }
         kept_noise = [r["entropy_kept"] for r in by["noise"]]
         passes = bool(kept_noise) and min(kept_noise) >= threshold
-        lines.append(f"| {lr:g} | {ent:g} | {kl:g} | {_ci(kept_noise, '{:.2f}')} "
-                     f"| {_ci([r['learned_reward_gain'] for r in by['noise']])} "
-                     f"| {_ci([r['entropy_kept'] for r in by['learned']], '{:.2f}')} "
-                     f"| {_ci([r['learned_reward_gain'] for r in by['learned']])} "
-                     f"| {'yes' if passes else 'no'} ({sum(k >= threshold for k in kept_noise)}/{len(kept_noise)} seeds) |")
+        lines.append(
+            f"| {lr:g} | {ent:g} | {kl:g} | {_ci(kept_noise, '{:.2f}')} "
+            f"| {_ci([r['learned_reward_gain'] for r in by['noise']])} "
+            f"| {_ci([r['entropy_kept'] for r in by['learned']], '{:.2f}')} "
+            f"| {_ci([r['learned_reward_gain'] for r in by['learned']])} "
+            f"| {'yes' if passes else 'no'} ({sum(k >= threshold for k in kept_noise)}/{len(kept_noise)} seeds) |"
+        )
     return "\n".join(lines)
 
 
@@ -131,14 +173,18 @@ def plot(results: list[dict[str, Any]], cells: list[tuple[float, float, float]],
     import matplotlib.pyplot as plt
 
     lrs = sorted({lr for lr, _, _ in cells})
-    fig, axes = plt.subplots(len(SOURCES), len(lrs), figsize=(3.6 * len(lrs), 6.5), sharex=True, sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(SOURCES), len(lrs), figsize=(3.6 * len(lrs), 6.5), sharex=True, sharey=True, squeeze=False
+    )
     for row, source in enumerate(SOURCES):
         for col, lr in enumerate(lrs):
             ax = axes[row][col]
             for cell_lr, ent, kl in cells:
-                curves = [r["entropy_curve"] for r in results
-                          if (r["source"], r["lr"], r["entropy_coef"], r["kl_coef"]) == (source, lr, ent, kl)]
+                curves = [
+                    r["entropy_curve"]
+                    for r in results
+                    if (r["source"], r["lr"], r["entropy_coef"], r["kl_coef"]) == (source, lr, ent, kl)
+                ]
                 if cell_lr == lr and curves:
                     mean = np.mean(np.asarray(curves, dtype=float), axis=0)
                     ax.plot(np.arange(1, mean.size + 1), mean, marker=".", label=f"ent={ent:g}, kl={kl:g}")
@@ -150,8 +196,9 @@ def plot(results: list[dict[str, Any]], cells: list[tuple[float, float, float]],
                 ax.set_ylabel("policy entropy (nats)")
             if row == 0:
                 ax.legend(fontsize=7)
-    fig.suptitle("program policy entropy per step (mean over seeds; the dashed line is 80% of the initial 9.53)",
-                 fontsize=10)
+    fig.suptitle(
+        "program policy entropy per step (mean over seeds; the dashed line is 80% of the initial 9.53)", fontsize=10
+    )
     for ax in axes.flat:
         ax.axhline(0.8 * 9.534, color="grey", ls="--", lw=0.8)
     fig.tight_layout()
@@ -165,8 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lrs", type=float, nargs="+", default=[0.003, 0.01, 0.03])
     parser.add_argument("--entropy-coefs", type=float, nargs="+", default=[0.0, 0.01, 0.03, 0.1])
     parser.add_argument("--kl-coefs", type=float, nargs="+", default=[0.0])
-    parser.add_argument("--cells", nargs="+", default=None, metavar="LR,ENT,KL",
-                        help="explicit cells instead of the product of --lrs x --entropy-coefs x --kl-coefs")
+    parser.add_argument(
+        "--cells",
+        nargs="+",
+        default=None,
+        metavar="LR,ENT,KL",
+        help="explicit cells instead of the product of --lrs x --entropy-coefs x --kl-coefs",
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--threshold", type=float, default=0.8, help="share of initial entropy a noise run must keep")
@@ -176,12 +228,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
 
-    cells = ([tuple(float(x) for x in cell.split(",")) for cell in args.cells] if args.cells else
-             [(lr, ent, kl) for lr in args.lrs for ent in args.entropy_coefs for kl in args.kl_coefs])
+    cells = (
+        [tuple(float(x) for x in cell.split(",")) for cell in args.cells]
+        if args.cells
+        else [(lr, ent, kl) for lr in args.lrs for ent in args.entropy_coefs for kl in args.kl_coefs]
+    )
     if any(len(cell) != 3 for cell in cells):
         parser.error(f"--cells takes LR,ENT,KL triples, got {args.cells}")
-    results = [run_cell(args, source, lr, ent, kl, seed)
-               for seed in range(args.seeds) for lr, ent, kl in cells for source in SOURCES]
+    results = [
+        run_cell(args, source, lr, ent, kl, seed)
+        for seed in range(args.seeds)
+        for lr, ent, kl in cells
+        for source in SOURCES
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
     text = table(results, cells, args.threshold)
     print(text)

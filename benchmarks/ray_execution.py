@@ -34,13 +34,28 @@ CONFIG = ROOT / "configs" / "synthetic" / "wmrl.yaml"
 
 def run(label: str, overrides: list[str], out: Path) -> dict:
     start = time.perf_counter()
-    summary = train(load_config(CONFIG, [f"run_dir={out / label}", "logging.progress=false",
-                                         "logging.tensorboard=false", "checkpoint.every=0", *overrides]))
+    summary = train(
+        load_config(
+            CONFIG,
+            [
+                f"run_dir={out / label}",
+                "logging.progress=false",
+                "logging.tensorboard=false",
+                "checkpoint.every=0",
+                *overrides,
+            ],
+        )
+    )
     total = time.perf_counter() - start
     last = read_metrics(Path(summary["run_dir"]))[-1]
-    return {"run": label, "execution_wall_s": last["wall/execution_s"], "execution_charged_s": last["compute/execution_s"],
-            "execution_items": last["compute/execution_items"], "run_wall_s": total,
-            "final_true_reward": last.get("eval/true_reward")}
+    return {
+        "run": label,
+        "execution_wall_s": last["wall/execution_s"],
+        "execution_charged_s": last["compute/execution_s"],
+        "execution_items": last["compute/execution_items"],
+        "run_wall_s": total,
+        "final_true_reward": last.get("eval/true_reward"),
+    }
 
 
 def main() -> None:
@@ -61,18 +76,26 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             rows.append(run("local", common, Path(tmp)))
             for n in args.workers:
-                rows.append(run(f"ray-{n}", [*common, "distributed.backend=ray", f"distributed.num_workers={n}"], Path(tmp)))
+                rows.append(
+                    run(f"ray-{n}", [*common, "distributed.backend=ray", f"distributed.num_workers={n}"], Path(tmp))
+                )
     finally:
         ray.shutdown()
 
     base = rows[0]["execution_wall_s"]
-    print(f"\nsynthetic job, mode={args.mode}, {args.steps} steps, execute sleeps {args.sleep * 1000:g} ms per solution; "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, ray {ray.__version__}\n")
-    print("| run | execution wall (s) | speed-up | execution charged (s) | items executed | run wall (s) | final true reward |")
+    print(
+        f"\nsynthetic job, mode={args.mode}, {args.steps} steps, execute sleeps {args.sleep * 1000:g} ms per solution; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, ray {ray.__version__}\n"
+    )
+    print(
+        "| run | execution wall (s) | speed-up | execution charged (s) | items executed | run wall (s) | final true reward |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['run']} | {r['execution_wall_s']:.2f} | {base / r['execution_wall_s']:.2f}x | "
-              f"{r['execution_charged_s']:.0f} | {r['execution_items']} | {r['run_wall_s']:.1f} | {r['final_true_reward']:.3f} |")
+        print(
+            f"| {r['run']} | {r['execution_wall_s']:.2f} | {base / r['execution_wall_s']:.2f}x | "
+            f"{r['execution_charged_s']:.0f} | {r['execution_items']} | {r['run_wall_s']:.1f} | {r['final_true_reward']:.3f} |"
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -67,8 +67,17 @@ def make_task() -> AutoResearchTask:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 2)).round(3)
     y = (x[:, 0] + x[:, 1] > 0).astype(int)
-    return AutoResearchTask.create(id="load-test", kind="classification", metric="accuracy", split="train",
-                                   columns=["x0", "x1"], x_train=x[:40], y_train=y[:40], x_test=x[40:], y_test=y[40:])
+    return AutoResearchTask.create(
+        id="load-test",
+        kind="classification",
+        metric="accuracy",
+        split="train",
+        columns=["x0", "x1"],
+        x_train=x[:40],
+        y_train=y[:40],
+        x_test=x[40:],
+        y_test=y[40:],
+    )
 
 
 def plan(n: int, seed: int = 0) -> list[str]:
@@ -126,13 +135,18 @@ def processes_left(client, ours: set[str]) -> list[int]:
 
 
 def our_containers(client) -> list:
-    return client.containers.list(all=True, ignore_removed=True,
-                                  filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER_PID}={os.getpid()}"]})
+    return client.containers.list(
+        all=True, ignore_removed=True, filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER_PID}={os.getpid()}"]}
+    )
 
 
 def snapshot(session_dir: Path, docker_root: Path) -> dict[str, float]:
-    return {"mem_available_mib": round(mem_available_mib(), 1), "rss_mib": round(rss_mib(), 1),
-            "session_dir_bytes": dir_bytes(session_dir), "docker_containers_dir_bytes": dir_bytes(docker_root / "containers")}
+    return {
+        "mem_available_mib": round(mem_available_mib(), 1),
+        "rss_mib": round(rss_mib(), 1),
+        "session_dir_bytes": dir_bytes(session_dir),
+        "docker_containers_dir_bytes": dir_bytes(docker_root / "containers"),
+    }
 
 
 # ------------------------------------------------------------------ the run
@@ -168,17 +182,27 @@ def run(n: int, out: Path, *, parallel: int | None, timeout_s: float, cpus: floa
     sampler = threading.Thread(target=sample_load, daemon=True)
     sampler.start()
     lock = threading.Lock()
-    print(f"load test: {len(todo)} of {n} executions to run, {pool.max_parallel} in parallel, "
-          f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"load test: {len(todo)} of {n} executions to run, {pool.max_parallel} in parallel, "
+        f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
 
     def one(i: int) -> dict:
         kind = kinds[i]
         script, _, expected = KINDS[kind]
         ex = pool.run(RunRequest(task, script, short if kind == "timeout" else limits))
         outcome = to_outcome(task, ex)
-        return {"id": i, "kind": kind, "expected": expected, "status": outcome.status,
-                "runtime_s": round(ex.runtime_s, 3), "startup_s": round(ex.startup_s, 3),
-                "logs_truncated": bool(ex.logs_truncated), "error": outcome.info.get("error")}
+        return {
+            "id": i,
+            "kind": kind,
+            "expected": expected,
+            "status": outcome.status,
+            "runtime_s": round(ex.runtime_s, 3),
+            "startup_s": round(ex.startup_s, 3),
+            "logs_truncated": bool(ex.logs_truncated),
+            "error": outcome.info.get("error"),
+        }
 
     started = time.perf_counter()
     finished = 0
@@ -207,19 +231,32 @@ def run(n: int, out: Path, *, parallel: int | None, timeout_s: float, cpus: floa
     ids = Counter(r["id"] for r in records)
     by_kind = {k: dict(Counter(r["status"] for r in records if r["kind"] == k)) for k in KINDS}
     summary = {
-        "executions": n, "run_this_invocation": len(todo), "parallel": pool.max_parallel,
-        "cpu_cores": os.cpu_count(), "limits": {"timeout_s": limits.timeout_s, "timeout_s_of_timing_out": timeout_s,
-                                               "cpus": cpus, "memory_mb": limits.memory_mb},
-        "wall_s": round(elapsed, 1), "executions_per_minute": round(len(todo) / elapsed * 60, 1),
-        "load_average_1min": {"mean": round(float(np.mean(loads)), 2) if loads else None,
-                              "max": round(max(loads), 2) if loads else None},
+        "executions": n,
+        "run_this_invocation": len(todo),
+        "parallel": pool.max_parallel,
+        "cpu_cores": os.cpu_count(),
+        "limits": {
+            "timeout_s": limits.timeout_s,
+            "timeout_s_of_timing_out": timeout_s,
+            "cpus": cpus,
+            "memory_mb": limits.memory_mb,
+        },
+        "wall_s": round(elapsed, 1),
+        "executions_per_minute": round(len(todo) / elapsed * 60, 1),
+        "load_average_1min": {
+            "mean": round(float(np.mean(loads)), 2) if loads else None,
+            "max": round(max(loads), 2) if loads else None,
+        },
         "recorded_exactly_once": sorted(ids) == list(range(n)) and set(ids.values()) == {1},
         "outcomes_recorded": len(records),
         "statuses_by_kind": by_kind,
         "unexpected": sum(r["status"] != r["expected"] for r in records),
         "flood_logs_truncated": all(r["logs_truncated"] for r in records if r["kind"] == "flood"),
-        "containers_left": len(left), "processes_left": len(procs),
-        "before": before, "after": after, "session_dir_peak_bytes": peak_session_bytes[0],
+        "containers_left": len(left),
+        "processes_left": len(procs),
+        "before": before,
+        "after": after,
+        "session_dir_peak_bytes": peak_session_bytes[0],
         "runtime_s_median": round(float(np.median([r["runtime_s"] for r in records])), 3),
         "startup_s_median": round(float(np.median([r["startup_s"] for r in records])), 3),
     }
@@ -241,18 +278,18 @@ def main() -> None:
     s = run(n, args.out, parallel=args.parallel, timeout_s=args.timeout_s, cpus=args.cpus, resume=args.resume)
     b, a = s["before"], s["after"]
     print(f"""
-sandbox load test: {s['executions']} executions, {s['parallel']} in parallel on {s['cpu_cores']} cores
-  executions per minute     {s['executions_per_minute']}   (wall {s['wall_s']} s; load average mean {s['load_average_1min']['mean']}, max {s['load_average_1min']['max']})
-  recorded exactly once     {s['recorded_exactly_once']}   ({s['outcomes_recorded']} outcomes)
-  statuses by kind          {s['statuses_by_kind']}
-  unexpected statuses       {s['unexpected']}
-  containers left           {s['containers_left']}
-  processes left            {s['processes_left']}
-  host memory available     {b['mem_available_mib']} -> {a['mem_available_mib']} MiB
-  this process's memory     {b['rss_mib']} -> {a['rss_mib']} MiB
-  pool session directory    {b['session_dir_bytes']} -> {a['session_dir_bytes']} bytes (peak during the run {s['session_dir_peak_bytes']})
-  engine container logs     {b['docker_containers_dir_bytes']} -> {a['docker_containers_dir_bytes']} bytes
-written to {args.out / 'summary.json'}""")
+sandbox load test: {s["executions"]} executions, {s["parallel"]} in parallel on {s["cpu_cores"]} cores
+  executions per minute     {s["executions_per_minute"]}   (wall {s["wall_s"]} s; load average mean {s["load_average_1min"]["mean"]}, max {s["load_average_1min"]["max"]})
+  recorded exactly once     {s["recorded_exactly_once"]}   ({s["outcomes_recorded"]} outcomes)
+  statuses by kind          {s["statuses_by_kind"]}
+  unexpected statuses       {s["unexpected"]}
+  containers left           {s["containers_left"]}
+  processes left            {s["processes_left"]}
+  host memory available     {b["mem_available_mib"]} -> {a["mem_available_mib"]} MiB
+  this process's memory     {b["rss_mib"]} -> {a["rss_mib"]} MiB
+  pool session directory    {b["session_dir_bytes"]} -> {a["session_dir_bytes"]} bytes (peak during the run {s["session_dir_peak_bytes"]})
+  engine container logs     {b["docker_containers_dir_bytes"]} -> {a["docker_containers_dir_bytes"]} bytes
+written to {args.out / "summary.json"}""")
 
 
 if __name__ == "__main__":

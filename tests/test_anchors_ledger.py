@@ -63,8 +63,13 @@ def test_ledger_charges_measured_cost_of_outcomes_when_none_is_declared():
     from wmrl_core.ledger import measured_cost_s
     from wmrl_core.types import Outcome
 
-    outcomes = [Outcome("ok", 0.5, {"cost_s": 1.25}), Outcome("timeout", None, {"cost_s": 2.0}),
-                Outcome("ok", 0.1, {}), 0.3, Outcome("ok", 0.2, {"cost_s": float("nan")})]
+    outcomes = [
+        Outcome("ok", 0.5, {"cost_s": 1.25}),
+        Outcome("timeout", None, {"cost_s": 2.0}),
+        Outcome("ok", 0.1, {}),
+        0.3,
+        Outcome("ok", 0.2, {"cost_s": float("nan")}),
+    ]
     assert measured_cost_s(outcomes) == pytest.approx(3.25)  # no key, bare numbers and NaN add nothing
     assert measured_cost_s([Outcome("ok", 1.0), 0.5]) is None
     ledger = ComputeLedger()

@@ -14,11 +14,22 @@ SCRIPT = ROOT / "benchmarks" / "compute_to_target.py"
 
 
 def test_synthetic_quick_benchmark_writes_table_json_and_plots(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--suite", "synthetic", "--quick", "--seeds", "2",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--suite", "synthetic", "--quick", "--seeds", "2", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert set(summary["arms"]) == {"real", "world_model", "wmrl", "wmrl_inverse_variance", "wmrl_no_debias", "wmrl_no_denoise"}
+    assert set(summary["arms"]) == {
+        "real",
+        "world_model",
+        "wmrl",
+        "wmrl_inverse_variance",
+        "wmrl_no_debias",
+        "wmrl_no_denoise",
+    }
     assert summary["arms"]["world_model"]["final_mean"] < summary["target"]
     for name in ("table.md", "reward_vs_compute.png", "calibration.png"):
         assert (tmp_path / name).stat().st_size > 0, name
@@ -26,8 +37,23 @@ def test_synthetic_quick_benchmark_writes_table_json_and_plots(tmp_path):
 
 
 def test_synthetic_quick_sweep(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--suite", "synthetic", "--sweep", "--quick", "--seeds", "1",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--suite",
+            "synthetic",
+            "--sweep",
+            "--quick",
+            "--seeds",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     sweep = json.loads((tmp_path / "sweep.json").read_text())
     assert len(sweep["measured"]) == len(sweep["cost_ratios"]) == 3

@@ -32,6 +32,7 @@ def test_contract_violations_are_named():
 
     class BadCost:
         cost = 3.0
+
         def predict(self, tasks, solutions):
             return []
 
@@ -42,6 +43,7 @@ def test_contract_violations_are_named():
         def __init__(self):
             super().__init__()
             self.w = torch.nn.Parameter(torch.zeros(1), requires_grad=False)
+
         def generate(self, tasks, group_size): ...
         def log_probs(self, rollouts): ...
 

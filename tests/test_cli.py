@@ -12,8 +12,14 @@ def _wmrl(*args, cwd=None):
 
 
 def test_train_smoke_writes_run_and_prints_where(synthetic_config, tmp_path):
-    proc = _wmrl("train", str(synthetic_config), f"run_dir={tmp_path / 'r'}", "steps=3", "eval.every=3",
-                 "logging.tensorboard=false")
+    proc = _wmrl(
+        "train",
+        str(synthetic_config),
+        f"run_dir={tmp_path / 'r'}",
+        "steps=3",
+        "eval.every=3",
+        "logging.tensorboard=false",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "run directory:" in proc.stdout
     assert (tmp_path / "r" / "summary.json").exists()

@@ -13,17 +13,20 @@ def test_yaml_and_overrides_merge(synthetic_config):
     assert cfg.run_dir.endswith("real-seed7")
 
 
-@pytest.mark.parametrize("override, fragment", [
-    ("grpo.lrr=1", "grpo.lrr"),
-    ("grpo.lr=abc", "grpo.lr"),
-    ("mode=turbo", "turbo"),
-    ("anchors.fraction=2", "anchors.fraction"),
-    ("rollout.group_size=1", "group_size"),
-    ("grpo.loss_aggregation=sum", "loss_aggregation"),
-    ("denoise.method=average", "denoise.method"),
-    ("denoise.lambda_window=0", "lambda_window"),
-    ("debias.calibrator=spline", "debias.calibrator"),
-])
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("grpo.lrr=1", "grpo.lrr"),
+        ("grpo.lr=abc", "grpo.lr"),
+        ("mode=turbo", "turbo"),
+        ("anchors.fraction=2", "anchors.fraction"),
+        ("rollout.group_size=1", "group_size"),
+        ("grpo.loss_aggregation=sum", "loss_aggregation"),
+        ("denoise.method=average", "denoise.method"),
+        ("denoise.lambda_window=0", "lambda_window"),
+        ("debias.calibrator=spline", "debias.calibrator"),
+    ],
+)
 def test_bad_values_name_the_key(override, fragment):
     with pytest.raises(ConfigError, match=fragment.replace(".", r"\.")):
         load_config(None, [*BASE, "world_model.name=x", override])
@@ -43,6 +46,14 @@ def test_missing_required_and_world_model_checks(tmp_path):
 def test_rectified_fusion_needs_an_anchor_group_every_step():
     with pytest.raises(ConfigError, match="at least one anchor group"):
         load_config(None, [*BASE, "world_model.name=x", "anchors.min_groups=0", "anchors.fraction=0.01"])
-    cfg = load_config(None, [*BASE, "world_model.name=x", "anchors.min_groups=0", "anchors.fraction=0.01",
-                             "denoise.method=inverse_variance"])
+    cfg = load_config(
+        None,
+        [
+            *BASE,
+            "world_model.name=x",
+            "anchors.min_groups=0",
+            "anchors.fraction=0.01",
+            "denoise.method=inverse_variance",
+        ],
+    )
     assert cfg.denoise.method == "inverse_variance"

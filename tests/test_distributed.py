@@ -163,7 +163,9 @@ def test_config_validates_the_backend(monkeypatch):
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real_find_spec(name, *a)
+    )
     with pytest.raises(ConfigError, match=r"pip install 'wmrl\[ray\]'"):
         load_config(None, [*base, "distributed.backend=ray"])
 
@@ -217,7 +219,9 @@ def test_execute_preserves_order_across_shards(ray_cluster):
 
 @pytest.mark.slow
 def test_startup_failures_name_the_fix(ray_cluster):
-    with pytest.raises(WMRLError, match=r"(?s)could not build environment `no-such-env`.*No environment named.*Install the plugin"):
+    with pytest.raises(
+        WMRLError, match=r"(?s)could not build environment `no-such-env`.*No environment named.*Install the plugin"
+    ):
         RayExecutionPool("no-such-env", {}, num_workers=1)  # e.g. a plugin missing on the Ray nodes
     with pytest.raises(WMRLError, match=r"did not start within 1 s; they need 2 x 100 CPUs and the cluster has 2"):
         RayExecutionPool("echo", {}, num_workers=2, worker_cpus=100, factory=EchoEnv, ready_timeout_s=1)
@@ -231,8 +235,12 @@ def test_dead_worker_is_restarted_and_retried_then_reported_as_sandbox_error(ray
         tasks = [TASKS[i % 3] for i in range(4)]
         # both workers die: worker 0 only the first time (its retry succeeds), worker 1 on the retry too
         outcomes = pool.execute(tasks, [DIE_ONCE, 2, 3, DIE_ALWAYS])
-        assert [(o.status, o.score) for o in outcomes] == [("ok", float(DIE_ONCE)), ("ok", 2.0),
-                                                           ("sandbox_error", None), ("sandbox_error", None)]
+        assert [(o.status, o.score) for o in outcomes] == [
+            ("ok", float(DIE_ONCE)),
+            ("ok", 2.0),
+            ("sandbox_error", None),
+            ("sandbox_error", None),
+        ]
         assert outcomes[0].info["pid"] != pool.pids[0]  # executed by the restarted process
         assert pool.restarts == 2 and pool.sandbox_errors == 2
         rewards = extract_rewards(ScoreReward(), tasks, outcomes)
@@ -246,8 +254,18 @@ def test_dead_worker_is_restarted_and_retried_then_reported_as_sandbox_error(ray
 
 
 def _cfg(synthetic_config, run_dir, *overrides):
-    return load_config(synthetic_config, [f"run_dir={run_dir}", "steps=12", "eval.every=4", "checkpoint.every=4",
-                                          "logging.progress=false", "logging.tensorboard=false", *overrides])
+    return load_config(
+        synthetic_config,
+        [
+            f"run_dir={run_dir}",
+            "steps=12",
+            "eval.every=4",
+            "checkpoint.every=4",
+            "logging.progress=false",
+            "logging.tensorboard=false",
+            *overrides,
+        ],
+    )
 
 
 def _metrics(summary):
@@ -269,9 +287,13 @@ def two_worker_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_training_on_ray_executes_and_charges_like_the_local_run(ray_cluster, two_worker_run, synthetic_config, tmp_path):
+def test_training_on_ray_executes_and_charges_like_the_local_run(
+    ray_cluster, two_worker_run, synthetic_config, tmp_path
+):
     local = _metrics(train(_cfg(synthetic_config, tmp_path / "local")))
-    one = _metrics(train(_cfg(synthetic_config, tmp_path / "one", "distributed.backend=ray", "distributed.num_workers=1")))
+    one = _metrics(
+        train(_cfg(synthetic_config, tmp_path / "one", "distributed.backend=ray", "distributed.num_workers=1"))
+    )
     assert _strip(one) == _strip(local)  # worker 0 keeps the seed: one worker is the local run
     two = two_worker_run
     assert [r["step"] for r in two] == list(range(13))

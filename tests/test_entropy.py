@@ -40,8 +40,15 @@ def test_rollout_entropy_sums_existing_tokens():
     assert rollout_entropy(ENTROPY, MASK).tolist() == [3.0, 3.0]
 
 
-@pytest.mark.parametrize("override, key", [("grpo.entropy_coef=-0.1", "entropy_coef"), ("grpo.kl_coef=-1", "kl_coef"),
-                                           ("grpo.lr=0", "lr"), ("grpo.entropy_coef=nan", "entropy_coef")])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("grpo.entropy_coef=-0.1", "entropy_coef"),
+        ("grpo.kl_coef=-1", "kl_coef"),
+        ("grpo.lr=0", "lr"),
+        ("grpo.entropy_coef=nan", "entropy_coef"),
+    ],
+)
 def test_config_rejects_bad_regularisation(synthetic_config, override, key):
     with pytest.raises(ConfigError, match=f"grpo.{key}"):
         load_config(synthetic_config, [override])
@@ -91,8 +98,17 @@ class EntropyPlugin:
 
 
 def _run(synthetic_config, tmp_path, name, *overrides, plugins=()):
-    cfg = load_config(synthetic_config, [f"run_dir={tmp_path / name}", "mode=world_model", "steps=12", "eval.every=0",
-                                         "checkpoint.every=0", *overrides])
+    cfg = load_config(
+        synthetic_config,
+        [
+            f"run_dir={tmp_path / name}",
+            "mode=world_model",
+            "steps=12",
+            "eval.every=0",
+            "checkpoint.every=0",
+            *overrides,
+        ],
+    )
     train(cfg, plugin_manager=get_plugin_manager(entry_points=False, extra_plugins=plugins))
     return [r for r in read_metrics(tmp_path / name) if r["step"] > 0]
 
@@ -108,11 +124,19 @@ def test_policy_without_entropy_logs_nan_and_refuses_the_bonus(synthetic_config,
 @pytest.mark.slow
 def test_entropy_metric_and_bonus_in_training(synthetic_config, tmp_path):
     plugins = [EntropyPlugin()]
-    plain = _run(synthetic_config, tmp_path, "plain", "policy.name=tabular-softmax-entropy", "grpo.lr=0.3",
-                 plugins=plugins)
+    plain = _run(
+        synthetic_config, tmp_path, "plain", "policy.name=tabular-softmax-entropy", "grpo.lr=0.3", plugins=plugins
+    )
     assert plain[0]["policy/entropy"] == pytest.approx(math.log(10))  # uniform over 10 arms
-    bonus = _run(synthetic_config, tmp_path, "bonus", "policy.name=tabular-softmax-entropy", "grpo.lr=0.3",
-                 "grpo.entropy_coef=1.0", plugins=plugins)
+    bonus = _run(
+        synthetic_config,
+        tmp_path,
+        "bonus",
+        "policy.name=tabular-softmax-entropy",
+        "grpo.lr=0.3",
+        "grpo.entropy_coef=1.0",
+        plugins=plugins,
+    )
     assert bonus[0]["policy/entropy"] == pytest.approx(math.log(10))
     # the miscalibrated world model pulls every task to its decoy arm; the bonus holds it back
     assert plain[-1]["policy/entropy"] < 0.8 * math.log(10)

@@ -10,8 +10,9 @@ from wmrl_core.experiment import ArmResult, compute_to_reach, markdown_table, me
 def _arm(name, curves):
     res = ArmResult(name, curves=curves)
     res.finals = [c[-1][1] for c in curves]
-    res.compute = [{"generation_s": 0.0, "world_model_s": 0.0, "execution_s": c[-1][0], "total_s": c[-1][0]}
-                   for c in curves]
+    res.compute = [
+        {"generation_s": 0.0, "world_model_s": 0.0, "execution_s": c[-1][0], "total_s": c[-1][0]} for c in curves
+    ]
     res.w_world_model = [0.5 for _ in curves]
     return res
 

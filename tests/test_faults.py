@@ -145,8 +145,13 @@ def small_disk(tmp_path):
     """A real 1 MiB tmpfs (needs root and mount rights: CI runs as root)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    ok = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                                              capture_output=True).returncode == 0
+    ok = (
+        os.geteuid() == 0
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        == 0
+    )
     require(ok, "mounting a 1 MiB tmpfs needs root and mount rights")
     try:
         yield mount
@@ -155,8 +160,9 @@ def small_disk(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_full_disk_stops_with_a_clear_error_and_the_run_resumes_after_space_is_freed(synthetic_config, tmp_path,
-                                                                                      small_disk):
+def test_a_full_disk_stops_with_a_clear_error_and_the_run_resumes_after_space_is_freed(
+    synthetic_config, tmp_path, small_disk
+):
     filler = small_disk / "filler"
     free = shutil.disk_usage(small_disk).free
     filler.write_bytes(b"\0" * (free - 100 * 1024))  # leave 100 KiB: room for a checkpoint or two
@@ -228,16 +234,34 @@ class FaultPlugin:
 @pytest.mark.slow
 def test_world_model_and_reward_faults_drop_only_their_rewards_and_are_counted(synthetic_config, tmp_path):
     n = 4 * 8  # batch_tasks x group_size
-    cfg = _cfg(synthetic_config, tmp_path / "run", "steps=5", "world_model.name=faulty-world-model",
-               "world_model.kwargs.raise_on=[2]", "world_model.kwargs.nan_on=[3]", "world_model.kwargs.hang_on=[5]",
-               "world_model_timeout_s=0.5", "reward.name=faulty-score", "reward.kwargs.raise_on=5")
+    cfg = _cfg(
+        synthetic_config,
+        tmp_path / "run",
+        "steps=5",
+        "world_model.name=faulty-world-model",
+        "world_model.kwargs.raise_on=[2]",
+        "world_model.kwargs.nan_on=[3]",
+        "world_model.kwargs.hang_on=[5]",
+        "world_model_timeout_s=0.5",
+        "reward.name=faulty-score",
+        "reward.kwargs.raise_on=5",
+    )
     started = time.perf_counter()
     train(cfg, plugin_manager=get_plugin_manager(extra_plugins=[FaultPlugin()]))
     assert time.perf_counter() - started < 30.0  # the hung call (30 s) was abandoned
     by_step = {r["step"]: r for r in read_metrics(tmp_path / "run")}
-    counts = {s: tuple(by_step[s][k] for k in ("faults/world_model_errors", "faults/world_model_timeouts",
-                                               "faults/world_model_dropped", "faults/reward_errors"))
-              for s in range(1, 6)}
+    counts = {
+        s: tuple(
+            by_step[s][k]
+            for k in (
+                "faults/world_model_errors",
+                "faults/world_model_timeouts",
+                "faults/world_model_dropped",
+                "faults/reward_errors",
+            )
+        )
+        for s in range(1, 6)
+    }
     assert counts == {1: (0, 0, 0, 1), 2: (1, 0, n, 0), 3: (0, 0, n // 4, 0), 4: (0, 0, 0, 0), 5: (0, 1, n, 0)}
     for s in (2, 5):  # no world-model reward at all: the update used the anchors alone, nothing became 0
         assert by_step[s]["reward/world_model_mean"] is None and by_step[s]["fusion/n_world_model"] == 0
@@ -272,9 +296,11 @@ def test_a_model_still_hung_is_not_called_again_until_it_returns():
 def test_dropped_and_failed_rewards_are_nan_never_zero():
     faults = StepFaults()
     tasks = [Task(str(i)) for i in range(5)]
-    predictions = faults.predict(type("M", (), {"predict": lambda self, t, s: [0.5, math.inf, None,
-                                                                                Outcome("ok", math.nan), 0.0]})(),
-                                 tasks, list(range(5)))
+    predictions = faults.predict(
+        type("M", (), {"predict": lambda self, t, s: [0.5, math.inf, None, Outcome("ok", math.nan), 0.0]})(),
+        tasks,
+        list(range(5)),
+    )
     assert predictions[0] == 0.5 and predictions[4] == 0.0 and predictions[1:4] == [DROPPED] * 3
 
     def penalizes_everything(task, outcome):  # would give 0 to a dropped item if it ever saw one
@@ -285,8 +311,12 @@ def test_dropped_and_failed_rewards_are_nan_never_zero():
     rewards = faults.rewards(penalizes_everything, tasks, predictions)
     np.testing.assert_array_equal(np.isnan(rewards), [False, True, True, True, True])
     assert rewards[0] == 0.5
-    assert faults.metrics() == {"faults/world_model_errors": 0, "faults/world_model_timeouts": 0,
-                                "faults/world_model_dropped": 3, "faults/reward_errors": 1}
+    assert faults.metrics() == {
+        "faults/world_model_errors": 0,
+        "faults/world_model_timeouts": 0,
+        "faults/world_model_dropped": 3,
+        "faults/reward_errors": 1,
+    }
 
 
 def test_world_model_timeout_is_validated(synthetic_config, tmp_path):

@@ -75,7 +75,8 @@ def test_rho2_is_scale_free_and_ignores_backward_rankings():
     assert explained_within_group_variance(real, raw, groups) > 0.9
     scaled = raw * (1 + groups)  # a different scale in every group
     assert explained_within_group_variance(real, scaled, groups) == pytest.approx(
-        explained_within_group_variance(real, raw, groups))
+        explained_within_group_variance(real, raw, groups)
+    )
     assert explained_within_group_variance(real, -raw, groups) == 0.0
     tied = np.where(groups % 2 == 0, 0.5, raw)  # half the groups tied: they explain nothing
     assert explained_within_group_variance(real, tied, groups) < 0.6

@@ -63,7 +63,8 @@ def user_plugin_path(tmp_path):
     pkg = tmp_path / "my_envs"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "plugin.py").write_text(textwrap.dedent('''
+    (pkg / "plugin.py").write_text(
+        textwrap.dedent("""
         from wmrl_core import hookimpl
         from wmrl_core.types import Outcome, Task
 
@@ -76,7 +77,8 @@ def user_plugin_path(tmp_path):
         @hookimpl
         def wmrl_register_environments(table):
             table.add("coin", "my_envs.plugin:CoinEnv", description="a user environment")
-    '''))
+    """)
+    )
     dist = tmp_path / "my_envs-0.3.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-envs\nVersion: 0.3.0\n")
@@ -87,8 +89,13 @@ def user_plugin_path(tmp_path):
 @pytest.mark.slow  # starts the CLI in a fresh interpreter (torch import) to discover the plugin
 def test_user_plugin_discovered_through_entry_points(user_plugin_path):
     env = {**os.environ, "PYTHONPATH": f"{user_plugin_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    out = subprocess.run([sys.executable, "-m", "wmrl_core.cli", "plugins", "--json"], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "wmrl_core.cli", "plugins", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     plugins = {p["name"]: p for p in json.loads(out)}
     assert plugins["my_envs"]["version"] == "0.3.0"
     assert plugins["my_envs"]["components"] == {"environment": ["coin"]}

@@ -47,7 +47,9 @@ def test_rectified_estimator_is_unbiased_for_a_biased_world_model_and_power_tuni
         h_c = h_r + bias + rng.normal(0, 0.3, size=(B, 2))
         anchors = rng.choice(B, size=k, replace=False)
         for lam in estimates:
-            estimates[lam].append(float(rectified_loss(h_r[anchors].mean(0), h_c.mean(0), h_c[anchors].mean(0), lam)[0]))
+            estimates[lam].append(
+                float(rectified_loss(h_r[anchors].mean(0), h_c.mean(0), h_c[anchors].mean(0), lam)[0])
+            )
     for lam, values in estimates.items():
         assert np.mean(values) == pytest.approx(1.0, abs=0.03), lam  # the truth, not 1.5
     var = {lam: np.var(v) for lam, v in estimates.items()}
@@ -66,8 +68,12 @@ def test_rectified_loss_gradient_is_the_hand_computed_per_rollout_combination():
     log_probs = torch.zeros(6, 1, requires_grad=True)
     old = torch.zeros(6, 1)
     lam = 0.4
-    loss = rectified_loss(grpo_loss(log_probs, old, adv_r, mask * anchor), grpo_loss(log_probs, old, adv_c, mask),
-                          grpo_loss(log_probs, old, adv_c, mask * anchor), lam)
+    loss = rectified_loss(
+        grpo_loss(log_probs, old, adv_r, mask * anchor),
+        grpo_loss(log_probs, old, adv_c, mask),
+        grpo_loss(log_probs, old, adv_c, mask * anchor),
+        lam,
+    )
     loss.backward()
     expected = -(anchor.squeeze() * adv_r / 2 + lam * (adv_c / 6 - anchor.squeeze() * adv_c / 2))
     torch.testing.assert_close(log_probs.grad.squeeze(), expected)

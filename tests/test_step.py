@@ -33,9 +33,13 @@ class TwoArmPolicy(torch.nn.Module):
 
 def rollouts() -> Rollouts:
     """Two groups of two: each group pulled arm 0 then arm 1, both sampled at probability 0.5."""
-    return Rollouts(tasks=[Task("a"), Task("a"), Task("b"), Task("b")], solutions=[0, 1, 0, 1],
-                    group_ids=np.array([0, 0, 1, 1]), old_log_probs=torch.full((4, 1), math.log(0.5)),
-                    mask=torch.ones(4, 1))
+    return Rollouts(
+        tasks=[Task("a"), Task("a"), Task("b"), Task("b")],
+        solutions=[0, 1, 0, 1],
+        group_ids=np.array([0, 0, 1, 1]),
+        old_log_probs=torch.full((4, 1), math.log(0.5)),
+        mask=torch.ones(4, 1),
+    )
 
 
 def config(mode: str, **denoise) -> TrainConfig:
@@ -53,8 +57,12 @@ def test_rectified_step_hand_computed():
     cfg, policy = config("wmrl", method="rectified"), TwoArmPolicy()
     state = TrainState.create(cfg, policy)
     state.rectified.update(np.array([1.0, -1.0]), np.array([2.0, -2.0]))
-    scored = ScoredStep(rollouts(), anchor_groups=np.array([True, False]),
-                        wm_rewards=np.array([0.8, 0.2, 0.1, 0.7]), real_rewards=np.array([1.0, 0.0, np.nan, np.nan]))
+    scored = ScoredStep(
+        rollouts(),
+        anchor_groups=np.array([True, False]),
+        wm_rewards=np.array([0.8, 0.2, 0.1, 0.7]),
+        real_rewards=np.array([1.0, 0.0, np.nan, np.nan]),
+    )
 
     update = update_step(policy, cfg, state, scored, step=1)
 
@@ -80,8 +88,12 @@ def test_world_model_step_pools_streams_and_leaves_calibration_alone():
     so w_real = 0, w_wm = 4/4 and L = -T; nothing enters the debiaser."""
     cfg, policy = config("world_model"), TwoArmPolicy()
     state = TrainState.create(cfg, policy)
-    scored = ScoredStep(rollouts(), anchor_groups=np.array([False, False]),
-                        wm_rewards=np.array([0.8, 0.2, 0.7, 0.1]), real_rewards=np.full(4, np.nan))
+    scored = ScoredStep(
+        rollouts(),
+        anchor_groups=np.array([False, False]),
+        wm_rewards=np.array([0.8, 0.2, 0.7, 0.1]),
+        real_rewards=np.full(4, np.nan),
+    )
 
     update = update_step(policy, cfg, state, scored, step=3)
 
@@ -97,8 +109,12 @@ def test_opposite_rewards_move_the_policy_the_other_way():
     """Same step with the anchor group's real rewards reversed: the policy moves towards arm 1."""
     cfg, policy = config("wmrl", method="inverse_variance"), TwoArmPolicy()
     state = TrainState.create(cfg, policy)
-    scored = ScoredStep(rollouts(), anchor_groups=np.array([True, False]),
-                        wm_rewards=np.array([0.8, 0.2, 0.1, 0.7]), real_rewards=np.array([0.0, 1.0, np.nan, np.nan]))
+    scored = ScoredStep(
+        rollouts(),
+        anchor_groups=np.array([True, False]),
+        wm_rewards=np.array([0.8, 0.2, 0.1, 0.7]),
+        real_rewards=np.array([0.0, 1.0, np.nan, np.nan]),
+    )
 
     r = update_step(policy, cfg, state, scored, step=1).record
 

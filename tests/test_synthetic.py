@@ -8,8 +8,9 @@ from wmrl_core.synthetic.world_model import SyntheticWorldModel
 def test_raw_world_model_optimum_is_a_truly_worse_arm():
     env = SyntheticBanditEnvironment()
     wm = SyntheticWorldModel(env)
-    mc = np.array([[np.mean(wm.predict([task] * 4000, [a] * 4000)) for a in range(env.truth.num_arms)]
-                   for task in env.tasks()])
+    mc = np.array(
+        [[np.mean(wm.predict([task] * 4000, [a] * 4000)) for a in range(env.truth.num_arms)] for task in env.tasks()]
+    )
     for t in range(env.truth.num_tasks):
         raw_best, true_best = np.argmax(mc[t]), np.argmax(env.truth.mu[t])
         assert raw_best != true_best

@@ -8,8 +8,15 @@ from wmrl_core.synthetic.bandit import BanditTruth
 
 pytestmark = pytest.mark.slow
 
-ARMS = ("real", "world_model", "wmrl", "wmrl_inverse_variance", "wmrl_independent_wm", "wmrl_confident_decoy",
-        "wmrl_confident_decoy_inverse_variance_smoothed")
+ARMS = (
+    "real",
+    "world_model",
+    "wmrl",
+    "wmrl_inverse_variance",
+    "wmrl_independent_wm",
+    "wmrl_confident_decoy",
+    "wmrl_confident_decoy_inverse_variance_smoothed",
+)
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +25,13 @@ def experiment(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("theorem")
     arms = with_steps({k: SYNTHETIC_ARMS[k] for k in ARMS}, steps=100, real_steps=50)
-    results = run_arms(SYNTHETIC, arms, seeds=[0, 1], out_dir=out,
-                       overrides=["eval.every=2", "logging.tensorboard=false", "checkpoint.every=0"])
+    results = run_arms(
+        SYNTHETIC,
+        arms,
+        seeds=[0, 1],
+        out_dir=out,
+        overrides=["eval.every=2", "logging.tensorboard=false", "checkpoint.every=0"],
+    )
     summary = write_report(results, out, title="test", optimum=BanditTruth().optimum)
     return out, results, summary
 

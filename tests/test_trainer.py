@@ -8,14 +8,33 @@ from wmrl_core.config import load_config
 from wmrl_core.metrics import read_metrics
 from wmrl_core.trainer import train
 
-REQUIRED = ["step", "reward/real_mean", "reward/world_model_mean", "debias/residual_var", "fusion/w_world_model",
-            "fusion/w_real", "compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s",
-            "eval/true_reward"]
+REQUIRED = [
+    "step",
+    "reward/real_mean",
+    "reward/world_model_mean",
+    "debias/residual_var",
+    "fusion/w_world_model",
+    "fusion/w_real",
+    "compute/generation_s",
+    "compute/world_model_s",
+    "compute/execution_s",
+    "compute/total_s",
+    "eval/true_reward",
+]
 
 
 def _cfg(path, tmp_path, *overrides):
-    return load_config(path, [f"run_dir={tmp_path / 'run'}", "steps=12", "eval.every=3", "checkpoint.every=4",
-                              "logging.progress=false", *overrides])
+    return load_config(
+        path,
+        [
+            f"run_dir={tmp_path / 'run'}",
+            "steps=12",
+            "eval.every=3",
+            "checkpoint.every=4",
+            "logging.progress=false",
+            *overrides,
+        ],
+    )
 
 
 @pytest.mark.parametrize("mode", ["real", "world_model", "wmrl"])
@@ -23,8 +42,15 @@ def _cfg(path, tmp_path, *overrides):
 def test_each_mode_writes_a_complete_run_directory(synthetic_config, tmp_path, mode):
     summary = train(_cfg(synthetic_config, tmp_path, f"mode={mode}", "logging.tensorboard=true"))
     run = tmp_path / "run"
-    for name in ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt", "checkpoints/step_000012.pt",
-                 "plots/evaluation.png", "plots/compute.png"):
+    for name in (
+        "config.yaml",
+        "metrics.jsonl",
+        "summary.json",
+        "checkpoints/last.pt",
+        "checkpoints/step_000012.pt",
+        "plots/evaluation.png",
+        "plots/compute.png",
+    ):
         assert (run / name).exists(), name
     assert any((run / "tensorboard").iterdir())
     records = read_metrics(run)
@@ -54,8 +80,14 @@ def test_each_mode_writes_a_complete_run_directory(synthetic_config, tmp_path, m
 @pytest.mark.slow
 def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, method):
     full = tmp_path / "full"
-    common = ["checkpoint.every=4", "eval.every=2", "logging.progress=false", "logging.tensorboard=false",
-              f"denoise.method={method}", "denoise.lambda_window=3"]  # the lambda window fills before the crash
+    common = [
+        "checkpoint.every=4",
+        "eval.every=2",
+        "logging.progress=false",
+        "logging.tensorboard=false",
+        f"denoise.method={method}",
+        "denoise.lambda_window=3",
+    ]  # the lambda window fills before the crash
     train(load_config(synthetic_config, [f"run_dir={full}", "steps=10", *common]))
     part = tmp_path / "part"
     train(load_config(synthetic_config, [f"run_dir={part}", "steps=6", *common]))
@@ -69,15 +101,36 @@ def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, meth
 
     def strip(r):
         return {k: v for k, v in r.items() if not k.startswith("wall/")}
+
     assert [strip(r) for r in a] == [strip(r) for r in b]
 
 
 @pytest.mark.slow
 def test_wmrl_beats_world_model_only_on_the_truth(synthetic_config, tmp_path):
-    wm = train(load_config(synthetic_config, [f"run_dir={tmp_path / 'wm'}", "mode=world_model", "steps=40",
-                                              "logging.progress=false", "logging.tensorboard=false"]))
-    ours = train(load_config(synthetic_config, [f"run_dir={tmp_path / 'ours'}", "mode=wmrl", "steps=40",
-                                                "logging.progress=false", "logging.tensorboard=false"]))
+    wm = train(
+        load_config(
+            synthetic_config,
+            [
+                f"run_dir={tmp_path / 'wm'}",
+                "mode=world_model",
+                "steps=40",
+                "logging.progress=false",
+                "logging.tensorboard=false",
+            ],
+        )
+    )
+    ours = train(
+        load_config(
+            synthetic_config,
+            [
+                f"run_dir={tmp_path / 'ours'}",
+                "mode=wmrl",
+                "steps=40",
+                "logging.progress=false",
+                "logging.tensorboard=false",
+            ],
+        )
+    )
     assert ours["final"]["eval/true_reward"] > wm["final"]["eval/true_reward"] + 0.15
 
 
@@ -85,8 +138,18 @@ def test_wmrl_beats_world_model_only_on_the_truth(synthetic_config, tmp_path):
 def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic_config, tmp_path):
     from wmrl_core.debias import IsotonicDebiaser
 
-    train(load_config(synthetic_config, [f"run_dir={tmp_path / 'run'}", "steps=3", "eval.every=0",
-                                         "logging.progress=false", "logging.tensorboard=false"]))
+    train(
+        load_config(
+            synthetic_config,
+            [
+                f"run_dir={tmp_path / 'run'}",
+                "steps=3",
+                "eval.every=0",
+                "logging.progress=false",
+                "logging.tensorboard=false",
+            ],
+        )
+    )
     rows = [json.loads(line) for line in (tmp_path / "run" / "anchor_pairs.jsonl").read_text().splitlines()]
     assert rows[0]["calibrated"] == rows[0]["world_model"]  # no earlier pairs: the identity
     earlier = IsotonicDebiaser()
@@ -98,9 +161,19 @@ def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic
 @pytest.mark.parametrize("quality, low, high", [("independent", 0.0, 0.15), ("perfect", 0.5, 1.0)])
 @pytest.mark.slow
 def test_lambda_follows_the_world_models_usefulness(synthetic_config, tmp_path, quality, low, high):
-    train(load_config(synthetic_config, [f"run_dir={tmp_path / 'run'}", "steps=20", "eval.every=0",
-                                         f"world_model.kwargs.quality={quality}", "logging.progress=false",
-                                         "logging.tensorboard=false"]))
+    train(
+        load_config(
+            synthetic_config,
+            [
+                f"run_dir={tmp_path / 'run'}",
+                "steps=20",
+                "eval.every=0",
+                f"world_model.kwargs.quality={quality}",
+                "logging.progress=false",
+                "logging.tensorboard=false",
+            ],
+        )
+    )
     late = [r["fusion/lambda"] for r in read_metrics(tmp_path / "run")[11:]]
     assert low <= np.mean(late) <= high
 

@@ -34,5 +34,8 @@ class ScoreReward:
 
 @hookimpl
 def wmrl_register_reward_extractors(table):
-    table.add("score", "wmrl_core.builtin_rewards:ScoreReward",
-              description="the outcome's score; failures get failure_reward (default: dropped)")
+    table.add(
+        "score",
+        "wmrl_core.builtin_rewards:ScoreReward",
+        description="the outcome's score; failures get failure_reward (default: dropped)",
+    )

@@ -29,7 +29,9 @@ def _require_methods(kind: str, obj: Any, protocol: type) -> None:
 def _check_cost(kind: str, obj: Any) -> None:
     cost = getattr(obj, "cost", None)
     if cost is not None and not isinstance(cost, CostModel):
-        raise ContractError(f"{kind} {type(obj).__name__}.cost must be a wmrl_core.types.CostModel or None, got {type(cost).__name__}")
+        raise ContractError(
+            f"{kind} {type(obj).__name__}.cost must be a wmrl_core.types.CostModel or None, got {type(cost).__name__}"
+        )
 
 
 def check_environment(env: Any) -> None:
@@ -60,9 +62,17 @@ def check_rollouts(rollouts: Any, n_tasks: int, group_size: int) -> None:
         raise ContractError(f"policy.generate must return wmrl_core.types.Rollouts, got {type(rollouts).__name__}")
     n = n_tasks * group_size
     if len(rollouts.solutions) != n or len(rollouts.tasks) != n or len(rollouts.group_ids) != n:
-        raise ContractError(f"policy.generate returned {len(rollouts.solutions)} rollouts for {n_tasks} tasks x {group_size}; expected {n}")
+        raise ContractError(
+            f"policy.generate returned {len(rollouts.solutions)} rollouts for {n_tasks} tasks x {group_size}; expected {n}"
+        )
     lp, mask = rollouts.old_log_probs, rollouts.mask
-    if not (isinstance(lp, torch.Tensor) and isinstance(mask, torch.Tensor)) or lp.shape != mask.shape or lp.shape[0] != n:
-        raise ContractError(f"old_log_probs and mask must be tensors of shape ({n}, T); got {getattr(lp, 'shape', None)} and {getattr(mask, 'shape', None)}")
+    if (
+        not (isinstance(lp, torch.Tensor) and isinstance(mask, torch.Tensor))
+        or lp.shape != mask.shape
+        or lp.shape[0] != n
+    ):
+        raise ContractError(
+            f"old_log_probs and mask must be tensors of shape ({n}, T); got {getattr(lp, 'shape', None)} and {getattr(mask, 'shape', None)}"
+        )
     if lp.requires_grad:
         warnings.warn("old_log_probs requires grad; generate should run under torch.no_grad()", stacklevel=2)

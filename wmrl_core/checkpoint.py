@@ -72,8 +72,9 @@ def load_checkpoint(directory: Path) -> dict[str, Any]:
     directory = Path(directory)
     candidates = _candidates(directory) if directory.is_dir() else []
     if not candidates:
-        raise FileNotFoundError(f"no checkpoint in {directory}; run without resume=true first, "
-                                "or point run_dir at a run that has one")
+        raise FileNotFoundError(
+            f"no checkpoint in {directory}; run without resume=true first, or point run_dir at a run that has one"
+        )
     unreadable = []
     for path in candidates:
         try:
@@ -83,12 +84,20 @@ def load_checkpoint(directory: Path) -> dict[str, Any]:
         except Exception as exc:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             unreadable.append(f"{path.name} ({type(exc).__name__}: {reason})")
-            warnings.warn(f"checkpoint {path} is truncated or corrupt ({type(exc).__name__}: {reason}); "
-                          "trying the previous one", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"checkpoint {path} is truncated or corrupt ({type(exc).__name__}: {reason}); trying the previous one",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             continue
         if unreadable:
-            warnings.warn(f"resuming from {path} (step {state['step']}); skipped unreadable: {', '.join(unreadable)}",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"resuming from {path} (step {state['step']}); skipped unreadable: {', '.join(unreadable)}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return state
-    raise CheckpointError(f"every checkpoint in {directory} is unreadable: {', '.join(unreadable)}. "
-                          "Restore one from a backup, or start the run again without resume=true")
+    raise CheckpointError(
+        f"every checkpoint in {directory} is unreadable: {', '.join(unreadable)}. "
+        "Restore one from a backup, or start the run again without resume=true"
+    )

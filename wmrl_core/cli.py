@@ -23,8 +23,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     print(json.dumps(final, indent=2, default=float))
     if summary["eval_first"] and summary["eval_last"]:
         for key in (k for k in summary["eval_last"] if k.startswith("eval/") and not k.endswith("_s")):
-            print(f"{key}: {summary['eval_first'].get(key)} at step {summary['eval_first']['step']} -> "
-                  f"{summary['eval_last'][key]} at step {summary['eval_last']['step']}")
+            print(
+                f"{key}: {summary['eval_first'].get(key)} at step {summary['eval_first']['step']} -> "
+                f"{summary['eval_last'][key]} at step {summary['eval_last']['step']}"
+            )
     print(f"run directory: {run_dir}  (metrics.jsonl, summary.json, plots/, checkpoints/, tensorboard/)")
     return 0
 
@@ -36,8 +38,12 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     registry = build_registry(pm)
     infos = describe_plugins(pm, registry)
     if args.json:
-        print(json.dumps([{"name": i.name, "version": i.version, "module": i.module, "components": i.components}
-                          for i in infos], indent=2))
+        print(
+            json.dumps(
+                [{"name": i.name, "version": i.version, "module": i.module, "components": i.components} for i in infos],
+                indent=2,
+            )
+        )
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -54,8 +60,13 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-DIAGNOSED_ARMS = ("wmrl", "wmrl_inverse_variance", "wmrl_independent_wm", "wmrl_confident_decoy",
-                  "wmrl_confident_decoy_inverse_variance_smoothed")
+DIAGNOSED_ARMS = (
+    "wmrl",
+    "wmrl_inverse_variance",
+    "wmrl_independent_wm",
+    "wmrl_confident_decoy",
+    "wmrl_confident_decoy_inverse_variance_smoothed",
+)
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
@@ -63,19 +74,25 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     from wmrl_core.synthetic.bandit import BanditTruth
 
     if args.domain != "synthetic":
-        raise WMRLError(f"unknown experiment {args.domain!r}; available: synthetic (the AutoResearch one is in benchmarks/)")
+        raise WMRLError(
+            f"unknown experiment {args.domain!r}; available: synthetic (the AutoResearch one is in benchmarks/)"
+        )
     config = Path(args.config)
     if not config.is_file():
         raise WMRLError(f"config {config} not found; run from the repository root or pass --config PATH")
     arms = {k: v for k, v in SYNTHETIC_ARMS.items() if not args.arms or k in args.arms}
-    results = run_arms(config, arms, seeds=range(args.seeds), out_dir=args.out, overrides=args.overrides, reuse=args.reuse)
+    results = run_arms(
+        config, arms, seeds=range(args.seeds), out_dir=args.out, overrides=args.overrides, reuse=args.reuse
+    )
     summary = write_report(results, args.out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
     print((Path(args.out) / "table.md").read_text())
     diagnosed = [a for a in DIAGNOSED_ARMS if a in arms]
     if diagnosed:
         plot_diagnostics(args.out, diagnosed, range(args.seeds), Path(args.out) / "diagnostics.png")
-    print(f"plots: {Path(args.out) / 'reward_vs_compute.png'}, {Path(args.out) / 'diagnostics.png'}; "
-          f"JSON: {Path(args.out) / 'summary.json'}")
+    print(
+        f"plots: {Path(args.out) / 'reward_vs_compute.png'}, {Path(args.out) / 'diagnostics.png'}; "
+        f"JSON: {Path(args.out) / 'summary.json'}"
+    )
     if args.replications:
         from wmrl_core.synthetic.policy_evaluation import write_policy_evaluation
 
@@ -98,8 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="World-model reinforcement learning.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("train", help="train from a YAML config with key=value overrides",
-                       epilog=f"example: {EXAMPLE}")
+    p = sub.add_parser("train", help="train from a YAML config with key=value overrides", epilog=f"example: {EXAMPLE}")
     p.add_argument("config", help="YAML config (see configs/)")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. grpo.lr=0.01 resume=true")
     p.set_defaults(func=_cmd_train)
@@ -118,9 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--out", default="runs/experiment-synthetic")
     p.add_argument("--arms", nargs="*", help="subset of arms (default: all)")
-    p.add_argument("--reuse", action="store_true", help="keep runs already finished in --out (resume an interrupted experiment)")
-    p.add_argument("--replications", type=int, default=500,
-                   help="replications of the policy-evaluation experiment (0 skips it)")
+    p.add_argument(
+        "--reuse", action="store_true", help="keep runs already finished in --out (resume an interrupted experiment)"
+    )
+    p.add_argument(
+        "--replications", type=int, default=500, help="replications of the policy-evaluation experiment (0 skips it)"
+    )
     p.add_argument("overrides", nargs="*", help="overrides applied to every arm")
     p.set_defaults(func=_cmd_experiment)
     return parser

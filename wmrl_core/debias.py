@@ -36,8 +36,9 @@ __all__ = ["IsotonicDebiaser", "smoothed_isotonic", "CALIBRATORS"]
 CALIBRATORS = ("isotonic", "smoothed")
 
 
-def smoothed_isotonic(x_fit: np.ndarray, levels: np.ndarray, x: np.ndarray, *, slope: float,
-                      y_scale: float, increasing: bool = True) -> np.ndarray:
+def smoothed_isotonic(
+    x_fit: np.ndarray, levels: np.ndarray, x: np.ndarray, *, slope: float, y_scale: float, increasing: bool = True
+) -> np.ndarray:
     """:math:`\\tilde f(x) = \\operatorname{interp}(x; (\\bar x_b, \\hat f_b)) \\pm \\delta (x - \\bar x)`,
     :math:`\\delta = \\text{slope}\\cdot y_{scale}/\\operatorname{sd}(x_{fit})` (sign of the monotone direction).
 
@@ -68,8 +69,9 @@ class IsotonicDebiaser:
     group key of each), ``isotonic_`` (the scikit-learn estimator, ``None`` before data).
     """
 
-    def __init__(self, *, window: int | None = None, increasing: bool = True, calibrator: str = "isotonic",
-                 slope: float = 0.01):
+    def __init__(
+        self, *, window: int | None = None, increasing: bool = True, calibrator: str = "isotonic", slope: float = 0.01
+    ):
         if window is not None and window < 2:
             raise ValueError(f"window must be >= 2 pairs or None, got {window}")
         if calibrator not in CALIBRATORS:
@@ -104,7 +106,11 @@ class IsotonicDebiaser:
         self.y_ = np.concatenate([self.y_, y[keep]])
         self.groups_ = np.concatenate([self.groups_, g[keep]])
         if self.window is not None and self.x_.size > self.window:
-            self.x_, self.y_, self.groups_ = self.x_[-self.window :], self.y_[-self.window :], self.groups_[-self.window :]
+            self.x_, self.y_, self.groups_ = (
+                self.x_[-self.window :],
+                self.y_[-self.window :],
+                self.groups_[-self.window :],
+            )
         self._refit()
 
     def _refit(self) -> None:
@@ -127,15 +133,28 @@ class IsotonicDebiaser:
         finite = np.isfinite(x)
         if finite.any():
             if self.calibrator == "smoothed":
-                out[finite] = smoothed_isotonic(self.x_, self.isotonic_.predict(self.x_), x[finite], slope=self.slope,
-                                                y_scale=float(self.y_.std()), increasing=self.increasing)
+                out[finite] = smoothed_isotonic(
+                    self.x_,
+                    self.isotonic_.predict(self.x_),
+                    x[finite],
+                    slope=self.slope,
+                    y_scale=float(self.y_.std()),
+                    increasing=self.increasing,
+                )
             else:
                 out[finite] = self.isotonic_.predict(x[finite])
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"x": self.x_.tolist(), "y": self.y_.tolist(), "groups": self.groups_.tolist(),
-                "window": self.window, "increasing": self.increasing, "calibrator": self.calibrator, "slope": self.slope}
+        return {
+            "x": self.x_.tolist(),
+            "y": self.y_.tolist(),
+            "groups": self.groups_.tolist(),
+            "window": self.window,
+            "increasing": self.increasing,
+            "calibrator": self.calibrator,
+            "slope": self.slope,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window, self.increasing = state["window"], state["increasing"]

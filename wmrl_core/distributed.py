@@ -119,9 +119,12 @@ class _ExecutionWorker:
     def describe(self) -> dict[str, Any]:
         """What the pool needs to impersonate the environment, plus this process's id."""
         env = self.env
-        return {"pid": os.getpid(), "cost": getattr(env, "cost", None),
-                "true_reward": callable(getattr(env, "true_reward", None)),
-                "stateful": callable(getattr(env, "state_dict", None)) and callable(getattr(env, "load_state_dict", None))}
+        return {
+            "pid": os.getpid(),
+            "cost": getattr(env, "cost", None),
+            "true_reward": callable(getattr(env, "true_reward", None)),
+            "stateful": callable(getattr(env, "state_dict", None)) and callable(getattr(env, "load_state_dict", None)),
+        }
 
     def execute(self, tasks: list[Task], solutions: list[Any]) -> list[Any]:
         return list(self.env.execute(tasks, solutions))
@@ -165,10 +168,19 @@ class RayExecutionPool:
         environment construction) before failing.
     """
 
-    def __init__(self, name: str, kwargs: dict[str, Any] | None = None, *, num_workers: int = 2,
-                 address: str | None = None, worker_cpus: float = 1.0, local_env: Any = None,
-                 factory: Callable[..., Any] | None = None, max_restarts: int = -1,
-                 ready_timeout_s: float = 300.0):
+    def __init__(
+        self,
+        name: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        num_workers: int = 2,
+        address: str | None = None,
+        worker_cpus: float = 1.0,
+        local_env: Any = None,
+        factory: Callable[..., Any] | None = None,
+        max_restarts: int = -1,
+        ready_timeout_s: float = 300.0,
+    ):
         if not ray_available():
             raise WMRLError(f"the Ray execution backend needs Ray, which is not installed: {INSTALL_HINT}")
         if num_workers < 1 or worker_cpus < 0:
@@ -190,9 +202,11 @@ class RayExecutionPool:
                     try:
                         ray.init(address=address)
                     except ConnectionError as exc:
-                        raise WMRLError(f"could not join the Ray cluster at distributed.address={address!r}: "
-                                        f"{exc}. Start one (`ray start --head` on the head node) or leave "
-                                        "distributed.address unset to start a local Ray") from None
+                        raise WMRLError(
+                            f"could not join the Ray cluster at distributed.address={address!r}: "
+                            f"{exc}. Start one (`ray start --head` on the head node) or leave "
+                            "distributed.address unset to start a local Ray"
+                        ) from None
                 self._started_ray = True
             self._start_actors(kwargs or {}, factory, worker_cpus, max_restarts, ready_timeout_s)
         except BaseException:
@@ -201,8 +215,14 @@ class RayExecutionPool:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _start_actors(self, kwargs: dict[str, Any], factory: Callable[..., Any] | None, worker_cpus: float,
-                      max_restarts: int, ready_timeout_s: float) -> None:
+    def _start_actors(
+        self,
+        kwargs: dict[str, Any],
+        factory: Callable[..., Any] | None,
+        worker_cpus: float,
+        max_restarts: int,
+        ready_timeout_s: float,
+    ) -> None:
         import ray
         from ray.exceptions import GetTimeoutError, RayError
 
@@ -211,8 +231,10 @@ class RayExecutionPool:
             options["runtime_env"] = {"env_vars": {"WMRL_DISABLE_PLUGINS": os.environ["WMRL_DISABLE_PLUGINS"]}}
         tag = uuid.uuid4().hex[:8]
         actor_cls = ray.remote(_ExecutionWorker)
-        self._actors = [actor_cls.options(name=f"wmrl-exec-{tag}-{i}", **options).remote(self.name, kwargs, factory, i)
-                        for i in range(self.num_workers)]
+        self._actors = [
+            actor_cls.options(name=f"wmrl-exec-{tag}-{i}", **options).remote(self.name, kwargs, factory, i)
+            for i in range(self.num_workers)
+        ]
         try:
             info = ray.get([a.describe.remote() for a in self._actors], timeout=ready_timeout_s)
         except GetTimeoutError:
@@ -220,11 +242,13 @@ class RayExecutionPool:
             raise WMRLError(
                 f"{self.num_workers} Ray workers for environment `{self.name}` did not start within {ready_timeout_s:.0f} s; "
                 f"they need {self.num_workers} x {worker_cpus} CPUs and the cluster has {cpus:g}. Lower "
-                "distributed.num_workers or distributed.worker_cpus, or add nodes") from None
+                "distributed.num_workers or distributed.worker_cpus, or add nodes"
+            ) from None
         except RayError as exc:
             raise WMRLError(
                 f"a Ray worker could not build environment `{self.name}`: {str(exc).strip()[-1500:]}\n"
-                "Install the plugin (and wmrl) on every Ray node, or check the environment's kwargs") from None
+                "Install the plugin (and wmrl) on every Ray node, or check the environment's kwargs"
+            ) from None
         self._ready = True
         self.pids = [d["pid"] for d in info]  # the actors' process ids at start (a restart changes them)
         first = info[0]
@@ -287,14 +311,18 @@ class RayExecutionPool:
 
         tasks, solutions = list(tasks), list(solutions)
         if len(tasks) != len(solutions):
-            raise ValueError(f"execute got {len(tasks)} tasks for {len(solutions)} solutions; pass one task per solution")
+            raise ValueError(
+                f"execute got {len(tasks)} tasks for {len(solutions)} solutions; pass one task per solution"
+            )
         self._alive()
         bounds = shard_bounds(len(solutions), self.num_workers)
         results: list[Any] = [None] * len(bounds)  # one list of outcomes per shard, once it is in
         pending = list(range(len(bounds)))
         for attempt in range(2):
-            refs = {k: self._actors[k].execute.remote(tasks[slice(*bounds[k])], solutions[slice(*bounds[k])])
-                    for k in pending}
+            refs = {
+                k: self._actors[k].execute.remote(tasks[slice(*bounds[k])], solutions[slice(*bounds[k])])
+                for k in pending
+            }
             failed: dict[int, str] = {}
             for k, ref in refs.items():
                 try:
@@ -304,8 +332,13 @@ class RayExecutionPool:
                 except RayTaskError as exc:
                     raise exc.as_instanceof_cause() from None
             for k, reason in failed.items():
-                log.warning("Ray execution worker %d died or was down for items %d..%d (%s); %s", k, *bounds[k],
-                            reason, "retrying once" if attempt == 0 else "reporting them as sandbox_error")
+                log.warning(
+                    "Ray execution worker %d died or was down for items %d..%d (%s); %s",
+                    k,
+                    *bounds[k],
+                    reason,
+                    "retrying once" if attempt == 0 else "reporting them as sandbox_error",
+                )
             pending = list(failed)
             if not pending:
                 break
@@ -315,14 +348,21 @@ class RayExecutionPool:
         for k in pending:  # failed twice: infrastructure failure, not a zero reward
             start, stop = bounds[k]
             self.sandbox_errors += stop - start
-            results[k] = [Outcome(status=SANDBOX_ERROR, score=None,
-                                  info={"error": f"Ray worker {k} died twice executing this shard", "worker": k})
-                          for _ in range(stop - start)]
+            results[k] = [
+                Outcome(
+                    status=SANDBOX_ERROR,
+                    score=None,
+                    info={"error": f"Ray worker {k} died twice executing this shard", "worker": k},
+                )
+                for _ in range(stop - start)
+            ]
         outcomes: list[Any] = []
         for k, (start, stop) in enumerate(bounds):
             if len(results[k]) != stop - start:
-                raise WMRLError(f"environment `{self.name}` on Ray worker {k} returned {len(results[k])} outcomes "
-                                f"for {stop - start} solutions; execute must return one outcome per solution")
+                raise WMRLError(
+                    f"environment `{self.name}` on Ray worker {k} returned {len(results[k])} outcomes "
+                    f"for {stop - start} solutions; execute must return one outcome per solution"
+                )
             outcomes.extend(results[k])
         return outcomes
 
@@ -362,9 +402,11 @@ class RayExecutionPool:
                 raise exc.as_instanceof_cause() from None
             except RayActorError as exc:
                 if attempt or not self._wait_restarted(k):
-                    raise WMRLError(f"Ray execution worker {k} of `{self.name}` is unavailable for {method}() "
-                                    f"({type(exc).__name__}); its log is under /tmp/ray/session_latest/logs "
-                                    "on its node") from exc
+                    raise WMRLError(
+                        f"Ray execution worker {k} of `{self.name}` is unavailable for {method}() "
+                        f"({type(exc).__name__}); its log is under /tmp/ray/session_latest/logs "
+                        "on its node"
+                    ) from exc
 
     def state_dict(self) -> dict[str, Any]:
         """Each worker's environment state (``None`` for stateless environments, and for a
@@ -383,12 +425,16 @@ class RayExecutionPool:
         if isinstance(state, dict) and "ray_workers" in state:
             states = list(state["ray_workers"])
             if len(states) != self.num_workers:
-                log.warning("checkpoint has %d Ray execution workers, this pool %d: restoring the first %d",
-                            len(states), self.num_workers, min(len(states), self.num_workers))
+                log.warning(
+                    "checkpoint has %d Ray execution workers, this pool %d: restoring the first %d",
+                    len(states),
+                    self.num_workers,
+                    min(len(states), self.num_workers),
+                )
         else:
             log.warning("checkpoint comes from a local run: restoring its environment state on Ray worker 0 only")
             states = [state]
-        for k, worker_state in enumerate(states[:self.num_workers]):
+        for k, worker_state in enumerate(states[: self.num_workers]):
             self._call(k, "load_state_dict", worker_state)
 
     def _alive(self) -> Any:

@@ -23,7 +23,18 @@ from wmrl_core.config import load_config
 from wmrl_core.metrics import read_metrics
 from wmrl_core.trainer import train
 
-__all__ = ["SYNTHETIC_ARMS", "WMRL_STEPS", "with_steps", "plot_diagnostics", "ArmResult", "run_arms", "compute_to_reach", "mean_ci95", "summarize", "write_report"]
+__all__ = [
+    "SYNTHETIC_ARMS",
+    "WMRL_STEPS",
+    "with_steps",
+    "plot_diagnostics",
+    "ArmResult",
+    "run_arms",
+    "compute_to_reach",
+    "mean_ci95",
+    "summarize",
+    "write_report",
+]
 
 WMRL_STEPS = 120
 """Steps of every arm but ``real`` (60 in the config): arms are compared on the compute they need
@@ -38,23 +49,42 @@ SYNTHETIC_ARMS: dict[str, list[str]] = {
     "wmrl_no_debias": ["mode=wmrl", "debias.enabled=false", f"steps={WMRL_STEPS}"],
     "wmrl_no_denoise": ["mode=wmrl", "denoise.enabled=false", f"steps={WMRL_STEPS}"],
     "wmrl_independent_wm": ["mode=wmrl", "world_model.kwargs.quality=independent", f"steps={WMRL_STEPS}"],
-    "wmrl_independent_wm_no_denoise": ["mode=wmrl", "world_model.kwargs.quality=independent", "denoise.enabled=false",
-                                       f"steps={WMRL_STEPS}"],
+    "wmrl_independent_wm_no_denoise": [
+        "mode=wmrl",
+        "world_model.kwargs.quality=independent",
+        "denoise.enabled=false",
+        f"steps={WMRL_STEPS}",
+    ],
     "wmrl_confident_decoy": ["mode=wmrl", "world_model.kwargs.quality=confident_decoy", f"steps={WMRL_STEPS}"],
-    "wmrl_confident_decoy_inverse_variance": ["mode=wmrl", "world_model.kwargs.quality=confident_decoy",
-                                              "denoise.method=inverse_variance", f"steps={WMRL_STEPS}"],
-    "wmrl_confident_decoy_smoothed": ["mode=wmrl", "world_model.kwargs.quality=confident_decoy",
-                                      "debias.calibrator=smoothed", f"steps={WMRL_STEPS}"],
-    "wmrl_confident_decoy_inverse_variance_smoothed": ["mode=wmrl", "world_model.kwargs.quality=confident_decoy",
-                                                       "denoise.method=inverse_variance", "debias.calibrator=smoothed",
-                                                       f"steps={WMRL_STEPS}"],
+    "wmrl_confident_decoy_inverse_variance": [
+        "mode=wmrl",
+        "world_model.kwargs.quality=confident_decoy",
+        "denoise.method=inverse_variance",
+        f"steps={WMRL_STEPS}",
+    ],
+    "wmrl_confident_decoy_smoothed": [
+        "mode=wmrl",
+        "world_model.kwargs.quality=confident_decoy",
+        "debias.calibrator=smoothed",
+        f"steps={WMRL_STEPS}",
+    ],
+    "wmrl_confident_decoy_inverse_variance_smoothed": [
+        "mode=wmrl",
+        "world_model.kwargs.quality=confident_decoy",
+        "denoise.method=inverse_variance",
+        "debias.calibrator=smoothed",
+        f"steps={WMRL_STEPS}",
+    ],
 }
 
 
 def with_steps(arms: dict[str, list[str]], steps: int, real_steps: int) -> dict[str, list[str]]:
     """The same arms with ``steps`` (``real_steps`` for ``real``): a faster setting for tests."""
-    return {name: [o for o in overrides if not o.startswith("steps=")] + [f"steps={real_steps if name == 'real' else steps}"]
-            for name, overrides in arms.items()}
+    return {
+        name: [o for o in overrides if not o.startswith("steps=")]
+        + [f"steps={real_steps if name == 'real' else steps}"]
+        for name, overrides in arms.items()
+    }
 
 
 @dataclass
@@ -85,8 +115,15 @@ def _final_score(curve: Sequence[tuple[float, float]], last_k: int = 3) -> float
     return float(np.mean([s for _, s in curve[-k:]]))
 
 
-def run_arms(config_path: str | Path, arms: dict[str, list[str]], seeds: Sequence[int], out_dir: str | Path,
-             overrides: Sequence[str] = (), metric: str = "eval/true_reward", reuse: bool = False) -> dict[str, ArmResult]:
+def run_arms(
+    config_path: str | Path,
+    arms: dict[str, list[str]],
+    seeds: Sequence[int],
+    out_dir: str | Path,
+    overrides: Sequence[str] = (),
+    metric: str = "eval/true_reward",
+    reuse: bool = False,
+) -> dict[str, ArmResult]:
     """Train every arm for every seed (seeds outer, arms inner) and collect their curves.
 
     :param reuse: keep runs that already finished in ``out_dir`` (their ``summary.json``
@@ -97,8 +134,10 @@ def run_arms(config_path: str | Path, arms: dict[str, list[str]], seeds: Sequenc
     for seed in seeds:
         for name, arm_overrides in arms.items():
             run_dir = out_dir / "runs" / f"{name}-seed{seed}"
-            cfg = load_config(config_path, [*overrides, *arm_overrides, f"seed={seed}", f"run_dir={run_dir}",
-                                            "logging.progress=false"])
+            cfg = load_config(
+                config_path,
+                [*overrides, *arm_overrides, f"seed={seed}", f"run_dir={run_dir}", "logging.progress=false"],
+            )
             if not (reuse and (run_dir / "summary.json").exists()):
                 train(cfg)
             records = read_metrics(run_dir)
@@ -106,14 +145,23 @@ def run_arms(config_path: str | Path, arms: dict[str, list[str]], seeds: Sequenc
             res = results[name]
             res.curves.append(curve)
             res.finals.append(_final_score(curve))
-            res.compute.append({k.split("/")[1]: records[-1][k] for k in
-                                ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s")})
-            for key, values in (("fusion/w_world_model", res.w_world_model), ("calibration/tied_group_share", res.tied_share),
-                                ("fusion/n_effective", res.n_effective)):
-                half = [r[key] for r in records[len(records) // 2:] if r.get(key) is not None]
+            res.compute.append(
+                {
+                    k.split("/")[1]: records[-1][k]
+                    for k in ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s")
+                }
+            )
+            for key, values in (
+                ("fusion/w_world_model", res.w_world_model),
+                ("calibration/tied_group_share", res.tied_share),
+                ("fusion/n_effective", res.n_effective),
+            ):
+                half = [r[key] for r in records[len(records) // 2 :] if r.get(key) is not None]
                 values.append(float(np.mean(half)) if half else math.nan)
-            print(f"  {name:<22} seed {seed}: final {metric} {res.finals[-1]:.3f}, compute {res.compute[-1]['total_s']:.0f} s",
-                  flush=True)
+            print(
+                f"  {name:<22} seed {seed}: final {metric} {res.finals[-1]:.3f}, compute {res.compute[-1]['total_s']:.0f} s",
+                flush=True,
+            )
     return results
 
 
@@ -127,7 +175,7 @@ def compute_to_reach(curve: Sequence[tuple[float, float]], target: float, smooth
     trained = list(curve[1:])
     scores = np.array([s for _, s in trained])
     for i in range(len(trained)):
-        window = scores[max(0, i - smooth + 1): i + 1]
+        window = scores[max(0, i - smooth + 1) : i + 1]
         if window.mean() >= target:
             return float(trained[i][0])
     return None
@@ -165,20 +213,31 @@ def summarize(results: dict[str, ArmResult], baseline: str = "real", fraction: f
         speed, speed_ci = mean_ci95(ratios) if len(ratios) == len(reach) else (None, None)
         gain_mean, gain_ci = mean_ci95([f - i for f, i in zip(res.finals, res.initials)])
         rows[name] = {
-            "final_mean": final_mean, "final_ci95": final_ci,
-            "initial_mean": float(np.mean(res.initials)), "gain_mean": gain_mean, "gain_ci95": gain_ci,
-            **{f"compute_{stage}_s": float(np.mean([c[f"{stage}_s"] for c in res.compute]))
-               for stage in ("generation", "world_model", "execution", "total")},
+            "final_mean": final_mean,
+            "final_ci95": final_ci,
+            "initial_mean": float(np.mean(res.initials)),
+            "gain_mean": gain_mean,
+            "gain_ci95": gain_ci,
+            **{
+                f"compute_{stage}_s": float(np.mean([c[f"{stage}_s"] for c in res.compute]))
+                for stage in ("generation", "world_model", "execution", "total")
+            },
             "compute_to_target_s": float(np.mean(reached)) if len(reached) == len(reach) else None,
             "seeds_reaching_target": f"{len(reached)}/{len(reach)}",
-            "speedup_vs_baseline": speed, "speedup_ci95": speed_ci,
+            "speedup_vs_baseline": speed,
+            "speedup_ci95": speed_ci,
             "w_world_model_late": _nanmean(res.w_world_model),
             "tied_share_late": _nanmean(res.tied_share),
             "n_effective_late": _nanmean(res.n_effective),
         }
     baseline_improved = rows[baseline]["gain_mean"] > 0
-    return {"baseline": baseline, "target": target, "fraction": fraction, "baseline_improved": bool(baseline_improved),
-            "arms": rows}
+    return {
+        "baseline": baseline,
+        "target": target,
+        "fraction": fraction,
+        "baseline_improved": bool(baseline_improved),
+        "arms": rows,
+    }
 
 
 def _nanmean(values: Sequence[float]) -> float:
@@ -192,30 +251,48 @@ def _seconds(x: float) -> str:
 
 
 def markdown_table(summary: dict[str, Any], metric_label: str = "final true reward") -> str:
-    lines = [f"| arm | {metric_label} (95% CI) | gain over untrained (95% CI) | generation (s) | world model (s) | execution (s) | total (s) | "
-             f"compute to {summary['fraction']:.0%} of {summary['baseline']} ({summary['target']:.3f}) | "
-             f"speed-up (95% CI) | w_W or λ̂ (late) | tied WM groups (late) | n_eff per step (late) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| arm | {metric_label} (95% CI) | gain over untrained (95% CI) | generation (s) | world model (s) | execution (s) | total (s) | "
+        f"compute to {summary['fraction']:.0%} of {summary['baseline']} ({summary['target']:.3f}) | "
+        f"speed-up (95% CI) | w_W or λ̂ (late) | tied WM groups (late) | n_eff per step (late) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in summary["arms"].items():
-        ctt = (_seconds(r['compute_to_target_s']) if r["compute_to_target_s"] is not None
-               else f"not reached ({r['seeds_reaching_target']})")
+        ctt = (
+            _seconds(r["compute_to_target_s"])
+            if r["compute_to_target_s"] is not None
+            else f"not reached ({r['seeds_reaching_target']})"
+        )
         speed = f"{r['speedup_vs_baseline']:.1f}x ± {r['speedup_ci95']:.1f}" if r["speedup_vs_baseline"] else "-"
-        w, tied, n_eff = (f"{r[k]:{fmt}}" if math.isfinite(r.get(k, math.nan)) else "-" for k, fmt in
-                          (("w_world_model_late", ".2f"), ("tied_share_late", ".0%"), ("n_effective_late", ".0f")))
-        lines.append(f"| {name} | {r['final_mean']:.3f} ± {r['final_ci95']:.3f} | {r['gain_mean']:+.3f} ± {r['gain_ci95']:.3f} | "
-                     f"{_seconds(r['compute_generation_s'])} | {_seconds(r['compute_world_model_s'])} | "
-                     f"{_seconds(r['compute_execution_s'])} | {_seconds(r['compute_total_s'])} | "
-                     f"{ctt} | {speed} | {w} | {tied} | {n_eff} |")
+        w, tied, n_eff = (
+            f"{r[k]:{fmt}}" if math.isfinite(r.get(k, math.nan)) else "-"
+            for k, fmt in (("w_world_model_late", ".2f"), ("tied_share_late", ".0%"), ("n_effective_late", ".0f"))
+        )
+        lines.append(
+            f"| {name} | {r['final_mean']:.3f} ± {r['final_ci95']:.3f} | {r['gain_mean']:+.3f} ± {r['gain_ci95']:.3f} | "
+            f"{_seconds(r['compute_generation_s'])} | {_seconds(r['compute_world_model_s'])} | "
+            f"{_seconds(r['compute_execution_s'])} | {_seconds(r['compute_total_s'])} | "
+            f"{ctt} | {speed} | {w} | {tied} | {n_eff} |"
+        )
     if not summary.get("baseline_improved", True):
-        lines.append(f"\nThe {summary['baseline']} arm did not improve on the untrained policy (gain "
-                     f"{summary['arms'][summary['baseline']]['gain_mean']:+.3f}): its final score is a weak target, "
-                     "reached by any arm whose first trained evaluation does not fall below it.")
+        lines.append(
+            f"\nThe {summary['baseline']} arm did not improve on the untrained policy (gain "
+            f"{summary['arms'][summary['baseline']]['gain_mean']:+.3f}): its final score is a weak target, "
+            "reached by any arm whose first trained evaluation does not fall below it."
+        )
     return "\n".join(lines)
 
 
-def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true reward", target: float | None = None,
-                optimum: float | None = None, target_label: str = "target",
-                shifted: dict[str, tuple[float, str]] | None = None, xscale: str = "symlog") -> None:
+def plot_curves(
+    results: dict[str, ArmResult],
+    path: Path,
+    ylabel: str = "true reward",
+    target: float | None = None,
+    optimum: float | None = None,
+    target_label: str = "target",
+    shifted: dict[str, tuple[float, str]] | None = None,
+    xscale: str = "symlog",
+) -> None:
     """Mean score against cumulative compute per arm (band: min to max over seeds).
 
     :param shifted: ``{arm: (offset_s, label)}`` draws that arm again, dashed, moved right by a
@@ -233,10 +310,15 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     for (name, res), color in zip(results.items(), palette):
         grid = np.unique(np.concatenate([[x for x, _ in c] for c in res.curves]))
         ys = np.array([np.interp(grid, [x for x, _ in c], [y for _, y in c]) for c in res.curves])
-        line, = ax.plot(grid, ys.mean(axis=0), label=name, color=color)
+        (line,) = ax.plot(grid, ys.mean(axis=0), label=name, color=color)
         # the evaluations themselves, so that the mean line is not mistaken for data
-        ax.scatter([x for c in res.curves for x, _ in c], [y for c in res.curves for _, y in c], s=8,
-                   color=line.get_color(), alpha=0.6)
+        ax.scatter(
+            [x for c in res.curves for x, _ in c],
+            [y for c in res.curves for _, y in c],
+            s=8,
+            color=line.get_color(),
+            alpha=0.6,
+        )
         if len(ys) > 1:
             ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.15)
         if shifted and name in shifted:
@@ -258,10 +340,17 @@ def plot_curves(results: dict[str, ArmResult], path: Path, ylabel: str = "true r
     plt.close(fig)
 
 
-def plot_diagnostics(out_dir: str | Path, arms: Sequence[str], seeds: Sequence[int], path: Path,
-                     keys: Sequence[tuple[str, str]] = (("fusion/w_world_model", "w_W (inverse variance) or λ̂ (rectified)"),
-                                                        ("fusion/n_effective", "real rollouts the update is worth"),
-                                                        ("calibration/tied_group_share", "world-model groups tied"))) -> None:
+def plot_diagnostics(
+    out_dir: str | Path,
+    arms: Sequence[str],
+    seeds: Sequence[int],
+    path: Path,
+    keys: Sequence[tuple[str, str]] = (
+        ("fusion/w_world_model", "w_W (inverse variance) or λ̂ (rectified)"),
+        ("fusion/n_effective", "real rollouts the update is worth"),
+        ("calibration/tied_group_share", "world-model groups tied"),
+    ),
+) -> None:
     """Per-step fusion diagnostics of ``arms`` (mean over ``seeds``), one panel per metric key."""
     import matplotlib
 
@@ -275,7 +364,9 @@ def plot_diagnostics(out_dir: str | Path, arms: Sequence[str], seeds: Sequence[i
             steps = sorted({r["step"] for rs in runs for r in rs if r.get(key) is not None})
             if not steps:
                 continue
-            mean = [np.mean([r[key] for rs in runs for r in rs if r["step"] == s and r.get(key) is not None]) for s in steps]
+            mean = [
+                np.mean([r[key] for rs in runs for r in rs if r["step"] == s and r.get(key) is not None]) for s in steps
+            ]
             ax.plot(steps, mean, label=name, lw=1.2)
         ax.set_xlabel("step")
         ax.set_ylabel(label)
@@ -286,8 +377,14 @@ def plot_diagnostics(out_dir: str | Path, arms: Sequence[str], seeds: Sequence[i
     plt.close(fig)
 
 
-def write_report(results: dict[str, ArmResult], out_dir: str | Path, title: str, optimum: float | None = None,
-                 fraction: float = 0.95, metric_label: str = "final true reward") -> dict[str, Any]:
+def write_report(
+    results: dict[str, ArmResult],
+    out_dir: str | Path,
+    title: str,
+    optimum: float | None = None,
+    fraction: float = 0.95,
+    metric_label: str = "final true reward",
+) -> dict[str, Any]:
     """Write ``summary.json``, ``table.md`` and ``reward_vs_compute.png`` into ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -297,6 +394,12 @@ def write_report(results: dict[str, ArmResult], out_dir: str | Path, title: str,
     table = markdown_table(summary, metric_label)
     (out_dir / "table.md").write_text(f"# {title}\n\n{table}\n")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    plot_curves(results, out_dir / "reward_vs_compute.png", ylabel=metric_label.replace("final ", ""),
-                target=summary["target"], optimum=optimum, target_label=f"{fraction:.0%} of real's final")
+    plot_curves(
+        results,
+        out_dir / "reward_vs_compute.png",
+        ylabel=metric_label.replace("final ", ""),
+        target=summary["target"],
+        optimum=optimum,
+        target_label=f"{fraction:.0%} of real's final",
+    )
     return summary

@@ -34,15 +34,28 @@ from wmrl_core.contracts import is_rewarded
 from wmrl_core.errors import WMRLError
 from wmrl_core.types import Outcome, Task, as_outcome
 
-__all__ = ["DiskFullError", "raise_if_disk_full", "disk_full_guard", "atomic_write_bytes", "atomic_write_text", "atomic_torch_save",
-           "StepFaults", "DROPPED", "FAULT_METRICS"]
+__all__ = [
+    "DiskFullError",
+    "raise_if_disk_full",
+    "disk_full_guard",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_torch_save",
+    "StepFaults",
+    "DROPPED",
+    "FAULT_METRICS",
+]
 
 log = logging.getLogger(__name__)
 
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 
-FAULT_METRICS = ("faults/world_model_errors", "faults/world_model_timeouts", "faults/world_model_dropped",
-                 "faults/reward_errors")
+FAULT_METRICS = (
+    "faults/world_model_errors",
+    "faults/world_model_timeouts",
+    "faults/world_model_dropped",
+    "faults/reward_errors",
+)
 """Per-step counts: world-model calls that raised, calls that passed the timeout, rollouts whose
 world-model reward was dropped (every rollout of a failed call, plus non-finite predictions), and
 reward-extractor calls that raised (their rewards dropped)."""
@@ -96,7 +109,9 @@ def disk_full_guard(path: str | os.PathLike, what: str) -> Iterator[None]:
         raise
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes | Callable[[io.BufferedWriter], None], what: str = "file") -> Path:
+def atomic_write_bytes(
+    path: str | os.PathLike, data: bytes | Callable[[io.BufferedWriter], None], what: str = "file"
+) -> Path:
     """Write ``path`` atomically: temporary file in the same directory, ``fsync``, ``os.replace``.
 
     :param data: the bytes, or a function that writes into the open binary file.
@@ -135,7 +150,9 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike, what: str = "checkpoint
 # ------------------------------------------------------------------ world model and rewards
 
 
-DROPPED = Outcome(status="no_prediction", info={"error": "the world model gave no usable prediction (error, timeout, NaN)"})
+DROPPED = Outcome(
+    status="no_prediction", info={"error": "the world model gave no usable prediction (error, timeout, NaN)"}
+)
 """Stands for a world-model prediction that was dropped; :meth:`StepFaults.rewards` gives it NaN."""
 
 
@@ -206,8 +223,11 @@ class StepFaults:
         try:
             predictions = self._call(world_model, tasks, solutions)
         except _PastDeadline:
-            return self._drop_all("faults/world_model_timeouts", n,
-                                  f"took longer than world_model_timeout_s={self.world_model_timeout_s} s")
+            return self._drop_all(
+                "faults/world_model_timeouts",
+                n,
+                f"took longer than world_model_timeout_s={self.world_model_timeout_s} s",
+            )
         except Exception as exc:
             return self._drop_all("faults/world_model_errors", n, f"raised {type(exc).__name__}: {exc}")
         predictions = list(predictions)
@@ -251,8 +271,12 @@ class StepFaults:
                 r = reward_fn(task, outcome)
                 r = math.nan if r is None else float(r)
             except Exception as exc:
-                log.warning("reward extractor raised %s on task %s: %s; that reward is dropped",
-                            type(exc).__name__, getattr(task, "id", "?"), exc)
+                log.warning(
+                    "reward extractor raised %s on task %s: %s; that reward is dropped",
+                    type(exc).__name__,
+                    getattr(task, "id", "?"),
+                    exc,
+                )
                 self.counts["faults/reward_errors"] += 1
                 continue
             if math.isfinite(r):

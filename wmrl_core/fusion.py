@@ -48,8 +48,13 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
-__all__ = ["FusionWeights", "inverse_variance_weights", "explained_within_group_variance",
-           "cross_fitted_calibration", "InverseVarianceFuser"]
+__all__ = [
+    "FusionWeights",
+    "inverse_variance_weights",
+    "explained_within_group_variance",
+    "cross_fitted_calibration",
+    "InverseVarianceFuser",
+]
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,9 @@ class FusionWeights:
     n_world_model: int
 
 
-def inverse_variance_weights(n_real: float, n_world_model: float, rho2: float, eps: float = 1e-8) -> tuple[float, float]:
+def inverse_variance_weights(
+    n_real: float, n_world_model: float, rho2: float, eps: float = 1e-8
+) -> tuple[float, float]:
     """:math:`w_R = (n_R+\\epsilon)/(n_R+\\rho^2 n_W+\\epsilon)`, :math:`w_W = 1-w_R` (see module docstring)."""
     if n_real < 0 or n_world_model < 0:
         raise ValueError(f"sample counts must be >= 0, got {n_real}, {n_world_model}")
@@ -108,7 +115,9 @@ def explained_within_group_variance(real: np.ndarray, calibrated: np.ndarray, gr
     return float(np.clip(corr, 0.0, 1.0) ** 2)
 
 
-def cross_fitted_calibration(world_model: np.ndarray, real: np.ndarray, groups: np.ndarray, n_folds: int = 2) -> np.ndarray:
+def cross_fitted_calibration(
+    world_model: np.ndarray, real: np.ndarray, groups: np.ndarray, n_folds: int = 2
+) -> np.ndarray:
     """Isotonic calibration of each pair fitted on the pairs of the *other* folds (folds by group).
 
     With fewer than two groups there is nothing to cross-fit: the raw values come back, so
@@ -145,7 +154,9 @@ class InverseVarianceFuser:
             raise ValueError(f"eps must be > 0, got {eps}")
         self.eps, self.min_pairs = eps, min_pairs
 
-    def estimate_rho2(self, world_model: np.ndarray, real: np.ndarray, groups: np.ndarray, *, calibrate: bool = True) -> float:
+    def estimate_rho2(
+        self, world_model: np.ndarray, real: np.ndarray, groups: np.ndarray, *, calibrate: bool = True
+    ) -> float:
         """:math:`\\hat\\rho^2` from anchor pairs (raw world-model rewards, real rewards, group keys)."""
         world_model = np.asarray(world_model, dtype=np.float64)
         if world_model.size < self.min_pairs:

@@ -28,8 +28,15 @@ from typing import Literal
 import numpy as np
 import torch
 
-__all__ = ["group_advantages", "clipped_surrogate", "kl_k3", "aggregate", "grpo_loss", "entropy_bonus",
-           "rollout_entropy"]
+__all__ = [
+    "group_advantages",
+    "clipped_surrogate",
+    "kl_k3",
+    "aggregate",
+    "grpo_loss",
+    "entropy_bonus",
+    "rollout_entropy",
+]
 
 LossAggregation = Literal["token_mean", "sequence_mean"]
 

@@ -66,8 +66,9 @@ class ComputeLedger:
     def new_step(self) -> None:
         self.step = {s: _StageTotals() for s in STAGES}
 
-    def charge(self, stage: str, *, n_items: int, wall_s: float, cost: CostModel | None,
-               measured_s: float | None = None) -> float:
+    def charge(
+        self, stage: str, *, n_items: int, wall_s: float, cost: CostModel | None, measured_s: float | None = None
+    ) -> float:
         """Record one call; returns the charged seconds: the declared ``cost``, else ``measured_s``, else ``wall_s``."""
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; stages are {STAGES}")
@@ -89,8 +90,9 @@ class ComputeLedger:
         start = time.perf_counter()
         yield call
         if n_items > 0:
-            self.charge(stage, n_items=n_items, wall_s=time.perf_counter() - start, cost=cost,
-                        measured_s=call.measured_s)
+            self.charge(
+                stage, n_items=n_items, wall_s=time.perf_counter() - start, cost=cost, measured_s=call.measured_s
+            )
 
     @property
     def total_s(self) -> float:

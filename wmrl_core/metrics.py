@@ -35,8 +35,15 @@ class MetricsWriter:
     :param truncate_after_step: on resume, drop lines written after the checkpoint's step.
     """
 
-    def __init__(self, run_dir: Path, *, tensorboard: bool = True, wandb_project: str | None = None,
-                 config: dict | None = None, truncate_after_step: int | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        tensorboard: bool = True,
+        wandb_project: str | None = None,
+        config: dict | None = None,
+        truncate_after_step: int | None = None,
+    ):
         self.path = Path(run_dir) / "metrics.jsonl"
         if truncate_after_step is not None and self.path.exists():
             kept = [r for r in read_metrics(self.path) if r["step"] <= truncate_after_step]
@@ -74,7 +81,7 @@ class MetricsWriter:
             try:
                 view = memoryview(line)
                 while view:
-                    view = view[self._file.write(view):]
+                    view = view[self._file.write(view) :]
             except OSError:
                 os.ftruncate(self._file.fileno(), start)  # needs no free space
                 raise
@@ -105,8 +112,11 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
             records.append(json.loads(line))
         except json.JSONDecodeError as exc:
             if i == len(lines):  # no newline after it: the write was cut short
-                warnings.warn(f"{path}: skipped a partial last line ({len(line)} characters, {exc.msg})",
-                              RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"{path}: skipped a partial last line ({len(line)} characters, {exc.msg})",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
                 continue
             raise ValueError(f"{path}, line {i}: not a JSON record ({exc.msg}); the file is corrupt") from None
     return records

@@ -57,5 +57,8 @@ class NoiseWorldModel:
 
 @hookimpl
 def wmrl_register_world_models(table):
-    table.add("noise", "wmrl_core.noise_world_model:NoiseWorldModel",
-              description="control: i.i.d. uniform scores, independent of the solution (pure-noise rewards)")
+    table.add(
+        "noise",
+        "wmrl_core.noise_world_model:NoiseWorldModel",
+        description="control: i.i.d. uniform scores, independent of the solution (pure-noise rewards)",
+    )

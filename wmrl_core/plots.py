@@ -13,10 +13,16 @@ PANELS = (
     ("evaluation", ("eval/true_reward", "eval/reward"), "evaluation score"),
     ("fusion", ("fusion/w_world_model", "fusion/rho2", "fusion/lambda"), "weight / explained variance / lambda"),
     ("effective_samples", ("fusion/n_real", "fusion/n_effective"), "real rollouts the update is worth"),
-    ("calibration", ("calibration/tied_group_share", "calibration/within_group_error_calibrated"),
-     "tied share / within-group error"),
-    ("compute", ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s"),
-     "cumulative compute (charged s)"),
+    (
+        "calibration",
+        ("calibration/tied_group_share", "calibration/within_group_error_calibrated"),
+        "tied share / within-group error",
+    ),
+    (
+        "compute",
+        ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s"),
+        "cumulative compute (charged s)",
+    ),
 )
 
 

@@ -58,13 +58,22 @@ def get_plugin_manager(
 
 def _broken_plugin_message(pm: pluggy.PluginManager, exc: Exception) -> str:
     loaded = {pm.get_name(p) for p in pm.get_plugins()}
-    candidates = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
-                  if ep.name not in loaded and not pm.is_blocked(ep.name)]
+    candidates = [
+        ep
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
+        if ep.name not in loaded and not pm.is_blocked(ep.name)
+    ]
     culprit = candidates[0] if candidates else None
-    where = f"plugin `{culprit.name}` ({culprit.value}, from {culprit.dist.name if culprit.dist else '?'})" if culprit else "a plugin"
+    where = (
+        f"plugin `{culprit.name}` ({culprit.value}, from {culprit.dist.name if culprit.dist else '?'})"
+        if culprit
+        else "a plugin"
+    )
     name = culprit.name if culprit else "NAME"
-    return (f"{where} failed to load: {type(exc).__name__}: {exc}. Fix or reinstall it, or skip it with "
-            f"WMRL_DISABLE_PLUGINS={name}")
+    return (
+        f"{where} failed to load: {type(exc).__name__}: {exc}. Fix or reinstall it, or skip it with "
+        f"WMRL_DISABLE_PLUGINS={name}"
+    )
 
 
 def build_registry(pm: pluggy.PluginManager | None = None) -> Registry:

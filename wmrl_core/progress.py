@@ -12,8 +12,14 @@ class TrainingProgress:
     def __init__(self, *, total: int, start: int = 0, enabled: bool = True, label: str = "train"):
         self._progress = None
         if enabled:
-            self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), TextColumn("{task.fields[info]}"), transient=False)
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[info]}"),
+                transient=False,
+            )
             self._progress.start()
             self._task = self._progress.add_task(label, total=total, completed=start, info="")
 
@@ -21,9 +27,14 @@ class TrainingProgress:
         if self._progress is None:
             return
         parts = []
-        for key, label in (("reward/train_mean", "reward"), ("eval/true_reward", "true"), ("eval/reward", "eval"),
-                           ("fusion/w_world_model", "w_wm"), ("policy/entropy", "entropy"),
-                           ("compute/total_s", "compute_s")):
+        for key, label in (
+            ("reward/train_mean", "reward"),
+            ("eval/true_reward", "true"),
+            ("eval/reward", "eval"),
+            ("fusion/w_world_model", "w_wm"),
+            ("policy/entropy", "entropy"),
+            ("compute/total_s", "compute_s"),
+        ):
             value = record.get(key)
             if isinstance(value, (int, float)) and math.isfinite(value):
                 parts.append(f"{label}={value:.3g}")

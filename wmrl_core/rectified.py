@@ -92,8 +92,9 @@ def variance_ratio(lam: float, anchor_share: float, m_rr: float, m_rc: float, m_
     return float(1.0 - (2.0 * mu * m_rc - mu**2 * m_cc / (1.0 - anchor_share)) / m_rr)
 
 
-def effective_real_samples(n_real: float, lam: float, anchor_share: float, m_rr: float, m_rc: float,
-                           m_cc: float) -> float:
+def effective_real_samples(
+    n_real: float, lam: float, anchor_share: float, m_rr: float, m_rc: float, m_cc: float
+) -> float:
     """:math:`n_{\\text{eff}} = n_R / v(\\lambda)`: how many real rollouts the step's update is worth."""
     v = variance_ratio(lam, anchor_share, m_rr, m_rc, m_cc)
     if not np.isfinite(v):

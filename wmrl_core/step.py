@@ -67,16 +67,26 @@ class TrainState:
         if cfg.grpo.kl_coef and not callable(getattr(policy, "reference_log_probs", None)):
             reference = copy.deepcopy(policy).requires_grad_(False)
         fraction = {"real": 1.0, "world_model": 0.0, "wmrl": cfg.anchors.fraction}[cfg.mode]
-        anchor_sampler = AnchorSampler(fraction=fraction, min_groups=0 if cfg.mode == "world_model" else cfg.anchors.min_groups,
-                                       seed=cfg.seed)
+        anchor_sampler = AnchorSampler(
+            fraction=fraction, min_groups=0 if cfg.mode == "world_model" else cfg.anchors.min_groups, seed=cfg.seed
+        )
         debiaser = IsotonicDebiaser(window=cfg.debias.window, calibrator=cfg.debias.calibrator, slope=cfg.debias.slope)
         fuser = InverseVarianceFuser(min_pairs=cfg.denoise.min_pairs)
         rectified = RectifiedFuser(window=cfg.denoise.lambda_window)
         ledger = ComputeLedger()
         task_rng = np.random.default_rng([cfg.seed, 0x7A5])
         faults = StepFaults(world_model_timeout_s=cfg.world_model_timeout_s)
-        return cls(optimizer=optimizer, debiaser=debiaser, fuser=fuser, rectified=rectified, ledger=ledger,
-                   anchor_sampler=anchor_sampler, task_rng=task_rng, faults=faults, reference=reference)
+        return cls(
+            optimizer=optimizer,
+            debiaser=debiaser,
+            fuser=fuser,
+            rectified=rectified,
+            ledger=ledger,
+            anchor_sampler=anchor_sampler,
+            task_rng=task_rng,
+            faults=faults,
+            reference=reference,
+        )
 
 
 @dataclass
@@ -179,9 +189,12 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
     anchor_pairs = None
     if cfg.mode == "wmrl" and anchor_idx.size:
         debiaser.update(wm_rewards[anchor_idx], real_rewards[anchor_idx], group_keys[anchor_idx])
-        anchor_pairs = {"step": step, "world_model": wm_rewards[anchor_idx].tolist(),
-                        "calibrated": calibrated[anchor_idx].tolist(),
-                        "real": real_rewards[anchor_idx].tolist()}
+        anchor_pairs = {
+            "step": step,
+            "world_model": wm_rewards[anchor_idx].tolist(),
+            "calibrated": calibrated[anchor_idx].tolist(),
+            "real": real_rewards[anchor_idx].tolist(),
+        }
 
     # 6. rewards per stream: anchors carry real rewards, the rest world-model rewards
     rewards = np.where(is_anchor, real_rewards, calibrated)
@@ -205,7 +218,9 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         n_effective = n_real + (0.0 if math.isnan(rho2) else rho2) * n_wm
     else:  # pool the streams by their share of informative rollouts
         total = max(n_real + n_wm, 1)
-        w_real, w_wm = (n_real / total, n_wm / total) if n_real + n_wm else (float(is_anchor.any()), float(not is_anchor.any()))
+        w_real, w_wm = (
+            (n_real / total, n_wm / total) if n_real + n_wm else (float(is_anchor.any()), float(not is_anchor.any()))
+        )
 
     # 8. GRPO update on the fused loss
     device = rollouts.old_log_probs.device  # the policy's device (GPU for LLM policies)
@@ -217,30 +232,43 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
     ref_lp = None
     if cfg.grpo.kl_coef:
         with torch.no_grad():
-            ref_lp = (policy.reference_log_probs(rollouts) if state.reference is None
-                      else state.reference.log_probs(rollouts))
+            ref_lp = (
+                policy.reference_log_probs(rollouts) if state.reference is None else state.reference.log_probs(rollouts)
+            )
     entropy_mean = math.nan  # of the policy that sampled this step's rollouts
     if callable(getattr(policy, "entropy", None)):
         with torch.no_grad():
             entropy_mean = float(rollout_entropy(policy.entropy(rollouts), mask).mean())
     for _ in range(cfg.grpo.epochs):
         log_probs = policy.log_probs(rollouts)
-        kwargs: dict[str, Any] = dict(clip_eps=cfg.grpo.clip_eps, kl_coef=cfg.grpo.kl_coef, ref_log_probs=ref_lp,
-                                      aggregation=aggregation)
+        kwargs: dict[str, Any] = dict(
+            clip_eps=cfg.grpo.clip_eps, kl_coef=cfg.grpo.kl_coef, ref_log_probs=ref_lp, aggregation=aggregation
+        )
         if use_rectified:  # L(anchors; real) + lambda [L(all; calibrated) - L(anchors; calibrated)]
             real_term = grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * real_rows, **kwargs)
-            loss = real_term if lam == 0 else rectified_loss(
-                real_term, grpo_loss(log_probs, rollouts.old_log_probs, cal_adv_t, mask, **kwargs),
-                grpo_loss(log_probs, rollouts.old_log_probs, cal_adv_t, mask * real_rows, **kwargs), lam)
+            loss = (
+                real_term
+                if lam == 0
+                else rectified_loss(
+                    real_term,
+                    grpo_loss(log_probs, rollouts.old_log_probs, cal_adv_t, mask, **kwargs),
+                    grpo_loss(log_probs, rollouts.old_log_probs, cal_adv_t, mask * real_rows, **kwargs),
+                    lam,
+                )
+            )
         else:
-            loss = (w_real * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * real_rows, **kwargs)
-                    + w_wm * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * (1 - real_rows), **kwargs))
+            loss = w_real * grpo_loss(
+                log_probs, rollouts.old_log_probs, adv_t, mask * real_rows, **kwargs
+            ) + w_wm * grpo_loss(log_probs, rollouts.old_log_probs, adv_t, mask * (1 - real_rows), **kwargs)
         if cfg.grpo.entropy_coef:
             loss = loss + entropy_bonus(policy.entropy(rollouts), mask, cfg.grpo.entropy_coef, aggregation)
         state.optimizer.zero_grad()
         loss.backward()
-        grad_norm = (torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grpo.max_grad_norm)
-                     if cfg.grpo.max_grad_norm else torch.tensor(math.nan))
+        grad_norm = (
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grpo.max_grad_norm)
+            if cfg.grpo.max_grad_norm
+            else torch.tensor(math.nan)
+        )
         state.optimizer.step()
     if callable(getattr(policy, "after_update", None)):
         policy.after_update()
@@ -260,16 +288,23 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         "debias/residual_var": residual_var,
         "debias/raw_residual_var": raw_residual_var,
         "debias/n_pairs": debiaser.n_pairs_,
-        "fusion/w_real": w_real, "fusion/w_world_model": w_wm, "fusion/rho2": rho2,
-        "fusion/n_real": n_real, "fusion/n_world_model": n_wm,
-        "fusion/lambda": lam, "fusion/n_effective": n_effective,
-        "calibration/tied_group_share": (_tied_group_share(calibrated, group_ids, ~is_anchor)
-                                         if cfg.mode == "wmrl" else math.nan),
+        "fusion/w_real": w_real,
+        "fusion/w_world_model": w_wm,
+        "fusion/rho2": rho2,
+        "fusion/n_real": n_real,
+        "fusion/n_world_model": n_wm,
+        "fusion/lambda": lam,
+        "fusion/n_effective": n_effective,
+        "calibration/tied_group_share": (
+            _tied_group_share(calibrated, group_ids, ~is_anchor) if cfg.mode == "wmrl" else math.nan
+        ),
         "calibration/within_group_error_raw": _within_group_error(wm_rewards, real_rewards, group_ids),
-        "calibration/within_group_error_calibrated": (_within_group_error(calibrated, real_rewards, group_ids)
-                                                      if cfg.mode == "wmrl" else math.nan),
+        "calibration/within_group_error_calibrated": (
+            _within_group_error(calibrated, real_rewards, group_ids) if cfg.mode == "wmrl" else math.nan
+        ),
         "anchors/groups": int(anchor_groups.sum()),
-        "loss": float(loss.detach()), "grad_norm": float(grad_norm),
+        "loss": float(loss.detach()),
+        "grad_norm": float(grad_norm),
         "policy/entropy": entropy_mean,
         **state.ledger.metrics(),
     }

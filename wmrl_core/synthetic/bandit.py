@@ -39,8 +39,15 @@ class BanditTruth:
     ``best[t]`` and ``decoy[t]`` are the best and decoy arm of task *t*.
     """
 
-    def __init__(self, *, num_tasks: int = 8, num_arms: int = 10, decoy_spread: float = 0.6,
-                 base_spread: float = 0.1, seed: int = 0):
+    def __init__(
+        self,
+        *,
+        num_tasks: int = 8,
+        num_arms: int = 10,
+        decoy_spread: float = 0.6,
+        base_spread: float = 0.1,
+        seed: int = 0,
+    ):
         if num_arms < 3:
             raise ValueError(f"num_arms must be >= 3 (best, decoy, others), got {num_arms}")
         if num_tasks < 1:
@@ -77,20 +84,35 @@ class SyntheticBanditEnvironment:
     Other keyword arguments define the truth (see :class:`BanditTruth`).
     """
 
-    def __init__(self, *, num_tasks: int = 8, num_arms: int = 10, decoy_spread: float = 0.6,
-                 base_spread: float = 0.1, execution_noise: float = 0.1, execution_cost_s: float = 1.0,
-                 truth_seed: int = 0, seed: int = 0, execution_sleep_s: float = 0.0):
+    def __init__(
+        self,
+        *,
+        num_tasks: int = 8,
+        num_arms: int = 10,
+        decoy_spread: float = 0.6,
+        base_spread: float = 0.1,
+        execution_noise: float = 0.1,
+        execution_cost_s: float = 1.0,
+        truth_seed: int = 0,
+        seed: int = 0,
+        execution_sleep_s: float = 0.0,
+    ):
         if execution_sleep_s < 0:
             raise ValueError(f"execution_sleep_s must be >= 0 seconds, got {execution_sleep_s}")
-        self.truth = BanditTruth(num_tasks=num_tasks, num_arms=num_arms, decoy_spread=decoy_spread,
-                                 base_spread=base_spread, seed=truth_seed)
+        self.truth = BanditTruth(
+            num_tasks=num_tasks, num_arms=num_arms, decoy_spread=decoy_spread, base_spread=base_spread, seed=truth_seed
+        )
         self.execution_noise = execution_noise
         self.execution_sleep_s = execution_sleep_s
         self.cost = CostModel(per_item_s=execution_cost_s)
         self._rng = np.random.default_rng([seed, 0xE7])
         self._tasks = [
-            Task(id=f"bandit-{t}", description=f"Pick the best of {num_arms} arms in context {t}.",
-                 features=np.eye(num_tasks, dtype=np.float32)[t], data={"index": t})
+            Task(
+                id=f"bandit-{t}",
+                description=f"Pick the best of {num_arms} arms in context {t}.",
+                features=np.eye(num_tasks, dtype=np.float32)[t],
+                data={"index": t},
+            )
             for t in range(num_tasks)
         ]
 

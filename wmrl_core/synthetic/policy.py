@@ -21,8 +21,13 @@ class TabularSoftmaxPolicy(torch.nn.Module):
     :param generation_cost_per_call_s: declared cost of one batched generation call.
     """
 
-    def __init__(self, env: SyntheticBanditEnvironment, *, generation_cost_s: float = 0.05,
-                 generation_cost_per_call_s: float = 0.0):
+    def __init__(
+        self,
+        env: SyntheticBanditEnvironment,
+        *,
+        generation_cost_s: float = 0.05,
+        generation_cost_per_call_s: float = 0.0,
+    ):
         super().__init__()
         self.logits = torch.nn.Parameter(torch.zeros(env.truth.num_tasks, env.truth.num_arms))
         self.cost = CostModel(per_call_s=generation_cost_per_call_s, per_item_s=generation_cost_s)

@@ -39,8 +39,14 @@ from sklearn.isotonic import IsotonicRegression
 from wmrl_core.synthetic.bandit import SyntheticBanditEnvironment
 from wmrl_core.synthetic.world_model import SyntheticWorldModel
 
-__all__ = ["ppi_mean", "classical_mean", "PolicyEvaluationResult", "run_policy_evaluation", "markdown_table",
-           "write_policy_evaluation"]
+__all__ = [
+    "ppi_mean",
+    "classical_mean",
+    "PolicyEvaluationResult",
+    "run_policy_evaluation",
+    "markdown_table",
+    "write_policy_evaluation",
+]
 
 Z95 = 1.959963984540054
 
@@ -94,9 +100,17 @@ class PolicyEvaluationResult:
     replications: int
 
 
-def run_policy_evaluation(*, replications: int = 500, n_anchors: int = 32, n_world_model: int = 1600,
-                          n_calibration: int = 160, quality: str = "miscalibrated", best_share: float = 0.6,
-                          decoy_share: float = 0.1, seed: int = 0) -> list[PolicyEvaluationResult]:
+def run_policy_evaluation(
+    *,
+    replications: int = 500,
+    n_anchors: int = 32,
+    n_world_model: int = 1600,
+    n_calibration: int = 160,
+    quality: str = "miscalibrated",
+    best_share: float = 0.6,
+    decoy_share: float = 0.1,
+    seed: int = 0,
+) -> list[PolicyEvaluationResult]:
     """Coverage, mean interval width, bias and RMSE of the three estimators over ``replications``."""
     errors: dict[str, list[float]] = {"anchors": [], "calibrated_world_model": [], "rectified": []}
     covered: dict[str, list[bool]] = {k: [] for k in errors}
@@ -121,32 +135,49 @@ def run_policy_evaluation(*, replications: int = 500, n_anchors: int = 32, n_wor
         u_tasks, u_arms = _sample(env, pi, n_world_model, rng)
         f_big = iso.predict(wm.predict(u_tasks, u_arms))
 
-        estimates = {"anchors": classical_mean(y), "calibrated_world_model": classical_mean(f_big),
-                     "rectified": ppi_mean(y, f_n, f_big)[:2]}
+        estimates = {
+            "anchors": classical_mean(y),
+            "calibrated_world_model": classical_mean(f_big),
+            "rectified": ppi_mean(y, f_n, f_big)[:2],
+        }
         for name, (est, se) in estimates.items():
             errors[name].append(est - theta)
             covered[name].append(abs(est - theta) <= Z95 * se)
             widths[name].append(2 * Z95 * se)
-    return [PolicyEvaluationResult(name, float(np.mean(covered[name])), float(np.mean(widths[name])),
-                                   float(np.mean(errors[name])), float(np.sqrt(np.mean(np.square(errors[name])))),
-                                   replications) for name in errors]
+    return [
+        PolicyEvaluationResult(
+            name,
+            float(np.mean(covered[name])),
+            float(np.mean(widths[name])),
+            float(np.mean(errors[name])),
+            float(np.sqrt(np.mean(np.square(errors[name])))),
+            replications,
+        )
+        for name in errors
+    ]
 
 
 def markdown_table(results: list[PolicyEvaluationResult]) -> str:
     lines = ["| estimator | coverage of 95% intervals | mean interval width | bias | RMSE |", "|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r.estimator} | {r.coverage:.1%} ({r.replications} replications) | {r.mean_width:.3f} | "
-                     f"{r.bias:+.4f} | {r.rmse:.4f} |")
+        lines.append(
+            f"| {r.estimator} | {r.coverage:.1%} ({r.replications} replications) | {r.mean_width:.3f} | "
+            f"{r.bias:+.4f} | {r.rmse:.4f} |"
+        )
     return "\n".join(lines)
 
 
 def write_policy_evaluation(path: str | Path, *, replications: int = 500, seed: int = 0) -> str:
     """Run the experiment for the ``miscalibrated`` and ``confident_decoy`` world models and write
     one markdown table per world model to ``path``; returns the text."""
-    parts = [(f"# Policy evaluation: 95% intervals for a fixed policy's mean true reward\n\n"
-              f"{replications} replications, each its own bandit; 32 anchors, 1600 world-model predictions, "
-              f"calibrator fitted on 160 earlier anchor pairs under the uniform policy; target policy puts 0.6 "
-              f"on the best arm and 0.1 on the decoy (`wmrl_core/synthetic/policy_evaluation.py`).\n")]
+    parts = [
+        (
+            f"# Policy evaluation: 95% intervals for a fixed policy's mean true reward\n\n"
+            f"{replications} replications, each its own bandit; 32 anchors, 1600 world-model predictions, "
+            f"calibrator fitted on 160 earlier anchor pairs under the uniform policy; target policy puts 0.6 "
+            f"on the best arm and 0.1 on the decoy (`wmrl_core/synthetic/policy_evaluation.py`).\n"
+        )
+    ]
     for quality in ("miscalibrated", "confident_decoy"):
         results = run_policy_evaluation(replications=replications, quality=quality, seed=seed)
         parts.append(f"\n## world model: {quality}\n\n{markdown_table(results)}\n")

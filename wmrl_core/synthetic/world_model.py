@@ -54,9 +54,18 @@ class SyntheticWorldModel:
     :param cost_per_call_s: declared cost of one batched call; ``cost_per_item_s`` per solution.
     """
 
-    def __init__(self, env: SyntheticBanditEnvironment, *, quality: str = "miscalibrated", curvature: float = 3.0,
-                 noise: float = 0.02, cost_per_call_s: float = 0.1, cost_per_item_s: float = 0.001, seed: int = 0,
-                 decoy_margin: float = 0.02):
+    def __init__(
+        self,
+        env: SyntheticBanditEnvironment,
+        *,
+        quality: str = "miscalibrated",
+        curvature: float = 3.0,
+        noise: float = 0.02,
+        cost_per_call_s: float = 0.1,
+        cost_per_item_s: float = 0.001,
+        seed: int = 0,
+        decoy_margin: float = 0.02,
+    ):
         if quality not in QUALITIES:
             raise ValueError(f"quality={quality!r} is unknown; use one of {', '.join(QUALITIES)}")
         if not isinstance(env, SyntheticBanditEnvironment):

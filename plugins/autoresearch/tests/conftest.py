@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from wmrl_core.testing import require
-
 from wmrl_autoresearch.sandbox.limits import SandboxLimits
 from wmrl_autoresearch.tasks.task import AutoResearchTask
 
-SMALL_LIMITS = SandboxLimits(timeout_s=5.0, memory_mb=128, cpus=1.0, pids=64, tmp_mb=16, output_mb=8, shm_mb=8,
-                             log_bytes=4096, predictions_bytes=64 * 1024)
+from wmrl_core.testing import require
+
+SMALL_LIMITS = SandboxLimits(
+    timeout_s=5.0,
+    memory_mb=128,
+    cpus=1.0,
+    pids=64,
+    tmp_mb=16,
+    output_mb=8,
+    shm_mb=8,
+    log_bytes=4096,
+    predictions_bytes=64 * 1024,
+)
 
 
 def _docker_state() -> tuple[bool, str]:
@@ -59,8 +67,13 @@ def pool(docker_ready):
         yield p
 
 
-def make_task(kind: str = "classification", metric: str | None = None, n_train: int = 12, n_test: int = 8,
-              task_id: str | None = None) -> AutoResearchTask:
+def make_task(
+    kind: str = "classification",
+    metric: str | None = None,
+    n_train: int = 12,
+    n_test: int = 8,
+    task_id: str | None = None,
+) -> AutoResearchTask:
     """A tiny deterministic task: y = 1 when x0 + x1 > 0 (classification) or y = 2 x0 - x1 (regression)."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(n_train + n_test, 2)).round(3)
@@ -70,9 +83,17 @@ def make_task(kind: str = "classification", metric: str | None = None, n_train: 
     else:
         y = 2 * x[:, 0] - x[:, 1]
     return AutoResearchTask.create(
-        id=task_id or f"tiny-{kind}", kind=kind, metric=metric or ("accuracy" if kind == "classification" else "rmse"),
-        split="train", columns=["x0", "x1"], x_train=x[:n_train], y_train=y[:n_train], x_test=x[n_train:],
-        y_test=y[n_train:], time_limit_s=5.0, memory_mb=128,
+        id=task_id or f"tiny-{kind}",
+        kind=kind,
+        metric=metric or ("accuracy" if kind == "classification" else "rmse"),
+        split="train",
+        columns=["x0", "x1"],
+        x_train=x[:n_train],
+        y_train=y[:n_train],
+        x_test=x[n_train:],
+        y_test=y[n_train:],
+        time_limit_s=5.0,
+        memory_mb=128,
     )
 
 
@@ -96,7 +117,9 @@ def sandbox_containers(client) -> list:
 
     from wmrl_autoresearch.sandbox.orphans import LABEL, LABEL_OWNER_PID
 
-    return client.containers.list(all=True, ignore_removed=True, filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER_PID}={os.getpid()}"]})
+    return client.containers.list(
+        all=True, ignore_removed=True, filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER_PID}={os.getpid()}"]}
+    )
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ import socket
 import time
 
 import pytest
-
 from wmrl_autoresearch.grading.outcomes import to_outcome
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 from wmrl_autoresearch.sandbox.pool import RunRequest
@@ -139,7 +138,9 @@ def test_ar_writing_outside_writable_dirs_fails(pool, tiny_classification):
 
 
 def test_ar_huge_stdout_is_capped(pool, tiny_classification, small_limits):
-    script = "import sys\nchunk = 'y' * 65536 + '\\n'\nfor _ in range(300):\n    sys.stdout.write(chunk)\nprint('END')\n"
+    script = (
+        "import sys\nchunk = 'y' * 65536 + '\\n'\nfor _ in range(300):\n    sys.stdout.write(chunk)\nprint('END')\n"
+    )
     outcome = run(pool, tiny_classification, script)
     assert outcome.status == "missing_output"
     assert outcome.info["stdout_bytes"] > 300 * 65536
@@ -221,8 +222,7 @@ def test_ar_printed_score_is_ignored(pool, tiny_classification):
     """Nothing the script prints can set its own score: only predictions are graded."""
     wrong = "0"  # predicts class 0 everywhere
     script = WRITE_PREDICTIONS.format(n=tiny_classification.n_test, value=wrong) + (
-        "print('{\"status\": \"ok\", \"score\": 1.0, \"reward\": 1.0}')\n"
-        "import sys; sys.stderr.write('score=1.0\\n')\n"
+        'print(\'{"status": "ok", "score": 1.0, "reward": 1.0}\')\nimport sys; sys.stderr.write(\'score=1.0\\n\')\n'
     )
     outcome = run(pool, tiny_classification, script)
     expected = sum(y == wrong for y in tiny_classification.y_test) / tiny_classification.n_test

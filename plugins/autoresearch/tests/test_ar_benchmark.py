@@ -5,14 +5,26 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_autoresearch_quick_benchmark_runs_each_arm(docker_ready, tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compute_to_target.py"), "--suite", "autoresearch",
-                           "--quick", "--seeds", "1", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "compute_to_target.py"),
+            "--suite",
+            "autoresearch",
+            "--quick",
+            "--seeds",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     arms = summary["arms"]

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from wmrl_autoresearch.grading.outcomes import to_outcome
 from wmrl_autoresearch.sandbox.cpu_meter import CpuWatch, cgroup_cpu_file, read_cpu_file_s
 from wmrl_autoresearch.sandbox.limits import SandboxLimits
@@ -159,8 +158,10 @@ def test_ar_rewards_do_not_depend_on_load(docker_ready, tiny_classification, sma
         with _CpuHog(os.cpu_count() or 2):
             loaded = _grade(pool, tiny_classification, DETERMINISTIC_SCRIPT, limits)
             spin_loaded = _grade(pool, tiny_classification, SPIN_SCRIPT, tight)
-    print(f"alone: {alone[:3]}, under the hog: {loaded[:3]}; spinning: {spin_alone[2]} / {spin_loaded[2]} CPU-s, "
-          f"{spin_alone[3]['runtime_s']:.1f} / {spin_loaded[3]['runtime_s']:.1f} s wall")
+    print(
+        f"alone: {alone[:3]}, under the hog: {loaded[:3]}; spinning: {spin_alone[2]} / {spin_loaded[2]} CPU-s, "
+        f"{spin_alone[3]['runtime_s']:.1f} / {spin_loaded[3]['runtime_s']:.1f} s wall"
+    )
     assert alone[:2] == loaded[:2] and alone[0] == "ok", (alone, loaded)
     assert alone[2] == pytest.approx(loaded[2], abs=0.3, rel=0.3), (alone[2], loaded[2])
     assert loaded[3]["cost_s"] == loaded[2] and loaded[3]["preimported"]
@@ -175,12 +176,14 @@ def test_ar_warm_runner_preimports_and_charges_only_the_script(docker_ready, tin
     """Issue 10.4: a warm container has imported pandas and scikit-learn before the script exists; the
     script runs as __main__ with python's argv, path and traceback, and is charged only its own CPU."""
     limits = small_limits.with_overrides(timeout_s=20.0, memory_mb=512, wall_timeout_s=600)
-    probe = ("import sys, time\n"
-             "assert __name__ == '__main__' and sys.argv == ['/code/solution.py'] and sys.path[0] == '/code'\n"
-             "t0 = time.process_time()\n"
-             "import pandas, sklearn.linear_model\n"
-             "print('import took', time.process_time() - t0, 'preloaded', 'pandas' in sys.modules)\n"
-             "def f():\n    raise ValueError('boom')\nf()\n")
+    probe = (
+        "import sys, time\n"
+        "assert __name__ == '__main__' and sys.argv == ['/code/solution.py'] and sys.path[0] == '/code'\n"
+        "t0 = time.process_time()\n"
+        "import pandas, sklearn.linear_model\n"
+        "print('import took', time.process_time() - t0, 'preloaded', 'pandas' in sys.modules)\n"
+        "def f():\n    raise ValueError('boom')\nf()\n"
+    )
     with SandboxPool("docker", limits=limits, max_parallel=1, warm=1, gpus="none") as pool:
         deadline = time.monotonic() + 300
         while pool.warm_ready_count < 1 and time.monotonic() < deadline:
@@ -217,9 +220,9 @@ def test_ar_sleeping_script_is_idle_timeout_not_infrastructure(pool, tiny_classi
 def test_ar_starved_run_is_retried_once_then_sandbox_error(pool, tiny_classification, small_limits):
     """A quota of 0.05 cores stands in for a host that gives the script almost no CPU: killed at the
     wall-clock safety net while still computing, short of its CPU limit, twice -> sandbox_error (no reward)."""
-    from wmrl_core.types import Outcome
-
     from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
+
+    from wmrl_core.types import Outcome
 
     limits = small_limits.with_overrides(cpus=0.05, timeout_s=10.0, wall_timeout_s=3.0)
     status, _, cpu_s, info = _grade(pool, tiny_classification, SPIN_SCRIPT, limits)

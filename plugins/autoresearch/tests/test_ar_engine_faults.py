@@ -87,19 +87,26 @@ def restartable_engine(docker_ready):
 
 
 @pytest.mark.slow
-def test_ar_engine_stopping_mid_step_drops_those_rewards_waits_and_leaves_nothing(restartable_engine, live_sandboxes,
-                                                                                tiny_classification):
+def test_ar_engine_stopping_mid_step_drops_those_rewards_waits_and_leaves_nothing(
+    restartable_engine, live_sandboxes, tiny_classification
+):
     task, reward = tiny_classification, AutoResearchScoreReward()
-    env = AutoResearchEnvironment(sandbox="docker", max_parallel=2, gpus="none", engine_wait_s=60,
-                                  limits={"timeout_s": 90, "memory_mb": 128, "cpus": 0.5})
+    env = AutoResearchEnvironment(
+        sandbox="docker",
+        max_parallel=2,
+        gpus="none",
+        engine_wait_s=60,
+        limits={"timeout_s": 90, "memory_mb": 128, "cpus": 0.5},
+    )
     try:
         with engine_restored():
             # 1. the engine stops while two sandboxes run; it comes back 3 s later
             held: dict = {}
             step = threading.Thread(target=lambda: held.update(outcomes=env.execute([task] * 2, [SLEEPS] * 2)))
             step.start()
-            assert _wait_for(lambda: len([c for c in live_sandboxes() if c.status == "running"]) == 2,
-                             60), "the sandboxes never started"
+            assert _wait_for(lambda: len([c for c in live_sandboxes() if c.status == "running"]) == 2, 60), (
+                "the sandboxes never started"
+            )
             time.sleep(1.0)  # the scripts are running
             stop_engine()
             restart = threading.Timer(3.0, start_engine)
@@ -126,23 +133,40 @@ def test_ar_engine_stopping_mid_step_drops_those_rewards_waits_and_leaves_nothin
 
 
 def _owned_by(client, pid: int) -> list:
-    return client.containers.list(all=True, ignore_removed=True, filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER_PID}={pid}"]})
+    return client.containers.list(
+        all=True, ignore_removed=True, filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER_PID}={pid}"]}
+    )
 
 
 def _train_args(run_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "wmrl_core.cli", "train", str(ROOT / "configs" / "autoresearch" / "quickstart.yaml"),
-            f"run_dir={run_dir}", "steps=3", "rollout.batch_tasks=2", "rollout.group_size=2", "checkpoint.every=1",
-            "eval.every=0", "logging.progress=false", "logging.tensorboard=false",
-            # a long limit: no run times out by chance, and the killed run's containers (lifetime =
-            # limit + 60 s) are still there when the next start sweeps them
-            "environment.kwargs.limits.timeout_s=600", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "wmrl_core.cli",
+        "train",
+        str(ROOT / "configs" / "autoresearch" / "quickstart.yaml"),
+        f"run_dir={run_dir}",
+        "steps=3",
+        "rollout.batch_tasks=2",
+        "rollout.group_size=2",
+        "checkpoint.every=1",
+        "eval.every=0",
+        "logging.progress=false",
+        "logging.tensorboard=false",
+        # a long limit: no run times out by chance, and the killed run's containers (lifetime =
+        # limit + 60 s) are still there when the next start sweeps them
+        "environment.kwargs.limits.timeout_s=600",
+        *extra,
+    ]
 
 
 def _comparable(run_dir: Path) -> list[dict]:
     """Metrics without wall-clock ones (``wall/*`` and the compute seconds charged as wall time)."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if not (k.startswith("wall/") or (k.startswith("compute/") and k.endswith("_s")))}
-            for r in records]
+    return [
+        {k: v for k, v in r.items() if not (k.startswith("wall/") or (k.startswith("compute/") and k.endswith("_s")))}
+        for r in records
+    ]
 
 
 @pytest.mark.slow

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from wmrl_autoresearch.program.grammar import N_OPTIONS
+from wmrl_autoresearch.program.policy import ProgramPolicy
+from wmrl_autoresearch.tasks.builtin_suite import builtin_tasks
 
 from wmrl_core.components import make_components
 from wmrl_core.config import load_config
 from wmrl_core.grpo import rollout_entropy
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.trainer import extract_rewards, train
-from wmrl_autoresearch.program.grammar import N_OPTIONS
-from wmrl_autoresearch.program.policy import ProgramPolicy
-from wmrl_autoresearch.tasks.builtin_suite import builtin_tasks
 
 ROOT = Path(__file__).resolve().parents[3]
 WORLD_MODEL_CONFIG = ROOT / "configs" / "autoresearch" / "world_model.yaml"
@@ -46,10 +46,14 @@ def test_mean_rollout_entropy_is_the_exact_entropy_of_the_program_distribution()
     task = builtin_tasks("train")[0]
     template = policy.generate([task], 2)
     choices = torch.tensor(list(itertools.product(*(range(n) for n in N_OPTIONS))))
-    rollouts = type(template)(tasks=[task] * len(choices), solutions=[None] * len(choices),
-                              group_ids=template.group_ids, old_log_probs=template.old_log_probs, mask=template.mask,
-                              extra={"features": template.extra["features"][:1].expand(len(choices), -1),
-                                     "choices": choices})
+    rollouts = type(template)(
+        tasks=[task] * len(choices),
+        solutions=[None] * len(choices),
+        group_ids=template.group_ids,
+        old_log_probs=template.old_log_probs,
+        mask=template.mask,
+        extra={"features": template.extra["features"][:1].expand(len(choices), -1), "choices": choices},
+    )
     with torch.no_grad():
         log_p = policy.log_probs(rollouts).sum(1).double()
         per_rollout = policy.entropy(rollouts).sum(1).double()
@@ -85,16 +89,27 @@ def measure_policy(cfg, trained: bool = True, samples_per_task: int = 16) -> dic
             torch.manual_seed(123)
             rollouts = c.policy.generate(c.environment.tasks("train"), samples_per_task)
         rewards = extract_rewards(c.reward, rollouts.tasks, c.world_model.predict(rollouts.tasks, rollouts.solutions))
-        return {"entropy": float(rollout_entropy(c.policy.entropy(rollouts), rollouts.mask).mean()),
-                "learned_reward": float(rewards.mean())}
+        return {
+            "entropy": float(rollout_entropy(c.policy.entropy(rollouts), rollouts.mask).mean()),
+            "learned_reward": float(rewards.mean()),
+        }
     finally:
         c.close()
 
 
 def _train(tmp_path, world_model: str, *overrides):
-    cfg = load_config(WORLD_MODEL_CONFIG, [f"world_model.name={world_model}", f"run_dir={tmp_path / 'run'}",
-                                           "eval.every=0", "checkpoint.every=0", "logging.progress=false",
-                                           "logging.tensorboard=false", *overrides])
+    cfg = load_config(
+        WORLD_MODEL_CONFIG,
+        [
+            f"world_model.name={world_model}",
+            f"run_dir={tmp_path / 'run'}",
+            "eval.every=0",
+            "checkpoint.every=0",
+            "logging.progress=false",
+            "logging.tensorboard=false",
+            *overrides,
+        ],
+    )
     assert cfg.steps == 16 and (cfg.rollout.batch_tasks, cfg.rollout.group_size) == (10, 4)  # the quickstart's shapes
     train(cfg)
     return cfg
@@ -132,8 +147,10 @@ def test_kl_to_the_initial_policy_also_holds_the_program_policy_on_noise(tmp_pat
 def test_quickstart_real_and_world_model_configs_share_the_optimiser():
     """The benchmark's arms compare methods, not optimisers: every AutoResearch config trains
     with the same noise-controlled settings."""
-    grpo = {name: load_config(ROOT / "configs" / "autoresearch" / f"{name}.yaml").grpo
-            for name in ("quickstart", "real", "world_model")}
+    grpo = {
+        name: load_config(ROOT / "configs" / "autoresearch" / f"{name}.yaml").grpo
+        for name in ("quickstart", "real", "world_model")
+    }
     assert len({(g.lr, g.entropy_coef, g.kl_coef, g.clip_eps) for g in grpo.values()}) == 1
     assert grpo["quickstart"].entropy_coef > 0 or grpo["quickstart"].kl_coef > 0
 
@@ -141,9 +158,25 @@ def test_quickstart_real_and_world_model_configs_share_the_optimiser():
 @pytest.mark.slow
 def test_noise_control_script_prints_the_table_and_writes_the_plot(tmp_path):
     script = ROOT / "benchmarks" / "noise_control.py"
-    proc = subprocess.run([sys.executable, str(script), "--cells", "0.03,0,0", "--seeds", "1", "--steps", "2",
-                           "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--cells",
+            "0.03,0,0",
+            "--seeds",
+            "1",
+            "--steps",
+            "2",
+            "--runs",
+            str(tmp_path / "runs"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| 0.03 | 0 | 0 |" in proc.stdout
     (result,) = [r for r in json.loads((tmp_path / "out" / "noise_control.json").read_text()) if r["source"] == "noise"]

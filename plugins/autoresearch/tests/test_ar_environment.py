@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from wmrl_autoresearch.tasks.task import N_FEATURES
+
 from wmrl_core.checkers import check_environment, check_reward_extractor
 from wmrl_core.plugins import build_registry, get_plugin_manager
-
-from wmrl_autoresearch.tasks.task import N_FEATURES
 
 GOOD_SKLEARN = """
 import os
@@ -35,8 +35,9 @@ def test_ar_components_are_registered(registry):
     assert "autoresearch-score" in registry.reward_extractors.names()
     assert registry.environments.get("autoresearch").plugin == "autoresearch"
     assert {s.name for s in registry.tasks.for_environment("autoresearch")} >= {"autoresearch-builtin"}
-    assert get_plugin_manager().hook.wmrl_default_reward_extractor(environment_name="autoresearch") == \
-        "autoresearch-score"
+    assert (
+        get_plugin_manager().hook.wmrl_default_reward_extractor(environment_name="autoresearch") == "autoresearch-score"
+    )
     assert get_plugin_manager().hook.wmrl_default_reward_extractor(environment_name="other") != "autoresearch-score"
 
 
@@ -55,8 +56,9 @@ def test_ar_environment_contract_without_docker(registry):
 
 
 def test_ar_environment_executes_in_parallel_sandboxes(docker_ready, registry, tiny_classification):
-    env = registry.environments.make("autoresearch", max_parallel=2,
-                                     limits={"timeout_s": 30, "memory_mb": 512, "cpus": 1})
+    env = registry.environments.make(
+        "autoresearch", max_parallel=2, limits={"timeout_s": 30, "memory_mb": 512, "cpus": 1}
+    )
     reward = registry.reward_extractors.make("autoresearch-score", env=env)
     iris = env.task("iris-species")
     try:
@@ -74,9 +76,11 @@ def test_ar_environment_executes_in_parallel_sandboxes(docker_ready, registry, t
 def test_ar_image_holds_the_scientific_stack(pool, tiny_classification, small_limits):
     from wmrl_autoresearch.sandbox.pool import RunRequest
 
-    script = ("import numpy, pandas, sklearn, torch\n"
-              "print(numpy.__version__, pandas.__version__, sklearn.__version__, torch.__version__,"
-              " torch.ones(2).sum().item())\n")
+    script = (
+        "import numpy, pandas, sklearn, torch\n"
+        "print(numpy.__version__, pandas.__version__, sklearn.__version__, torch.__version__,"
+        " torch.ones(2).sum().item())\n"
+    )
     ex = pool.run(RunRequest(tiny_classification, script, small_limits.with_overrides(timeout_s=60, memory_mb=1024)))
     assert ex.exit_code == 0, ex.stderr
     numpy_v, pandas_v, sklearn_v, torch_v, total = ex.stdout.split()
@@ -84,8 +88,9 @@ def test_ar_image_holds_the_scientific_stack(pool, tiny_classification, small_li
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "wmrl_autoresearch.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "wmrl_autoresearch.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_ar_cli_run_solution_prints_the_graded_outcome(docker_ready, tmp_path):

@@ -6,13 +6,13 @@ import math
 
 import numpy as np
 import pytest
-from wmrl_core.types import Outcome, Task
-
 from wmrl_autoresearch.grading.grader import grade_predictions
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward, make_reward_extractor
 from wmrl_autoresearch.sandbox.result import CappedBuffer
 from wmrl_autoresearch.tasks.task import to_wmrl_task
 from wmrl_autoresearch.tasks.task_metrics import METRICS, get_metric, normalized_score
+
+from wmrl_core.types import Outcome, Task
 
 
 def _csv(header: str, values) -> bytes:
@@ -30,15 +30,18 @@ def test_ar_grader_accepts_single_column_and_float_labels(tiny_classification):
     assert grade_predictions(tiny_classification, _csv("label", values)).score == 1.0
 
 
-@pytest.mark.parametrize("data, reason", [
-    (b"", "empty"),
-    (b"\x00\x01\x02binary", "binary"),
-    (b"\xff\xfe\xfa not utf8", "UTF-8"),
-    (b"a,b,c\n1,2,3\n", "header"),
-    (b"id,prediction\n0,1\n0,1\n", "twice"),
-    (b"id,prediction\n99,1\n", "not a test id"),
-    (b"id,prediction\nx,1\n", "not an integer"),
-])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"", "empty"),
+        (b"\x00\x01\x02binary", "binary"),
+        (b"\xff\xfe\xfa not utf8", "UTF-8"),
+        (b"a,b,c\n1,2,3\n", "header"),
+        (b"id,prediction\n0,1\n0,1\n", "twice"),
+        (b"id,prediction\n99,1\n", "not a test id"),
+        (b"id,prediction\nx,1\n", "not an integer"),
+    ],
+)
 def test_ar_grader_rejects_bad_files_with_a_reason(tiny_classification, data, reason):
     grade = grade_predictions(tiny_classification, data)
     assert grade.score is None and reason in grade.error
@@ -166,7 +169,16 @@ def make_text_label_task():
     from wmrl_autoresearch.tasks.task import AutoResearchTask
 
     x = np.arange(8, dtype=float).reshape(4, 2)
-    return AutoResearchTask.create(id="text-labels", kind="classification", metric="accuracy", split="train",
-                                   columns=["a", "b"], x_train=x, y_train=np.array(["état", "中", "état", "中"]),
-                                   x_test=x, y_test=np.array(["état", "中", "état", "中"]), time_limit_s=5.0,
-                                   memory_mb=128)
+    return AutoResearchTask.create(
+        id="text-labels",
+        kind="classification",
+        metric="accuracy",
+        split="train",
+        columns=["a", "b"],
+        x_train=x,
+        y_train=np.array(["état", "中", "état", "中"]),
+        x_test=x,
+        y_test=np.array(["état", "中", "état", "中"]),
+        time_limit_s=5.0,
+        memory_mb=128,
+    )

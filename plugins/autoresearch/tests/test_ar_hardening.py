@@ -10,13 +10,12 @@ import json
 import os
 
 import pytest
-
 from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE, SANDBOX_UID
 from wmrl_autoresearch.sandbox.pool import RunRequest
 
 HOST_PATH = os.path.dirname(os.path.abspath(__file__))
 
-PROBE = r'''
+PROBE = r"""
 import errno, json, os, resource, socket
 facts = {}
 facts["uid"], facts["gid"] = os.getuid(), os.getgid()
@@ -74,7 +73,7 @@ try:
 except OSError as e:
     facts["setuid0"] = errno.errorcode.get(e.errno, str(e))
 print(json.dumps(facts))
-'''.replace("HOST_PATH", repr(HOST_PATH))
+""".replace("HOST_PATH", repr(HOST_PATH))
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pkgutil
 from pathlib import Path
 
 import pytest
-
 import wmrl_autoresearch
+
 import wmrl_core
 
 PACKAGE = "wmrl_autoresearch"
@@ -71,7 +71,7 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -113,17 +113,24 @@ def test_ar_subpackages_import_no_circle():
 
 
 def test_ar_no_private_name_is_imported_across_modules():
-    offenders = [f"{name}: from {target} import {n}" for name, path in MODULES.items()
-                 for target, names in _imports(name, path) if target.startswith(PACKAGE)
-                 for n in names if n.startswith("_")]
+    offenders = [
+        f"{name}: from {target} import {n}"
+        for name, path in MODULES.items()
+        for target, names in _imports(name, path)
+        if target.startswith(PACKAGE)
+        for n in names
+        if n.startswith("_")
+    ]
     assert not offenders, "private names imported across modules (make them public or move them):\n" + "\n".join(
-        offenders)
+        offenders
+    )
 
 
 def test_ar_wmrl_core_does_not_import_the_plugin():
     core = _module_files(Path(wmrl_core.__file__).parent, "wmrl_core")
-    offenders = [name for name, path in core.items()
-                 if any(target.startswith(PACKAGE) for target, _ in _imports(name, path))]
+    offenders = [
+        name for name, path in core.items() if any(target.startswith(PACKAGE) for target, _ in _imports(name, path))
+    ]
     assert not offenders, offenders
 
 

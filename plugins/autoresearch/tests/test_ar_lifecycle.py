@@ -14,7 +14,6 @@ import textwrap
 import time
 
 import pytest
-
 from wmrl_autoresearch.sandbox.orphans import LABEL_OWNER_PID, owner_labels, sweep_orphans
 
 CHILD = textwrap.dedent("""
@@ -32,8 +31,9 @@ CHILD = textwrap.dedent("""
 
 
 def _start_child(warm: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(warm)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(warm)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "READY", proc.stderr.read()
     return proc
 
@@ -100,7 +100,9 @@ def test_ar_orphan_dies_by_itself_after_its_lifetime(docker_client, pool, small_
     sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=2)
     sandbox.start()
     try:
-        assert _wait_for(lambda: not docker_client.containers.list(all=True, ignore_removed=True, filters={"name": sandbox.name}), 15)
+        assert _wait_for(
+            lambda: not docker_client.containers.list(all=True, ignore_removed=True, filters={"name": sandbox.name}), 15
+        )
     finally:
         sandbox.remove()
 

@@ -15,7 +15,6 @@ except ImportError:  # plugin not pip-installed: import it from the source tree
 from wmrl_autoresearch.llm.parsing import extract_script, parse_number, parse_prediction
 from wmrl_autoresearch.llm.solution import InvalidSolution, is_invalid_solution
 
-
 # ----------------------------------------------------------------------------- extraction
 
 

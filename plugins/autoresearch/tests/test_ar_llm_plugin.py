@@ -13,10 +13,10 @@ try:
 except ImportError:  # plugin not pip-installed: import it from the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from wmrl_autoresearch.llm import plugin  # noqa: E402
+
 from wmrl_core import hookspecs  # noqa: E402
 from wmrl_core.plugins import build_registry  # noqa: E402
-
-from wmrl_autoresearch.llm import plugin  # noqa: E402
 
 
 def registry():
@@ -56,8 +56,9 @@ def test_made_through_the_registry_with_env_none(tmp_path):
     # the engine's way: the world-model factory declares `policy`, so it receives the run's policy
     from wmrl_core.components import make_with_env
 
-    wm = make_with_env(reg.world_models, "llm-world-model", None, {"share_policy": True, "max_new_tokens": 4},
-                       policy=policy)
+    wm = make_with_env(
+        reg.world_models, "llm-world-model", None, {"share_policy": True, "max_new_tokens": 4}, policy=policy
+    )
     assert wm.backend is policy.backend
     from wmrl_core.types import Task
 

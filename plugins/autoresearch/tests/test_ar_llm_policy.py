@@ -20,12 +20,12 @@ try:
 except ImportError:  # plugin not pip-installed: import it from the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wmrl_core.types import Rollouts, Task  # noqa: E402
-
 from wmrl_autoresearch.llm.backends.base import Generation  # noqa: E402
 from wmrl_autoresearch.llm.policy import LLMCodeAgent, LLMRolloutData  # noqa: E402
 from wmrl_autoresearch.llm.solution import InvalidSolution  # noqa: E402
 from wmrl_autoresearch.llm.testing import make_tiny_causal_lm  # noqa: E402
+
+from wmrl_core.types import Rollouts, Task  # noqa: E402
 
 TASKS = [Task("iris", "Train a classifier on the iris dataset."), Task("mean", "Print the mean of 1..100.")]
 MAX_NEW = 12
@@ -95,9 +95,9 @@ def test_generate_shapes_groups_and_masks(tiny):
     lengths = r.mask.sum(1).long()
     for i in range(n):
         # mask is a prefix of ones; log-probs are <= 0 there and 0 elsewhere
-        assert torch.all(r.mask[i, : lengths[i]] == 1) and torch.all(r.mask[i, lengths[i]:] == 0)
+        assert torch.all(r.mask[i, : lengths[i]] == 1) and torch.all(r.mask[i, lengths[i] :] == 0)
         assert torch.all(r.old_log_probs[i, : lengths[i]] <= 0)
-        assert torch.all(r.old_log_probs[i, lengths[i]:] == 0)
+        assert torch.all(r.old_log_probs[i, lengths[i] :] == 0)
         reason = r.extra.finish_reasons[i]
         last = int(r.extra.completion_ids[i, lengths[i] - 1])
         if reason == "stop":

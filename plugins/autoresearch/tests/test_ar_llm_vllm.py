@@ -23,8 +23,6 @@ try:
 except ImportError:  # plugin not pip-installed: import it from the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wmrl_core.types import Task  # noqa: E402
-
 from wmrl_autoresearch.llm.backends.vllm_backend import (  # noqa: E402
     VLLMBackend,
     find_vllm_model,
@@ -36,6 +34,8 @@ from wmrl_autoresearch.llm.backends.vllm_backend import (  # noqa: E402
 from wmrl_autoresearch.llm.policy import LLMCodeAgent  # noqa: E402
 from wmrl_autoresearch.llm.sampling import SamplingConfig  # noqa: E402
 from wmrl_autoresearch.llm.testing import make_tiny_causal_lm  # noqa: E402
+
+from wmrl_core.types import Task  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,15 @@ def test_sampling_params_for_sampling_and_greedy():
     s = SamplingConfig(max_new_tokens=64, temperature=0.7, top_p=0.95, top_k=0, stop_token_ids=(7,))
     kw = sampling_params_kwargs(s, 8, want_logprobs=True, seed=123)
     assert kw == {
-        "n": 8, "max_tokens": 64, "temperature": 0.7, "top_p": 0.95, "top_k": -1,
-        "detokenize": False, "stop_token_ids": [7], "logprobs": 0, "seed": 123,
+        "n": 8,
+        "max_tokens": 64,
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "top_k": -1,
+        "detokenize": False,
+        "stop_token_ids": [7],
+        "logprobs": 0,
+        "seed": 123,
     }
     g = sampling_params_kwargs(SamplingConfig(max_new_tokens=16, greedy=True, top_k=5), 1)
     assert g["temperature"] == 0.0 and g["top_k"] == -1 and g["top_p"] == 1.0
@@ -77,7 +84,10 @@ def test_sampling_config_validation():
     "key, name",
     [
         ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.weight"),
-        ("base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight", "model.layers.0.self_attn.q_proj.weight"),
+        (
+            "base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight",
+            "model.layers.0.self_attn.q_proj.weight",
+        ),
         ("base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", None),
         ("base_model.model.model.layers.0.self_attn.q_proj.lora_B.default.weight", None),
         ("base_model.model.model.embed_tokens.lora_embedding_A.default", None),
@@ -147,7 +157,9 @@ class FakeLLM:
         self.model = FakeModel()
         if with_model:
             worker = SimpleNamespace(model_runner=SimpleNamespace(model=self.model))
-            self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(worker=worker)))
+            self.llm_engine = SimpleNamespace(
+                model_executor=SimpleNamespace(driver_worker=SimpleNamespace(worker=worker))
+            )
         self.resets = 0
         self.rpc_calls: list = []
         self.requests: list = []
@@ -160,7 +172,11 @@ class FakeLLM:
             completions = []
             for k in range(sp["n"]):
                 toks = [base + k, 2] if k % 2 == 0 else [base + k] * sp["max_tokens"]
-                lps = [{t: SimpleNamespace(logprob=-0.5 * (j + 1))} for j, t in enumerate(toks)] if "logprobs" in sp else None
+                lps = (
+                    [{t: SimpleNamespace(logprob=-0.5 * (j + 1))} for j, t in enumerate(toks)]
+                    if "logprobs" in sp
+                    else None
+                )
                 completions.append(
                     SimpleNamespace(token_ids=toks, logprobs=lps, finish_reason="stop" if k % 2 == 0 else "length")
                 )
@@ -179,8 +195,11 @@ class FakeLLM:
 def test_find_vllm_model_paths():
     llm = FakeLLM()
     assert find_vllm_model(llm) is llm.model
-    old = SimpleNamespace(llm_engine=SimpleNamespace(model_executor=SimpleNamespace(
-        driver_worker=SimpleNamespace(model_runner=SimpleNamespace(model=llm.model)))))
+    old = SimpleNamespace(
+        llm_engine=SimpleNamespace(
+            model_executor=SimpleNamespace(driver_worker=SimpleNamespace(model_runner=SimpleNamespace(model=llm.model)))
+        )
+    )
     assert find_vllm_model(old) is llm.model
     assert find_vllm_model(SimpleNamespace(llm_engine=SimpleNamespace())) is None
 

@@ -15,13 +15,13 @@ try:
 except ImportError:  # plugin not pip-installed: import it from the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wmrl_core.types import Outcome, Task  # noqa: E402
-
 from wmrl_autoresearch.llm.backends.base import Generation  # noqa: E402
 from wmrl_autoresearch.llm.policy import LLMCodeAgent  # noqa: E402
 from wmrl_autoresearch.llm.solution import InvalidSolution  # noqa: E402
 from wmrl_autoresearch.llm.testing import make_tiny_causal_lm  # noqa: E402
 from wmrl_autoresearch.llm.world_model import UNPARSEABLE, LLMWorldModel  # noqa: E402
+
+from wmrl_core.types import Outcome, Task  # noqa: E402
 
 TASK = Task("iris", "Train a classifier on the iris dataset; the metric is test accuracy.")
 

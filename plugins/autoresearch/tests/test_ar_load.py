@@ -12,8 +12,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.mark.slow
 def test_ar_load_test_quick_records_every_outcome_once_and_leaves_nothing(docker_ready, tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sandbox_load.py"), "--quick", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sandbox_load.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["executions"] == s["outcomes_recorded"] == 24 and s["recorded_exactly_once"]

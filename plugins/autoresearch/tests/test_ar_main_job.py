@@ -7,23 +7,39 @@ from pathlib import Path
 
 import pytest
 
-
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs" / "autoresearch"
 
 
-@pytest.mark.parametrize("config, overrides, executed", [
-    ("quickstart.yaml", ["steps=2", "rollout.batch_tasks=4", "rollout.group_size=2"], 2 * 1 * 2),
-    ("real.yaml", ["steps=1", "rollout.batch_tasks=2", "rollout.group_size=2"], 1 * 2 * 2),
-    ("world_model.yaml", ["steps=2", "rollout.batch_tasks=4", "rollout.group_size=2"], 0),
-])
+@pytest.mark.parametrize(
+    "config, overrides, executed",
+    [
+        ("quickstart.yaml", ["steps=2", "rollout.batch_tasks=4", "rollout.group_size=2"], 2 * 1 * 2),
+        ("real.yaml", ["steps=1", "rollout.batch_tasks=2", "rollout.group_size=2"], 1 * 2 * 2),
+        ("world_model.yaml", ["steps=2", "rollout.batch_tasks=4", "rollout.group_size=2"], 0),
+    ],
+)
 def test_short_job_in_real_containers(docker_ready, tmp_path, config, overrides, executed):
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "wmrl_core.cli", "train", str(CONFIGS / config), f"run_dir={run_dir}",
-         "eval.every=100", "eval.samples_per_task=1", "logging.progress=false", "logging.tensorboard=false",
-         "environment.kwargs.limits.timeout_s=60", *overrides],
-        capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "wmrl_core.cli",
+            "train",
+            str(CONFIGS / config),
+            f"run_dir={run_dir}",
+            "eval.every=100",
+            "eval.samples_per_task=1",
+            "logging.progress=false",
+            "logging.tensorboard=false",
+            "environment.kwargs.limits.timeout_s=60",
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "eval/reward" in proc.stdout and "run directory" in proc.stdout
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

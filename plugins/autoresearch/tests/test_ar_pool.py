@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-
 from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
 from wmrl_autoresearch.sandbox.gpus import GpuPool, detect_nvidia_gpus
 from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
@@ -49,8 +48,9 @@ def test_ar_container_never_runs_two_solutions(docker_client, pool, small_limits
         sandbox.remove()
 
 
-def test_ar_warm_mode_starts_containers_ahead_and_uses_each_once(docker_ready, small_limits, tiny_classification,
-                                                                  live_sandboxes):
+def test_ar_warm_mode_starts_containers_ahead_and_uses_each_once(
+    docker_ready, small_limits, tiny_classification, live_sandboxes
+):
     with SandboxPool("docker", limits=small_limits, max_parallel=1, warm=1, gpus="none") as warm_pool:
         deadline = time.monotonic() + 20
         while warm_pool._warm.qsize() < 1 and time.monotonic() < deadline:
@@ -60,7 +60,9 @@ def test_ar_warm_mode_starts_containers_ahead_and_uses_each_once(docker_ready, s
         for _ in range(2):
             while warm_pool._warm.qsize() < 1 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            ex = warm_pool.run(RunRequest(tiny_classification, "import os; print(os.getpid(), open('/proc/self/cgroup').read())"))
+            ex = warm_pool.run(
+                RunRequest(tiny_classification, "import os; print(os.getpid(), open('/proc/self/cgroup').read())")
+            )
             assert ex.warm is True and ex.exit_code == 0
             assert ex.startup_s < 0.1  # no container start on the critical path
             hostnames.add(ex.stdout)
@@ -104,8 +106,9 @@ def test_ar_sandbox_with_gpus_requests_exactly_those_devices(tmp_path, small_lim
     """The device request a GPU host would send (checked on the kwargs; no GPU is needed to build them)."""
     from wmrl_autoresearch.sandbox.workspace import Slot
 
-    sandbox = DockerSandbox(None, SANDBOX_IMAGE, small_limits, Slot(tmp_path / "slot"), lifetime_s=60,
-                            gpu_ids=("1", "3"))
+    sandbox = DockerSandbox(
+        None, SANDBOX_IMAGE, small_limits, Slot(tmp_path / "slot"), lifetime_s=60, gpu_ids=("1", "3")
+    )
     (request,) = sandbox.create_kwargs()["device_requests"]
     assert request["DeviceIDs"] == ["1", "3"] and request["Capabilities"] == [["gpu"]]
     sandbox_cpu = DockerSandbox(None, SANDBOX_IMAGE, small_limits, Slot(tmp_path / "slot2"), lifetime_s=60)

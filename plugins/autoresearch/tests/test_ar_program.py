@@ -7,13 +7,13 @@ import pickle
 import numpy as np
 import pytest
 import torch
-
-from wmrl_core.grpo import grpo_loss
 from wmrl_autoresearch.program.grammar import DECISIONS, N_DECISIONS, Program, ProgramScript, programs_of
 from wmrl_autoresearch.program.policy import ProgramPolicy
 from wmrl_autoresearch.program.render import render_script
 from wmrl_autoresearch.program.world_model import fit_reward_model, raw_score_for_reward
 from wmrl_autoresearch.tasks.builtin_suite import builtin_tasks
+
+from wmrl_core.grpo import grpo_loss
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,11 @@ def test_every_model_and_feature_step_renders_valid_python(classification):
     model_options = dict(DECISIONS)["model"]
     feature_options = dict(DECISIONS)["features"]
     for model, features, ensemble in itertools.product(model_options, feature_options, ("none", "bagging")):
-        names = {name: options[0] for name, options in DECISIONS} | {"model": model, "features": features,
-                                                                      "ensemble": ensemble}
+        names = {name: options[0] for name, options in DECISIONS} | {
+            "model": model,
+            "features": features,
+            "ensemble": ensemble,
+        }
         script = render_script(Program.from_names(names), classification=classification)
         ast.parse(script)
         assert "predictions.csv" in script and "DATA_DIR" in script

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import docker.errors
 import pytest
-
 from wmrl_autoresearch.grading.outcomes import to_outcome
 from wmrl_autoresearch.sandbox.docker_sandbox import DockerSandbox
 from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
@@ -55,8 +54,9 @@ def test_ar_engine_error_before_the_exit_is_a_sandbox_error(tmp_path, small_limi
 
 
 @pytest.mark.slow
-def test_ar_engine_error_after_clean_exit_on_a_real_engine(docker_client, pool, small_limits, tiny_classification,
-                                                           tmp_path):
+def test_ar_engine_error_after_clean_exit_on_a_real_engine(
+    docker_client, pool, small_limits, tiny_classification, tmp_path
+):
     """A real engine refuses the results exec of a paused container (409 Conflict, an APIError)."""
     sandbox = DockerSandbox(docker_client, SANDBOX_IMAGE, small_limits, pool.workspace.new_slot(), lifetime_s=600)
     collect = sandbox._collect

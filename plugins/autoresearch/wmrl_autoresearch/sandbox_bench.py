@@ -65,18 +65,20 @@ class BenchResult:
 
     def summary(self) -> str:
         s = self.settings
-        return "\n".join([
-            f"sandbox benchmark ({s.get('backend')}, image {s.get('image')}, {s.get('cpu_count')} CPU cores, "
-            f"median of {s.get('latency_runs')} runs)",
-            f"  cold start-up latency : {self.cold_startup_s * 1000:8.1f} ms   (end-to-end trivial run "
-            f"{self.cold_end_to_end_s * 1000:.0f} ms)",
-            f"  warm start-up latency : {self.warm_startup_s * 1000:8.1f} ms   (end-to-end trivial run "
-            f"{self.warm_end_to_end_s * 1000:.0f} ms)",
-            f"  throughput, trivial   : {self.trivial_per_minute:8.1f} executions/min  "
-            f"({s.get('throughput_runs')} runs, {s.get('parallel')} in parallel, warm={s.get('warm')}; "
-            f"{self.trivial_per_minute_cold:.1f}/min without warm containers)",
-            sklearn_summary(self.sklearn, s),
-        ])
+        return "\n".join(
+            [
+                f"sandbox benchmark ({s.get('backend')}, image {s.get('image')}, {s.get('cpu_count')} CPU cores, "
+                f"median of {s.get('latency_runs')} runs)",
+                f"  cold start-up latency : {self.cold_startup_s * 1000:8.1f} ms   (end-to-end trivial run "
+                f"{self.cold_end_to_end_s * 1000:.0f} ms)",
+                f"  warm start-up latency : {self.warm_startup_s * 1000:8.1f} ms   (end-to-end trivial run "
+                f"{self.warm_end_to_end_s * 1000:.0f} ms)",
+                f"  throughput, trivial   : {self.trivial_per_minute:8.1f} executions/min  "
+                f"({s.get('throughput_runs')} runs, {s.get('parallel')} in parallel, warm={s.get('warm')}; "
+                f"{self.trivial_per_minute_cold:.1f}/min without warm containers)",
+                sklearn_summary(self.sklearn, s),
+            ]
+        )
 
 
 def _latency(pool: SandboxPool, task, runs: int, wait_warm: bool) -> tuple[float, float]:
@@ -110,8 +112,9 @@ def _throughput(pool: SandboxPool, task, script: str, n: int) -> tuple[float, di
 
 def _sklearn_batch(task, mode: str, n: int, parallel: int, image: str, limits: SandboxLimits) -> dict[str, Any]:
     warm = n if mode == "warm" else 0
-    with SandboxPool("docker", limits=limits, max_parallel=parallel, warm=warm, preimport=True, image=image,
-                     gpus="none") as pool:
+    with SandboxPool(
+        "docker", limits=limits, max_parallel=parallel, warm=warm, preimport=True, image=image, gpus="none"
+    ) as pool:
         t0 = time.perf_counter()
         deadline = time.monotonic() + 900
         while pool.warm_ready_count < warm and time.monotonic() < deadline:  # started and done importing
@@ -127,15 +130,30 @@ def _sklearn_batch(task, mode: str, n: int, parallel: int, image: str, limits: S
         status = to_outcome(task, ex).status
         statuses[status] = statuses.get(status, 0) + 1
     mean = lambda key: statistics.fmean(ex.resources.get(key, float("nan")) for ex in executions)  # noqa: E731
-    return {"mode": mode, "runs": n, "wall_s": round(wall, 2), "per_minute": round(n / wall * 60.0, 2),
-            "per_minute_with_warmup": round(n / (wall + warmup_s) * 60.0, 2),
-            "cpu_s": round(mean("cpu_s"), 3), "container_cpu_s": round(mean("container_cpu_s"), 3),
-            "warm": sum(ex.warm for ex in executions), "preimported": sum(ex.preimported for ex in executions),
-            "warmup_s": round(warmup_s, 2), "statuses": statuses, "load_average": round(os.getloadavg()[0], 1)}
+    return {
+        "mode": mode,
+        "runs": n,
+        "wall_s": round(wall, 2),
+        "per_minute": round(n / wall * 60.0, 2),
+        "per_minute_with_warmup": round(n / (wall + warmup_s) * 60.0, 2),
+        "cpu_s": round(mean("cpu_s"), 3),
+        "container_cpu_s": round(mean("container_cpu_s"), 3),
+        "warm": sum(ex.warm for ex in executions),
+        "preimported": sum(ex.preimported for ex in executions),
+        "warmup_s": round(warmup_s, 2),
+        "statuses": statuses,
+        "load_average": round(os.getloadavg()[0], 1),
+    }
 
 
-def bench_sklearn(runs: int = 8, repetitions: int = 3, parallel: int | None = None, image: str | None = None,
-                  limits: SandboxLimits | None = None, log=None) -> list[dict[str, Any]]:
+def bench_sklearn(
+    runs: int = 8,
+    repetitions: int = 3,
+    parallel: int | None = None,
+    image: str | None = None,
+    limits: SandboxLimits | None = None,
+    log=None,
+) -> list[dict[str, Any]]:
     """The pandas + scikit-learn batch, cold and warm (pre-imported) interleaved, ``repetitions`` times each."""
     from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
     from wmrl_autoresearch.tasks.builtin_suite import load_builtin_suite
@@ -158,25 +176,37 @@ def sklearn_summary(batches: list[dict[str, Any]], settings: dict[str, Any]) -> 
     """The cold/warm batches side by side, one line per repetition, and the median ratio."""
     if not batches:
         return "  pandas + scikit-learn : not measured"
-    lines = [f"  pandas + scikit-learn on iris-species, {batches[0]['runs']} runs per batch, "
-             f"{settings.get('parallel')} at once (executions/min; CPU-s per execution: script charged / container)"]
+    lines = [
+        f"  pandas + scikit-learn on iris-species, {batches[0]['runs']} runs per batch, "
+        f"{settings.get('parallel')} at once (executions/min; CPU-s per execution: script charged / container)"
+    ]
     ratios = []
     for rep in sorted({b["repetition"] for b in batches}):
         cold = next(b for b in batches if b["repetition"] == rep and b["mode"] == "cold")
         warm = next(b for b in batches if b["repetition"] == rep and b["mode"] == "warm")
         ratios.append(warm["per_minute"] / cold["per_minute"])
-        lines.append(f"    rep {rep}: cold {cold['per_minute']:6.1f}/min ({cold['cpu_s']:.2f} / {cold['container_cpu_s']:.2f}), "
-                     f"warm {warm['per_minute']:6.1f}/min ({warm['cpu_s']:.2f} / {warm['container_cpu_s']:.2f}; "
-                     f"{warm['per_minute_with_warmup']:.1f}/min with its {warm['warmup_s']:.0f} s warm-up), "
-                     f"x{ratios[-1]:.2f}, load {cold['load_average']}/"
-                     f"{warm['load_average']}, statuses {cold['statuses']} / {warm['statuses']}")
+        lines.append(
+            f"    rep {rep}: cold {cold['per_minute']:6.1f}/min ({cold['cpu_s']:.2f} / {cold['container_cpu_s']:.2f}), "
+            f"warm {warm['per_minute']:6.1f}/min ({warm['cpu_s']:.2f} / {warm['container_cpu_s']:.2f}; "
+            f"{warm['per_minute_with_warmup']:.1f}/min with its {warm['warmup_s']:.0f} s warm-up), "
+            f"x{ratios[-1]:.2f}, load {cold['load_average']}/"
+            f"{warm['load_average']}, statuses {cold['statuses']} / {warm['statuses']}"
+        )
     lines.append(f"    median warm/cold throughput ratio: x{statistics.median(ratios):.2f}")
     return "\n".join(lines)
 
 
-def bench_sandbox(latency_runs: int = 7, throughput_runs: int = 12, parallel: int | None = None,
-                  backend: str = "docker", image: str | None = None, limits: SandboxLimits | None = None,
-                  sklearn_runs: int = 8, repetitions: int = 3, sklearn_only: bool = False) -> BenchResult:
+def bench_sandbox(
+    latency_runs: int = 7,
+    throughput_runs: int = 12,
+    parallel: int | None = None,
+    backend: str = "docker",
+    image: str | None = None,
+    limits: SandboxLimits | None = None,
+    sklearn_runs: int = 8,
+    repetitions: int = 3,
+    sklearn_only: bool = False,
+) -> BenchResult:
     """Measure latencies and throughput on this machine (takes ~5-15 minutes on 2 shared cores)."""
     from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
     from wmrl_autoresearch.tasks.builtin_suite import load_builtin_suite
@@ -185,9 +215,17 @@ def bench_sandbox(latency_runs: int = 7, throughput_runs: int = 12, parallel: in
     limits = limits or SandboxLimits(timeout_s=60, memory_mb=1024, cpus=1.0)
     parallel = parallel or max(1, os.cpu_count() or 1)
     image = image or SANDBOX_IMAGE
-    result = BenchResult(settings={"backend": backend, "image": image, "cpu_count": os.cpu_count(),
-                                   "latency_runs": latency_runs, "throughput_runs": throughput_runs,
-                                   "parallel": parallel, "warm": parallel if backend == "docker" else 0})
+    result = BenchResult(
+        settings={
+            "backend": backend,
+            "image": image,
+            "cpu_count": os.cpu_count(),
+            "latency_runs": latency_runs,
+            "throughput_runs": throughput_runs,
+            "parallel": parallel,
+            "warm": parallel if backend == "docker" else 0,
+        }
+    )
     if backend == "docker":
         result.sklearn = bench_sklearn(sklearn_runs, repetitions, parallel, image, limits)
     if sklearn_only:
@@ -200,7 +238,8 @@ def bench_sandbox(latency_runs: int = 7, throughput_runs: int = 12, parallel: in
         result.warm_startup_s, result.warm_end_to_end_s = _latency(pool, task, latency_runs, wait_warm=bool(warm))
     with SandboxPool(backend, limits=limits, max_parallel=parallel, warm=0, image=image) as pool:
         result.trivial_per_minute_cold, _ = _throughput(pool, task, TRIVIAL_SCRIPT, throughput_runs)
-    with SandboxPool(backend, limits=limits, max_parallel=parallel, warm=result.settings["warm"], preimport=False,
-                     image=image) as pool:
+    with SandboxPool(
+        backend, limits=limits, max_parallel=parallel, warm=result.settings["warm"], preimport=False, image=image
+    ) as pool:
         result.trivial_per_minute, _ = _throughput(pool, task, TRIVIAL_SCRIPT, throughput_runs)
     return result

@@ -2,8 +2,10 @@
 
 from pathlib import Path
 
-WORDS = ("in what action should the robot take to put both alphabet soup and tomato sauce basket "
-         "out pick up book place it back compartment of caddy").split()
+WORDS = (
+    "in what action should the robot take to put both alphabet soup and tomato sauce basket "
+    "out pick up book place it back compartment of caddy"
+).split()
 
 
 def build_tiny_action_token_model(folder: Path, vocab_size: int = 320, seed: int = 0) -> Path:

@@ -4,7 +4,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from wmrl_libero.assets import (
     ManifestEntry,
     git_blob_sha1,

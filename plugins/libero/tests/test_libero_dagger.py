@@ -79,9 +79,20 @@ def test_short_dagger_run_in_the_real_simulator(tmp_path):
     from wmrl_libero.demos import load_demonstrations
     from wmrl_libero.policy_factories import controller_factory
 
-    config = DaggerConfig(out=str(tmp_path / "dagger"), task_indices=[0], iterations=2, episodes_per_task=2,
-                          init_states=[0, 1, 2], max_episode_steps=24, first_train_steps=20, train_steps=10,
-                          batch_size=16, hidden=32, num_workers=1, seed=3)
+    config = DaggerConfig(
+        out=str(tmp_path / "dagger"),
+        task_indices=[0],
+        iterations=2,
+        episodes_per_task=2,
+        init_states=[0, 1, 2],
+        max_episode_steps=24,
+        first_train_steps=20,
+        train_steps=10,
+        batch_size=16,
+        hidden=32,
+        num_workers=1,
+        seed=3,
+    )
     policy = run_dagger(config, log=lambda *_: None)
     progress = [json.loads(line) for line in (tmp_path / "dagger" / "progress.jsonl").read_text().splitlines()]
     assert [p["beta"] for p in progress] == [1.0, 0.5]

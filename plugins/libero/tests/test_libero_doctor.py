@@ -1,10 +1,10 @@
 """`wmrl-libero doctor` on the installed stack (no simulator build: --quick)."""
 
-from wmrl_core.testing import require
-
 from wmrl_libero.cli import main
 from wmrl_libero.doctor import run_checks
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
 
 
 def test_doctor_quick_passes_on_an_installed_machine(capsys):

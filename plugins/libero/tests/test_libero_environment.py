@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from wmrl_core.testing import require
-
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
 
 
 @pytest.fixture(scope="module")

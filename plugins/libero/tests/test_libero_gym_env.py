@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from wmrl_core.testing import require
-
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
 
 NEEDS = "LIBERO is not installed: run `bash plugins/libero/ci/setup.sh`"
 
@@ -48,8 +48,10 @@ def test_actions_move_the_arm_and_episode_truncates_at_limit(env):
         assert reward == 0.0 and not terminated
         assert truncated == (t == 11)
     assert obs["proprio"][2] > start[2] + 0.05  # the end effector rose (metres)
-    assert env.goal_predicates() == [["in", "alphabet_soup_1", "basket_1_contain_region"],
-                                     ["in", "tomato_sauce_1", "basket_1_contain_region"]]
+    assert env.goal_predicates() == [
+        ["in", "alphabet_soup_1", "basket_1_contain_region"],
+        ["in", "tomato_sauce_1", "basket_1_contain_region"],
+    ]
 
 
 def test_action_chunks_and_small_camera_images():

@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from wmrl_core.testing import require
 
 sys.path.insert(0, str(Path(__file__).parent))
 from libero_tiny_hf_vla import build_tiny_action_token_model  # noqa: E402
-
 from wmrl_libero.policies.hf_vla import ActionTokenizer, HFActionTokenVLA  # noqa: E402
 from wmrl_libero.policies.vla_interface import VLAInput  # noqa: E402
 
@@ -28,7 +28,10 @@ def test_action_tokenizer_round_trip_matches_openvla_binning():
 def vla(tmp_path_factory):
     import importlib.util
 
-    require(importlib.util.find_spec("transformers") is not None, "transformers is not installed: pip install 'wmrl-libero[hf]'")
+    require(
+        importlib.util.find_spec("transformers") is not None,
+        "transformers is not installed: pip install 'wmrl-libero[hf]'",
+    )
     folder = build_tiny_action_token_model(tmp_path_factory.mktemp("tiny_vla"))
     return HFActionTokenVLA(folder)
 

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import wmrl_libero.plugin
+from wmrl_libero.runtime import libero_available
+
 from wmrl_core.checkers import check_environment, check_policy, check_rollouts
 from wmrl_core.grpo import grpo_loss
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.testing import require
 from wmrl_core.types import Task
-
-import wmrl_libero.plugin
-from wmrl_libero.runtime import libero_available
 
 sys.path.insert(0, str(Path(__file__).parent))
 from libero_tiny_hf_vla import build_tiny_action_token_model  # noqa: E402
@@ -26,7 +26,10 @@ INSTRUCTION = "put both the alphabet soup and the tomato sauce in the basket"
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    require(importlib.util.find_spec("transformers") is not None, "transformers is not installed: pip install 'wmrl-libero[hf]'")
+    require(
+        importlib.util.find_spec("transformers") is not None,
+        "transformers is not installed: pip install 'wmrl-libero[hf]'",
+    )
     return build_tiny_action_token_model(tmp_path_factory.mktemp("tiny_vla_policy"))
 
 

@@ -5,11 +5,11 @@ import signal
 
 import numpy as np
 import pytest
-from wmrl_core.testing import require
-
 from wmrl_libero.env_cache import EnvCache, env_key
 from wmrl_libero.episode_runner import pick_job
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
 
 
 class _FakeEnv:

@@ -2,9 +2,9 @@
 
 from importlib import metadata
 
-from wmrl_core.plugins import build_registry, get_plugin_manager
-
 import wmrl_libero.plugin
+
+from wmrl_core.plugins import build_registry, get_plugin_manager
 
 
 def test_entry_point_is_installed():

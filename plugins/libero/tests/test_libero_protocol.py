@@ -3,11 +3,11 @@
 import json
 
 import pytest
-from wmrl_core.testing import require
-
 from wmrl_libero.episode_runner import EpisodeJob, EpisodeResult
-from wmrl_libero.protocol import summarize, to_markdown
+from wmrl_libero.protocol import summarize
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
 
 
 def _result(task, init, success, status="ok"):
@@ -15,8 +15,13 @@ def _result(task, init, success, status="ok"):
 
 
 def test_summary_excludes_infrastructure_failures_from_rates():
-    results = [_result(0, 0, True), _result(0, 1, False), _result(0, 2, False, "infrastructure_failure"),
-               _result(1, 0, True), _result(1, 1, True)]
+    results = [
+        _result(0, 0, True),
+        _result(0, 1, False),
+        _result(0, 2, False, "infrastructure_failure"),
+        _result(1, 0, True),
+        _result(1, 1, True),
+    ]
     s = summarize(results, {0: "a", 1: "b"})
     assert s["per_task"]["0"]["successes"] == 1 and s["per_task"]["0"]["episodes"] == 2
     assert s["per_task"]["0"]["infrastructure_failures"] == 1
@@ -31,8 +36,24 @@ def test_eval_cli_writes_json_and_markdown(tmp_path):
     from wmrl_libero.cli import main
 
     out = tmp_path / "eval"
-    rc = main(["eval", "zero", "--tasks", "1", "--init-states", "0-1", "--max-steps", "5", "--workers", "0",
-               "--video", "1:1", "--out", str(out)])
+    rc = main(
+        [
+            "eval",
+            "zero",
+            "--tasks",
+            "1",
+            "--init-states",
+            "0-1",
+            "--max-steps",
+            "5",
+            "--workers",
+            "0",
+            "--video",
+            "1:1",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     report = json.loads((out / "result.json").read_text())
     assert report["overall"]["episodes"] == 2 and report["overall"]["successes"] == 0

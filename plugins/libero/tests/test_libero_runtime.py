@@ -4,7 +4,6 @@ import ctypes.util
 
 import pytest
 import yaml
-
 from wmrl_libero import runtime
 from wmrl_libero.errors import LiberoSetupError
 

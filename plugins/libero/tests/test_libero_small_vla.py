@@ -4,13 +4,13 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from wmrl_core.checkers import check_environment, check_policy, check_rollouts
-from wmrl_core.testing import require
-
 from wmrl_libero.policies.behaviour_cloning import chunk_targets, train_behaviour_cloning
 from wmrl_libero.policies.small_vla import SmallVLA, load_small_vla
 from wmrl_libero.policies.vla_interface import VLAInput
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.checkers import check_environment, check_policy, check_rollouts
+from wmrl_core.testing import require
 
 
 def test_chunk_targets_repeat_the_last_action():
@@ -52,8 +52,15 @@ def test_behaviour_cloning_learns_a_state_dependent_expert(tmp_path):
         return a
 
     _write_demo_file(tmp_path / "d.hdf5", "do the task", expert)
-    ckpt = train_behaviour_cloning([tmp_path / "d.hdf5"], tmp_path / "bc.pt", chunk=1, object_dim=10,
-                                   iterations=500, batch_size=64, log=lambda *_: None)
+    ckpt = train_behaviour_cloning(
+        [tmp_path / "d.hdf5"],
+        tmp_path / "bc.pt",
+        chunk=1,
+        object_dim=10,
+        iterations=500,
+        batch_size=64,
+        log=lambda *_: None,
+    )
     model = load_small_vla(ckpt)
     p = np.random.default_rng(9).normal(size=(50, 16)).astype(np.float32)
     pred, _ = model.sample([VLAInput("do the task", row, np.zeros(10, np.float32)) for row in p], deterministic=True)
@@ -94,11 +101,21 @@ def test_training_fast_path_matches_the_observation_path():
     rng = np.random.default_rng(0)
     model = SmallVLA(chunk=2, object_dim=6)
     model.feat_mean.normal_()
-    demos = [{"language_instruction": text, "proprio": rng.normal(size=(4, 16)), "object_state": rng.normal(size=(4, n)),
-              "actions": rng.uniform(-1, 1, (4, 7))} for text, n in (("open it", 5), ("close it", 9))]
+    demos = [
+        {
+            "language_instruction": text,
+            "proprio": rng.normal(size=(4, 16)),
+            "object_state": rng.normal(size=(4, n)),
+            "actions": rng.uniform(-1, 1, (4, 7)),
+        }
+        for text, n in (("open it", 5), ("close it", 9))
+    ]
     samples = chunk_samples(demos, chunk=2, object_dim=6)
     fast = model.state_distribution(samples.state, samples.instructions, samples.which).mean
-    inputs = [VLAInput(d["language_instruction"], p.astype(np.float32), o.astype(np.float32))
-              for d in demos for p, o in zip(d["proprio"], d["object_state"])]
+    inputs = [
+        VLAInput(d["language_instruction"], p.astype(np.float32), o.astype(np.float32))
+        for d in demos
+        for p, o in zip(d["proprio"], d["object_state"])
+    ]
     assert torch.allclose(fast, model.distribution(inputs).mean, atol=1e-6)
     assert samples.targets.shape == (8, 2, 7) and torch.equal(samples.targets[3, 1], samples.targets[3, 0])

@@ -1,5 +1,4 @@
 import pytest
-
 from wmrl_libero.stats import wilson_interval
 
 

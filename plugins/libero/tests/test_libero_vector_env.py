@@ -4,10 +4,9 @@ import os
 import signal
 
 import numpy as np
-import pytest
-from wmrl_core.testing import require
-
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
 
 
 def _alive(pid: int) -> bool:

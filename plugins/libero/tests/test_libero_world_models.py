@@ -67,8 +67,14 @@ def trained():
     eps = _episodes()
     dyn = fit_dynamics(eps, chunk=2, members=4, hidden=32, iterations=200, batch_size=64, log=lambda m: None)
     scorer = fit_scorer(eps, hidden=32, iterations=200, batch_size=64, log=lambda m: None)
-    bundle = WorldModelBundle(dyn, scorer, OBJ, initial_states={(e.task_index, e.init_state): e.states[0] for e in eps},
-                              object_len={0: 6, 1: 6}, meta={"train_success_rate": 0.5})
+    bundle = WorldModelBundle(
+        dyn,
+        scorer,
+        OBJ,
+        initial_states={(e.task_index, e.init_state): e.states[0] for e in eps},
+        object_len={0: 6, 1: 6},
+        meta={"train_success_rate": 0.5},
+    )
     yield eps, bundle
     torch.set_num_threads(threads)
 
@@ -129,8 +135,10 @@ def test_imagination_ranks_toy_successes_above_failures(trained, tmp_path):
     eps, bundle = trained
     path = save_bundle(bundle, tmp_path / "wm.pt")
     wm = ImaginationWorldModel(checkpoint=str(path), horizon=40, max_disagreement=1e9)
-    tasks = [Task(id=f"t/{e.task_index}/{e.init_state}", data={"task_index": e.task_index, "init_state": e.init_state})
-             for e in eps]
+    tasks = [
+        Task(id=f"t/{e.task_index}/{e.init_state}", data={"task_index": e.task_index, "init_state": e.init_state})
+        for e in eps
+    ]
     outs = wm.predict(tasks, [e.actions for e in eps])
     assert all(o.status == "ok" and 0 <= o.score <= 1 for o in outs)
     assert auroc([e.success for e in eps], [o.score for o in outs]) > 0.8
@@ -142,8 +150,9 @@ def test_small_vla_solutions_are_batched_and_untouched(trained, tmp_path):
     from wmrl_libero.policies.small_vla import SmallVLAPolicy
 
     eps, bundle = trained
-    wm = ImaginationWorldModel(checkpoint=str(save_bundle(bundle, tmp_path / "wm.pt")), horizon=12,
-                               max_disagreement=1e9)
+    wm = ImaginationWorldModel(
+        checkpoint=str(save_bundle(bundle, tmp_path / "wm.pt")), horizon=12, max_disagreement=1e9
+    )
     torch.manual_seed(0)
     policy = SmallVLAPolicy(max_steps=12, object_dim=OBJ, hidden=16)
     tasks = [Task(id=f"t/0/{i}", description="put it", data={"task_index": 0, "init_state": i}) for i in (0, 2, 4)]
@@ -192,8 +201,9 @@ def test_checkpoint_round_trip(trained, tmp_path):
     loaded = load_bundle(save_bundle(bundle, tmp_path / "wm.pt"))
     assert loaded.initial_states.keys() == bundle.initial_states.keys() and loaded.object_len == {0: 6, 1: 6}
     x = torch.zeros(2, D)
-    assert torch.allclose(loaded.scorer(x, torch.zeros(2, dtype=torch.long))[0],
-                          bundle.scorer(x, torch.zeros(2, dtype=torch.long))[0])
+    assert torch.allclose(
+        loaded.scorer(x, torch.zeros(2, dtype=torch.long))[0], bundle.scorer(x, torch.zeros(2, dtype=torch.long))[0]
+    )
     with pytest.raises(FileNotFoundError, match="train-wm"):
         load_bundle(tmp_path / "missing.pt")
 
@@ -213,8 +223,9 @@ def test_quality_metrics():
     assert expected_calibration_error([1, 0, 1, 0], [0.5, 0.5, 0.5, 0.5]) == pytest.approx(0.0)
     assert expected_calibration_error([1, 1], [0.0, 0.0]) == pytest.approx(1.0)
     assert brier_score([1, 0], [1.0, 0.0]) == 0.0
-    rho, n = within_group_spearman([(0, 1)] * 3 + [(0, 2)] * 3 + [(0, 3)] * 2, [1, 0, 0, 1, 0, 1, 1, 1],
-                                   [0.9, 0.1, 0.2, 0.3, 0.05, 0.4, 0.4, 0.6])
+    rho, n = within_group_spearman(
+        [(0, 1)] * 3 + [(0, 2)] * 3 + [(0, 3)] * 2, [1, 0, 0, 1, 0, 1, 1, 1], [0.9, 0.1, 0.2, 0.3, 0.05, 0.4, 0.4, 0.6]
+    )
     assert n == 2 and rho == pytest.approx(0.8660254)  # group (0, 3) is all successes: skipped
 
 
@@ -244,6 +255,11 @@ def test_chunk_windows_and_rollout_training():
     np.testing.assert_allclose(tgt[1, 2], eps[0].states[2 + 6])  # window starting at t=2, third chunk
     np.testing.assert_allclose(a[1, 2], eps[0].actions[6:8])
     torch.manual_seed(0)
-    dyn = fit_dynamics(eps, chunk=2, members=2, hidden=16, iterations=20, batch_size=8, rollout_chunks=3,
-                       log=lambda m: None)
-    assert dyn.member_step(torch.zeros(2, 4, D), torch.zeros(4, 2, 7), torch.zeros(4, dtype=torch.long)).shape == (2, 4, D)
+    dyn = fit_dynamics(
+        eps, chunk=2, members=2, hidden=16, iterations=20, batch_size=8, rollout_chunks=3, log=lambda m: None
+    )
+    assert dyn.member_step(torch.zeros(2, 4, D), torch.zeros(4, 2, 7), torch.zeros(4, dtype=torch.long)).shape == (
+        2,
+        4,
+        D,
+    )

@@ -32,7 +32,9 @@ def test_tiny_dynamics_on_real_steps_and_predict(tmp_path):
             obs, _ = env.reset(seed=0, options={"init_state": init})
             states, actions = [state_vector(obs["proprio"], obs["object_state"], 128)], []
             for t in range(24):
-                a = np.clip(np.array([0.5 * np.sin(t / 4 + init), 0.3, -0.3, 0, 0, 0, -1]) + 0.1 * rng.standard_normal(7), -1, 1)
+                a = np.clip(
+                    np.array([0.5 * np.sin(t / 4 + init), 0.3, -0.3, 0, 0, 0, -1]) + 0.1 * rng.standard_normal(7), -1, 1
+                )
                 obs, *_ = env.step(a)
                 states.append(state_vector(obs["proprio"], obs["object_state"], 128))
                 actions.append(a.astype(np.float32))
@@ -43,22 +45,38 @@ def test_tiny_dynamics_on_real_steps_and_predict(tmp_path):
     dyn = fit_dynamics(episodes, chunk=4, members=3, hidden=32, iterations=150, batch_size=32, log=lambda m: None)
     s, a, n, k = (torch.as_tensor(x) for x in chunk_transitions(episodes, 4))
     pred, _ = dyn.step(s, a, k)
-    eef = lambda x: x[:, :3]
+
+    def eef(x):
+        return x[:, :3]
+
     assert ((eef(pred) - eef(n)) ** 2).mean() < ((eef(s) - eef(n)) ** 2).mean()  # beats "the arm stays"
     scorer = fit_scorer(episodes, hidden=32, iterations=50, batch_size=32, log=lambda m: None)
-    bundle = WorldModelBundle(dyn, scorer, 128, initial_states={(0, e.init_state): e.states[0] for e in episodes},
-                              object_len={0: episodes[0].object_len}, meta={"train_success_rate": 0.5})
+    bundle = WorldModelBundle(
+        dyn,
+        scorer,
+        128,
+        initial_states={(0, e.init_state): e.states[0] for e in episodes},
+        object_len={0: episodes[0].object_len},
+        meta={"train_success_rate": 0.5},
+    )
     torch.set_num_threads(threads)
-    wm = ImaginationWorldModel(LiberoEnvironment("libero_10", task_indices=[0]),
-                               checkpoint=str(save_bundle(bundle, tmp_path / "wm.pt")), horizon=24)
-    tasks = [Task(id=f"libero_10/0/{e.init_state}", data={"suite": "libero_10", "task_index": 0,
-                                                          "init_state": e.init_state}) for e in episodes]
+    wm = ImaginationWorldModel(
+        LiberoEnvironment("libero_10", task_indices=[0]),
+        checkpoint=str(save_bundle(bundle, tmp_path / "wm.pt")),
+        horizon=24,
+    )
+    tasks = [
+        Task(id=f"libero_10/0/{e.init_state}", data={"suite": "libero_10", "task_index": 0, "init_state": e.init_state})
+        for e in episodes
+    ]
     outs = wm.predict(tasks, [e.actions for e in episodes])
     assert [o.status for o in outs] == ["ok", "ok"]
     assert all(0.0 <= o.score <= 1.0 for o in outs)
     # the horizon is honoured: 24 steps unless the ensemble disagreed or the scorer saw success
-    assert all(o.info["imagined_steps"] == 24 or ((o.info["cut"] or o.info["succeeded"])
-                                                  and o.info["imagined_steps"] < 24) for o in outs)
+    assert all(
+        o.info["imagined_steps"] == 24 or ((o.info["cut"] or o.info["succeeded"]) and o.info["imagined_steps"] < 24)
+        for o in outs
+    )
     # an init state missing from the checkpoint starts from one environment reset
     missing = Task(id="libero_10/0/5", data={"suite": "libero_10", "task_index": 0, "init_state": 5})
     out = wm.predict([missing], [episodes[0].actions])[0]
@@ -80,14 +98,16 @@ def test_perturbations_are_deterministic_and_varied():
 def test_recording_writes_libero_layout_and_resumes(tmp_path, monkeypatch):
     require(libero_available(), NEEDS)
     import h5py
-
     from wmrl_libero.world_models import recording
     from wmrl_libero.world_models.features import load_episodes
 
     # a short early end keeps the test quick; the perturbation is otherwise the real one
     real = recording.perturbation_for
-    monkeypatch.setattr(recording, "perturbation_for",
-                        lambda t, s, r, m=520: recording.Perturbation(**{**real(t, s, r, m).__dict__, "step_limit": 15}))
+    monkeypatch.setattr(
+        recording,
+        "perturbation_for",
+        lambda t, s, r, m=520: recording.Perturbation(**{**real(t, s, r, m).__dict__, "step_limit": 15}),
+    )
     out = tmp_path / "wm.hdf5"
     logs = []
     recording.record_perturbed_rollouts(out, task_indices=[0], init_states=[0], rollouts=[1, 2], log=logs.append)

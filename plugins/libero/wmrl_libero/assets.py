@@ -154,7 +154,7 @@ def install_assets(
                 for name in zf.namelist():
                     if not name.startswith(_PREFIX_IN_WHEEL) or name.endswith("/"):
                         continue
-                    rel = name[len(_PREFIX_IN_WHEEL):]
+                    rel = name[len(_PREFIX_IN_WHEEL) :]
                     entry = manifest.get(rel)
                     if entry is None:
                         continue  # not part of upstream LIBERO's assets: leave it out

@@ -112,10 +112,14 @@ class DaggerConfig:
             raise ValueError("DAgger needs at least one task: pass --tasks, e.g. 0,4,6,7")
         heldout = sorted(set(self.init_states) & set(SPLITS["heldout"]))
         if heldout:
-            raise ValueError(f"init states {heldout} are held out for evaluation; roll out from 0-39 (--init-states 0-39)")
+            raise ValueError(
+                f"init states {heldout} are held out for evaluation; roll out from 0-39 (--init-states 0-39)"
+            )
         if not 0.0 <= self.beta_min <= self.beta0 <= 1.0 or not 0.0 < self.beta_decay <= 1.0:
-            raise ValueError(f"need 0 <= beta_min <= beta0 <= 1 and 0 < beta_decay <= 1, got beta0={self.beta0}, "
-                             f"beta_decay={self.beta_decay}, beta_min={self.beta_min}")
+            raise ValueError(
+                f"need 0 <= beta_min <= beta0 <= 1 and 0 < beta_decay <= 1, got beta0={self.beta0}, "
+                f"beta_decay={self.beta_decay}, beta_min={self.beta_min}"
+            )
         if self.episodes_per_task < 1 or self.iterations < 1 or self.chunk < 1:
             raise ValueError("iterations, episodes_per_task and chunk must be >= 1")
 
@@ -141,7 +145,9 @@ class DaggerController:
     provides ``info["sim_state"]``), ``proprio``, ``object_state``.
     """
 
-    def __init__(self, expert, student, *, beta: float, chunk: int, rng: np.random.Generator, expert_noise: float = 0.0):
+    def __init__(
+        self, expert, student, *, beta: float, chunk: int, rng: np.random.Generator, expert_noise: float = 0.0
+    ):
         if student is None and beta < 1.0:
             raise ValueError(f"beta={beta} < 1 needs a student")
         if hasattr(expert, "reset"):
@@ -149,8 +155,9 @@ class DaggerController:
         self.expert, self.student, self.beta, self.chunk = expert, student, beta, chunk
         self.rng, self.expert_noise = rng, expert_noise
         self._plan: list[np.ndarray | None] = []  # None: the expert's action at that step
-        self.rows: dict[str, list] = {k: [] for k in ("actions", "executed_actions", "expert_executed", "states",
-                                                      "proprio", "object_state")}
+        self.rows: dict[str, list] = {
+            k: [] for k in ("actions", "executed_actions", "expert_executed", "states", "proprio", "object_state")
+        }
 
     def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
         label = np.clip(np.asarray(self.expert.act(obs, info), dtype=np.float32).reshape(-1, 7)[0], -1, 1)
@@ -161,7 +168,9 @@ class DaggerController:
                 self._plan = list(np.asarray(self.student(obs), dtype=np.float32).reshape(-1, 7))
         planned = self._plan.pop(0)
         if planned is None:
-            executed = label if self.expert_noise == 0 else label + self.rng.normal(0, self.expert_noise, 7).astype(np.float32)
+            executed = (
+                label if self.expert_noise == 0 else label + self.rng.normal(0, self.expert_noise, 7).astype(np.float32)
+            )
             executed = np.clip(executed, -1, 1)
         else:
             executed = np.clip(planned, -1, 1)
@@ -205,14 +214,28 @@ def _collect(config: DaggerConfig, pool, model: SmallVLA | None, iteration: int,
         info = task_info(config.suite, t)
         for s in _rollout_init_states(config, iteration):
             seed = config.seed * 1_000_003 + iteration * 10_007 + 100 * t + s
-            jobs.append(EpisodeJob(config.suite, t, s, seed=seed, max_episode_steps=config.max_episode_steps, record_sim_state=True))
+            jobs.append(
+                EpisodeJob(
+                    config.suite, t, s, seed=seed, max_episode_steps=config.max_episode_steps, record_sim_state=True
+                )
+            )
             student = _student(model, info.language) if model is not None else None
-            controllers.append(DaggerController(experts.make(info, s), student, beta=beta, chunk=config.chunk,
-                                                rng=np.random.default_rng(seed), expert_noise=config.expert_noise))
+            controllers.append(
+                DaggerController(
+                    experts.make(info, s),
+                    student,
+                    beta=beta,
+                    chunk=config.chunk,
+                    rng=np.random.default_rng(seed),
+                    expert_noise=config.expert_noise,
+                )
+            )
 
     def progress(r):
-        log(f"  iteration {iteration} task {r.job.task_index} init {r.job.init_state}: "
-            f"{'success' if r.success else 'failure'} ({r.status}, {r.steps} steps, {r.seconds:.1f} s)")
+        log(
+            f"  iteration {iteration} task {r.job.task_index} init {r.job.init_state}: "
+            f"{'success' if r.success else 'failure'} ({r.status}, {r.steps} steps, {r.seconds:.1f} s)"
+        )
 
     factory = ControllerFactory(make=None, name="dagger", privileged=True)
     results = run_episodes(jobs, factory, controllers=controllers, pool=pool, progress=progress)
@@ -229,15 +252,29 @@ def _write_iteration(path: Path, config: DaggerConfig, iteration: int, beta: flo
         for r, c in zip(results, controllers):
             if r.status != "ok" or not c.rows["actions"]:
                 continue  # a crashed worker: the episode is cut short, its states say nothing
-            write_demo(data, n, c.rows, init_state=r.job.init_state, task_index=r.job.task_index, success=r.success,
-                       instruction=task_info(config.suite, r.job.task_index).language,
-                       extra={"executed_actions": np.asarray(c.rows["executed_actions"], dtype=np.float64),
-                              "expert_executed": np.asarray(c.rows["expert_executed"], dtype=np.uint8)},
-                       attrs={"dagger_iteration": iteration, "beta": beta})
+            write_demo(
+                data,
+                n,
+                c.rows,
+                init_state=r.job.init_state,
+                task_index=r.job.task_index,
+                success=r.success,
+                instruction=task_info(config.suite, r.job.task_index).language,
+                extra={
+                    "executed_actions": np.asarray(c.rows["executed_actions"], dtype=np.float64),
+                    "expert_executed": np.asarray(c.rows["expert_executed"], dtype=np.uint8),
+                },
+                attrs={"dagger_iteration": iteration, "beta": beta},
+            )
             n += 1
             total += len(c.rows["actions"])
-        write_file_attributes(data, config.suite, {t: task_info(config.suite, t).language for t in config.task_indices},
-                              num_demos=n, total=total)
+        write_file_attributes(
+            data,
+            config.suite,
+            {t: task_info(config.suite, t).language for t in config.task_indices},
+            num_demos=n,
+            total=total,
+        )
         data.attrs.update(dagger_iteration=iteration, beta=beta)
     os.replace(tmp, path)
     return n
@@ -271,11 +308,18 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
                     model = _fit(config, None, data, config.first_train_steps, log)  # pi_0 from the demonstrations
                 if pool is None:
                     factory = ControllerFactory(make=None, name="dagger", privileged=True)
-                    first = [job_env_kwargs(EpisodeJob(config.suite, t, 0, max_episode_steps=config.max_episode_steps), factory)
-                             for t in config.task_indices]
+                    first = [
+                        job_env_kwargs(
+                            EpisodeJob(config.suite, t, 0, max_episode_steps=config.max_episode_steps), factory
+                        )
+                        for t in config.task_indices
+                    ]
                     n = max(1, config.num_workers)
-                    pool = make_simulator_pool([first[k * len(first) // n] for k in range(n)], config.num_workers,
-                                               envs_per_worker=len(config.task_indices))
+                    pool = make_simulator_pool(
+                        [first[k * len(first) // n] for k in range(n)],
+                        config.num_workers,
+                        envs_per_worker=len(config.task_indices),
+                    )
                 started = time.time()
                 results, controllers = _collect(config, pool, model if beta < 1.0 else None, i, beta, log)
                 rollout_s = time.time() - started
@@ -286,13 +330,30 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
             new = load_demonstrations(path)
             data += new
             started = time.time()
-            model = _fit(config, model, data, config.train_steps if model is not None else config.first_train_steps, log)
+            model = _fit(
+                config, model, data, config.train_steps if model is not None else config.first_train_steps, log
+            )
             train_s = time.time() - started
-            ckpt = save_small_vla(model, out / "checkpoints" / f"iter_{i:02d}.pt", dagger_iteration=i, beta=beta,
-                                  episodes=len(data), tasks=config.task_indices)
-            save_small_vla(model, out / "policy.pt", dagger_iteration=i, beta=beta, episodes=len(data), tasks=config.task_indices)
-            record.update(iteration=i, beta=beta, episodes_total=len(data), samples_total=int(sum(len(d["actions"]) for d in data)),
-                          rollout_seconds=round(rollout_s, 1), train_seconds=round(train_s, 1), checkpoint=str(ckpt))
+            ckpt = save_small_vla(
+                model,
+                out / "checkpoints" / f"iter_{i:02d}.pt",
+                dagger_iteration=i,
+                beta=beta,
+                episodes=len(data),
+                tasks=config.task_indices,
+            )
+            save_small_vla(
+                model, out / "policy.pt", dagger_iteration=i, beta=beta, episodes=len(data), tasks=config.task_indices
+            )
+            record.update(
+                iteration=i,
+                beta=beta,
+                episodes_total=len(data),
+                samples_total=int(sum(len(d["actions"]) for d in data)),
+                rollout_seconds=round(rollout_s, 1),
+                train_seconds=round(train_s, 1),
+                checkpoint=str(ckpt),
+            )
             with open(out / "progress.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
             log(f"dagger iteration {i}: {json.dumps(record)}")
@@ -310,8 +371,12 @@ def _rollout_summary(results, controllers) -> dict[str, Any]:
         k[1] += 1
     steps = sum(len(c.rows["actions"]) for c in controllers)
     expert_steps = sum(int(np.sum(c.rows["expert_executed"])) for c in controllers)
-    return {"mixture_successes": per_task, "steps": steps, "expert_step_fraction": round(expert_steps / max(1, steps), 3),
-            "infrastructure_failures": sum(r.status != "ok" for r in results)}
+    return {
+        "mixture_successes": per_task,
+        "steps": steps,
+        "expert_step_fraction": round(expert_steps / max(1, steps), 3),
+        "infrastructure_failures": sum(r.status != "ok" for r in results),
+    }
 
 
 def _fit(config: DaggerConfig, model: SmallVLA | None, data: Sequence[dict], steps: int, log) -> SmallVLA:
@@ -320,6 +385,13 @@ def _fit(config: DaggerConfig, model: SmallVLA | None, data: Sequence[dict], ste
         model = SmallVLA(chunk=config.chunk, object_dim=128, hidden=config.hidden)
         fit_feature_scaling(model, samples)  # kept fixed afterwards: later fits continue from these weights
     log(f"dagger: fitting on {len(data)} episodes, {len(samples)} samples, {steps} steps")
-    fit_small_vla(model, samples, iterations=steps, batch_size=config.batch_size, lr=config.lr,
-                  seed=config.seed + len(samples), log=log)
+    fit_small_vla(
+        model,
+        samples,
+        iterations=steps,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        seed=config.seed + len(samples),
+        log=log,
+    )
     return model

@@ -31,8 +31,14 @@ def _versions() -> list[Check]:
             checks.append(Check(f"package {name}", False, "not installed", fix))
             continue
         ok = have == wanted
-        checks.append(Check(f"package {name}", ok, f"{have}" + ("" if ok else f" (verified: {wanted})"),
-                            "" if ok else f"pip install {'--no-deps ' if name == 'libero' else ''}{name}=={wanted}"))
+        checks.append(
+            Check(
+                f"package {name}",
+                ok,
+                f"{have}" + ("" if ok else f" (verified: {wanted})"),
+                "" if ok else f"pip install {'--no-deps ' if name == 'libero' else ''}{name}=={wanted}",
+            )
+        )
     return checks
 
 
@@ -58,8 +64,12 @@ def _assets() -> Check:
     problems = verify_assets(root, manifest)
     if problems:
         shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
-        return Check("scene assets", False, f"{len(problems)} of {len(manifest)} files wrong at {root}: {shown}",
-                     "wmrl-libero install --force")
+        return Check(
+            "scene assets",
+            False,
+            f"{len(problems)} of {len(manifest)} files wrong at {root}: {shown}",
+            "wmrl-libero install --force",
+        )
     return Check("scene assets", True, f"{len(manifest)} files match the manifest at {root}")
 
 
@@ -75,7 +85,6 @@ def _config() -> Check:
 
 def _simulate() -> Check:
     """Build LIBERO-10 task 0 physics-only, reset to init state 0, take 5 steps."""
-    import numpy as np
 
     try:
         from wmrl_libero.gym_env import NOOP_ACTION, LiberoGymEnv
@@ -88,7 +97,9 @@ def _simulate() -> Check:
         finally:
             env.close()
     except Exception as exc:
-        return Check("simulation", False, f"{type(exc).__name__}: {exc}", "see the checks above; rerun `wmrl-libero install`")
+        return Check(
+            "simulation", False, f"{type(exc).__name__}: {exc}", "see the checks above; rerun `wmrl-libero install`"
+        )
     return Check("simulation", True, "libero_10 task 0: built, reset to init state 0, 5 steps")
 
 
@@ -106,8 +117,12 @@ def _render(size: int = 32) -> Check:
     except Exception as exc:
         return Check("rendering", False, f"{type(exc).__name__}: {exc}", f"apt-get install -y {GL_APT_PACKAGES}")
     ok = std > 1.0
-    return Check("rendering", ok, f"agentview {size}x{size} rendered, pixel std {std:.1f}",
-                 "" if ok else "images are blank: check MUJOCO_GL (egl or osmesa)")
+    return Check(
+        "rendering",
+        ok,
+        f"agentview {size}x{size} rendered, pixel std {std:.1f}",
+        "" if ok else "images are blank: check MUJOCO_GL (egl or osmesa)",
+    )
 
 
 def run_checks(*, simulate: bool = True, render: bool = True) -> list[Check]:

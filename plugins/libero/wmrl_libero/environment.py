@@ -26,11 +26,12 @@ tasks). Crash recovery is that of :class:`~wmrl_libero.vector_env.LiberoVectorEn
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from wmrl_core.types import CostModel, Outcome, Task
 
+from wmrl_core.types import CostModel, Outcome, Task
 from wmrl_libero.controllers import ControllerFactory, OpenLoopController
 from wmrl_libero.episode_runner import EpisodeJob, job_env_kwargs, make_simulator_pool, run_episodes
 from wmrl_libero.suites import MAX_EPISODE_STEPS, suite_tasks
@@ -77,7 +78,9 @@ class LiberoEnvironment:
         self.persistent = persistent
         self.envs_per_worker = envs_per_worker
         # a persistent pool builds its simulators once, not per call
-        self.cost = CostModel(per_call_s=0.0 if persistent else 5.0, per_item_s=seconds_per_step * self.max_episode_steps)
+        self.cost = CostModel(
+            per_call_s=0.0 if persistent else 5.0, per_item_s=seconds_per_step * self.max_episode_steps
+        )
         self._probe_env = None
         self._pool = None
 
@@ -89,11 +92,13 @@ class LiberoEnvironment:
             info = self._infos[t]
             for s in SPLITS[split]:
                 if s < info.n_init_states:
-                    out.append(Task(
-                        id=f"{self.suite}/{t}/{s}",
-                        description=info.language,
-                        data={"suite": self.suite, "task_index": t, "init_state": s},
-                    ))
+                    out.append(
+                        Task(
+                            id=f"{self.suite}/{t}/{s}",
+                            description=info.language,
+                            data={"suite": self.suite, "task_index": t, "init_state": s},
+                        )
+                    )
         return out
 
     def _controller(self, solution: Any):
@@ -118,15 +123,22 @@ class LiberoEnvironment:
                 outcomes[i] = Outcome(status="invalid_solution", score=0.0, info={"error": str(exc)})
                 continue
             d = task.data
-            jobs.append(EpisodeJob(d["suite"], d["task_index"], d["init_state"], seed=i, max_episode_steps=self.max_episode_steps))
+            jobs.append(
+                EpisodeJob(
+                    d["suite"], d["task_index"], d["init_state"], seed=i, max_episode_steps=self.max_episode_steps
+                )
+            )
             controllers.append(controller)
             where.append(i)
         factory = ControllerFactory(make=None, name="wmrl-solutions", image_size=self.image_size, privileged=False)
         if self.persistent and self._pool is None and jobs:
             first = sorted(jobs, key=lambda j: j.task_index)
             n = max(1, self.num_workers)
-            self._pool = make_simulator_pool([job_env_kwargs(first[k * len(first) // n], factory) for k in range(n)],
-                                             self.num_workers, envs_per_worker=self.envs_per_worker)
+            self._pool = make_simulator_pool(
+                [job_env_kwargs(first[k * len(first) // n], factory) for k in range(n)],
+                self.num_workers,
+                envs_per_worker=self.envs_per_worker,
+            )
         results = run_episodes(jobs, factory, num_workers=self.num_workers, controllers=controllers, pool=self._pool)
         for i, result in zip(where, results):
             info = {"steps": result.steps, "seconds": result.seconds, "init_state": result.job.init_state}

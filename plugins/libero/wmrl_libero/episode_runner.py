@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,15 @@ from wmrl_libero.env_cache import EnvCache, env_key
 from wmrl_libero.gym_env import LiberoGymEnv
 from wmrl_libero.suites import TaskInfo, task_info
 
-__all__ = ["EpisodeJob", "EpisodeResult", "InProcessEnvs", "make_simulator_pool", "job_env_kwargs", "pick_job", "run_episodes"]
+__all__ = [
+    "EpisodeJob",
+    "EpisodeResult",
+    "InProcessEnvs",
+    "make_simulator_pool",
+    "job_env_kwargs",
+    "pick_job",
+    "run_episodes",
+]
 
 
 @dataclass(frozen=True)
@@ -170,7 +179,9 @@ def run_episodes(
         raise ValueError(f"got {len(controllers)} controllers for {len(jobs)} jobs")
     if not jobs:
         return []
-    order = sorted(range(len(jobs)), key=lambda j: (jobs[j].suite, jobs[j].task_index, jobs[j].video, jobs[j].init_state))
+    order = sorted(
+        range(len(jobs)), key=lambda j: (jobs[j].suite, jobs[j].task_index, jobs[j].video, jobs[j].init_state)
+    )
     kwargs_of = {j: job_env_kwargs(jobs[j], factory, video_size) for j in order}
     own_pool = pool is None
     if own_pool:
@@ -210,7 +221,9 @@ def run_episodes(
 
     def finish(slot: int, success: bool, steps: int, status: str = "ok", error: str = "") -> None:
         j, run = running.pop(slot)
-        results[j] = EpisodeResult(run.job, success, steps, status, error, time.perf_counter() - run.started, run.frames)
+        results[j] = EpisodeResult(
+            run.job, success, steps, status, error, time.perf_counter() - run.started, run.frames
+        )
         if progress is not None:
             progress(results[j])
         start(slot)

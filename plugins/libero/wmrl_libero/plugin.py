@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from wmrl_core import hookimpl
-
 from wmrl_libero.suites import SUITE_NAMES
 
 _ENV_NAMES = {
@@ -42,11 +41,11 @@ def wmrl_register_world_models(table):
         "libero-imagination",
         "wmrl_libero.world_models.imagination:ImaginationWorldModel",
         description="dynamics ensemble over physics state + success scorer: the solution's controller acts "
-                    "in imagination, batched (checkpoint=train-wm .pt)",
+        "in imagination, batched (checkpoint=train-wm .pt)",
     )
     table.add(
         "libero-progress",
         "wmrl_libero.world_models.trajectory:TrajectoryProgressWorldModel",
         description="progress of an executed trajectory, last-3 minus first-3 of 8 states "
-                    "(scores_executed; checkpoint=train-wm .pt)",
+        "(scores_executed; checkpoint=train-wm .pt)",
     )

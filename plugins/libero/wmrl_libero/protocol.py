@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from wmrl_libero.controllers import ControllerFactory
 from wmrl_libero.episode_runner import EpisodeJob, EpisodeResult, run_episodes
@@ -96,8 +97,16 @@ def evaluate(
     for t in task_indices:
         states = range(tasks[t].n_init_states) if init_states is None else init_states
         for s in states:
-            jobs.append(EpisodeJob(suite, t, int(s), seed=seed + 1000 * t + int(s), video=(t, int(s)) in videos,
-                                   max_episode_steps=max_episode_steps))
+            jobs.append(
+                EpisodeJob(
+                    suite,
+                    t,
+                    int(s),
+                    seed=seed + 1000 * t + int(s),
+                    video=(t, int(s)) in videos,
+                    max_episode_steps=max_episode_steps,
+                )
+            )
     started = time.time()
     results = run_episodes(jobs, factory, num_workers=num_workers, progress=progress)
     report = summarize(results, {t.index: t.language for t in tasks})
@@ -138,14 +147,23 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(report: dict[str, Any], results: Sequence[EpisodeResult], out_dir: str | Path, *, video_format: str = "gif") -> list[Path]:
+def write_report(
+    report: dict[str, Any], results: Sequence[EpisodeResult], out_dir: str | Path, *, video_format: str = "gif"
+) -> list[Path]:
     """Write ``result.json``, ``result.md`` and one video per episode that kept frames."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "result.json", out / "result.md"]
     episodes = [
-        {"task_index": r.job.task_index, "init_state": r.job.init_state, "success": r.success, "steps": r.steps,
-         "status": r.status, "error": r.error[:500], "seconds": round(r.seconds, 2)}
+        {
+            "task_index": r.job.task_index,
+            "init_state": r.job.init_state,
+            "success": r.success,
+            "steps": r.steps,
+            "status": r.status,
+            "error": r.error[:500],
+            "seconds": round(r.seconds, 2),
+        }
         for r in results
     ]
     (out / "result.json").write_text(json.dumps(dict(report, episodes=episodes), indent=2))
@@ -154,7 +172,10 @@ def write_report(report: dict[str, Any], results: Sequence[EpisodeResult], out_d
         if r.frames:
             from wmrl_libero.video import write_video
 
-            path = out / f"task{r.job.task_index}_init{r.job.init_state}_{'success' if r.success else 'failure'}.{video_format}"
+            path = (
+                out
+                / f"task{r.job.task_index}_init{r.job.init_state}_{'success' if r.success else 'failure'}.{video_format}"
+            )
             write_video(path, r.frames)
             written.append(path)
     return written

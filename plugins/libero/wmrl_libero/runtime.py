@@ -91,7 +91,7 @@ def choose_mujoco_gl() -> str:
             return backend
     raise LiberoSetupError(
         f"no headless GL library found for MUJOCO_GL={chosen or 'egl/osmesa'} "
-        f"(looked for {', '.join(l for b in candidates for l in _GL_LIBRARIES[b])}); "
+        f"(looked for {', '.join(lib for b in candidates for lib in _GL_LIBRARIES[b])}); "
         f"install them with `apt-get install -y {GL_APT_PACKAGES}` "
         "(or run plugins/libero/ci/setup.sh as root)"
     )

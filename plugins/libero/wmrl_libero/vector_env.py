@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import traceback
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,9 @@ def _worker(conn, env_kwargs: dict[str, Any], envs_per_worker: int) -> None:
         pass
     except Exception as exc:
         try:
-            conn.send(("error", f"building the environment failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+            conn.send(
+                ("error", f"building the environment failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+            )
         except Exception:
             pass
     finally:
@@ -169,7 +172,9 @@ class LiberoVectorEnv:
         self.restarts[i] += 1
         self._restarts_in_row[i] += 1
         if self._restarts_in_row[i] > self.max_restarts:
-            raise WorkerCrashed(f"worker {i} crashed {self._restarts_in_row[i]} times in a row; giving up (max_restarts={self.max_restarts})")
+            raise WorkerCrashed(
+                f"worker {i} crashed {self._restarts_in_row[i]} times in a row; giving up (max_restarts={self.max_restarts})"
+            )
         old = self._workers[i]
         old.close(timeout_s=1.0)
         self._workers[i] = _Worker(self._ctx, old.env_kwargs, old.envs_per_worker)
@@ -197,7 +202,7 @@ class LiberoVectorEnv:
         if key in cached:
             cached.remove(key)
         cached.append(key)
-        del cached[:-self._workers[i].envs_per_worker]  # the worker closed its least recently used ones
+        del cached[: -self._workers[i].envs_per_worker]  # the worker closed its least recently used ones
         return built
 
     def holds_at(self, i: int, env_kwargs: dict[str, Any]) -> bool:
@@ -223,7 +228,11 @@ class LiberoVectorEnv:
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict | Sequence[dict] | None = None):
         """Reset every environment. Returns (list of obs, list of info)."""
-        seeds = list(seed) if isinstance(seed, (list, tuple)) else [None if seed is None else seed + i for i in range(self.num_envs)]
+        seeds = (
+            list(seed)
+            if isinstance(seed, (list, tuple))
+            else [None if seed is None else seed + i for i in range(self.num_envs)]
+        )
         opts = list(options) if isinstance(options, (list, tuple)) else [options] * self.num_envs
         for i, w in enumerate(self._workers):
             self._last_reset[i] = {"seed": seeds[i], "options": opts[i]}

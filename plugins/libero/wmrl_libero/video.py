@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -24,7 +24,9 @@ def write_video(path: str | Path, frames: Sequence[np.ndarray], fps: int = 20) -
         try:
             imageio.mimsave(path, list(frames), fps=fps)
         except (ImportError, ValueError) as exc:
-            raise RuntimeError(f"writing {path} needs imageio-ffmpeg: pip install 'wmrl-libero[video]' ({exc})") from exc
+            raise RuntimeError(
+                f"writing {path} needs imageio-ffmpeg: pip install 'wmrl-libero[video]' ({exc})"
+            ) from exc
     else:
         raise ValueError(f"video format must be .gif or .mp4, got {path.suffix!r}")
     return path

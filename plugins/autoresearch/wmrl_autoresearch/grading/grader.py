@@ -30,8 +30,9 @@ class InvalidPredictions(ValueError):
     """The predictions file cannot be scored; the message says why."""
 
 
-_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)",
-                           re.IGNORECASE)
+_ASCII_NUMBER = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE
+)
 
 
 def parse_number(text: str, what: str, expected: str = "a number") -> float:
@@ -49,7 +50,8 @@ def parse_number(text: str, what: str, expected: str = "a number") -> float:
             raise InvalidPredictions(f"predictions.csv {what} {text[:40]!r} is not {expected}") from None
         raise InvalidPredictions(
             f"predictions.csv {what} {text[:40]!r} is not written with ASCII digits 0-9 (non-ASCII numerals, "
-            "full-width digits and underscores are refused); write numbers as a CSV writer does, e.g. -1.5e3")
+            "full-width digits and underscores are refused); write numbers as a CSV writer does, e.g. -1.5e3"
+        )
     return float(text)
 
 
@@ -127,14 +129,14 @@ def grade_predictions(task: AutoResearchTask, data: bytes | None) -> Grade:
     try:
         values = _parse(data, task.n_test)
         if task.kind == "classification":
-            y_pred = np.array([label_string(_check_label(v, f"test row {i}: prediction"))
-                               for i, v in enumerate(values)], dtype=object)
+            y_pred = np.array(
+                [label_string(_check_label(v, f"test row {i}: prediction")) for i, v in enumerate(values)], dtype=object
+            )
             bad = [v for v in values if v.lower() in {"nan", "inf", "-inf", "", "none", "null"}]
             if bad:
                 raise InvalidPredictions(f"{len(bad)} predictions are empty or NaN (e.g. {bad[0]!r})")
         else:
-            y_pred = np.array([parse_number(v, f"test row {i}: prediction") for i, v in enumerate(values)],
-                              dtype=float)
+            y_pred = np.array([parse_number(v, f"test row {i}: prediction") for i, v in enumerate(values)], dtype=float)
             if not np.isfinite(y_pred).all():
                 n_bad = int((~np.isfinite(y_pred)).sum())
                 raise InvalidPredictions(f"{n_bad} predictions are NaN or infinite")

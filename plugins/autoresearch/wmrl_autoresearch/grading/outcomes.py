@@ -105,9 +105,17 @@ def rejected_outcome(task: AutoResearchTask, reason: str):
     """``invalid_solution`` for a solution that is not a script at all (never executed)."""
     from wmrl_core.types import Outcome
 
-    return Outcome(status="invalid_solution", score=None,
-                   info={"runtime_s": 0.0, "cost_s": 0.0, "metric": task.metric, "error": reason,
-                         "higher_is_better": task.metric_spec.higher_is_better})
+    return Outcome(
+        status="invalid_solution",
+        score=None,
+        info={
+            "runtime_s": 0.0,
+            "cost_s": 0.0,
+            "metric": task.metric,
+            "error": reason,
+            "higher_is_better": task.metric_spec.higher_is_better,
+        },
+    )
 
 
 def outcome_to_dict(task_id: str, outcome) -> dict[str, Any]:

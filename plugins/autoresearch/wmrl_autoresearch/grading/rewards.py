@@ -20,13 +20,13 @@ Works on real outcomes and on world-model predictions alike: only ``status`` and
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
-
-from wmrl_core.contracts import STATUSES, check_status, is_rewarded
-from wmrl_core.types import Outcome, as_outcome
+from collections.abc import Mapping
+from typing import Any
 
 from wmrl_autoresearch.tasks.task import AutoResearchTask
 from wmrl_autoresearch.tasks.task_metrics import normalized_score
+from wmrl_core.contracts import STATUSES, check_status, is_rewarded
+from wmrl_core.types import Outcome, as_outcome
 
 __all__ = ["AutoResearchScoreReward", "make_reward_extractor", "REWARD_EXTRACTOR_NAME"]
 
@@ -42,7 +42,9 @@ class AutoResearchScoreReward:
 
     def __init__(self, penalty: float = -1.0, penalties: Mapping[str, float] | None = None):
         self.penalty = self._finite("penalty", penalty)
-        self.penalties = {check_status(str(k)): self._finite(f"penalties[{k!r}]", v) for k, v in (penalties or {}).items()}
+        self.penalties = {
+            check_status(str(k)): self._finite(f"penalties[{k!r}]", v) for k, v in (penalties or {}).items()
+        }
         unrewarded = sorted(k for k in self.penalties if not is_rewarded(k))
         if unrewarded:
             raise ValueError(
@@ -79,7 +81,8 @@ class AutoResearchScoreReward:
         return normalized_score(ar_task.metric_spec, float(score), ar_task.baseline)
 
 
-def make_reward_extractor(env: Any = None, penalty: float = -1.0,
-                          penalties: Mapping[str, float] | None = None) -> AutoResearchScoreReward:
+def make_reward_extractor(
+    env: Any = None, penalty: float = -1.0, penalties: Mapping[str, float] | None = None
+) -> AutoResearchScoreReward:
     """Registered factory (called as ``factory(env=env, **kwargs)``)."""
     return AutoResearchScoreReward(penalty=penalty, penalties=penalties)

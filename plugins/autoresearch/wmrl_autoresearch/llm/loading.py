@@ -97,7 +97,11 @@ def load_causal_lm(
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     # device_map loads the weights straight onto the device (no full copy in host RAM first)
-    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "revision": revision, "device_map": {"": str(device)}}
+    kwargs: dict[str, Any] = {
+        "trust_remote_code": trust_remote_code,
+        "revision": revision,
+        "device_map": {"": str(device)},
+    }
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     try:

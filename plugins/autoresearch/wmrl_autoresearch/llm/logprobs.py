@@ -17,8 +17,9 @@ and ``mask[i, t] = 1`` for ``t < L_i``. Masked entries are 0.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -40,11 +41,15 @@ class CompletionBatch:
     completion_ids: torch.Tensor
     completion_mask: torch.Tensor
 
-    def to(self, device: torch.device) -> "CompletionBatch":
-        return CompletionBatch(*(t.to(device) for t in (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask)))
+    def to(self, device: torch.device) -> CompletionBatch:
+        return CompletionBatch(
+            *(t.to(device) for t in (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask))
+        )
 
-    def select(self, idx: slice | torch.Tensor) -> "CompletionBatch":
-        return CompletionBatch(self.prompt_ids[idx], self.prompt_mask[idx], self.completion_ids[idx], self.completion_mask[idx])
+    def select(self, idx: slice | torch.Tensor) -> CompletionBatch:
+        return CompletionBatch(
+            self.prompt_ids[idx], self.prompt_mask[idx], self.completion_ids[idx], self.completion_mask[idx]
+        )
 
     def __len__(self) -> int:
         return int(self.prompt_ids.shape[0])
@@ -71,8 +76,8 @@ def build_batch(
             raise ValueError(f"prompt {i} is empty; a completion needs at least one prompt token to condition on")
         if len(y) > t:
             raise ValueError(f"completion {i} has {len(y)} tokens > width {t}")
-        prompt_ids[i, p - len(x):] = torch.as_tensor(list(x), dtype=torch.long)
-        prompt_mask[i, p - len(x):] = 1
+        prompt_ids[i, p - len(x) :] = torch.as_tensor(list(x), dtype=torch.long)
+        prompt_mask[i, p - len(x) :] = 1
         if len(y):
             completion_ids[i, : len(y)] = torch.as_tensor(list(y), dtype=torch.long)
             completion_mask[i, : len(y)] = 1.0
@@ -119,7 +124,7 @@ def completion_log_probs(
         if keep:
             kwargs["logits_to_keep"] = t + 1  # columns P-1 .. P+T-1
         logits = model(**kwargs).logits
-        logits = logits[:, -(t + 1):-1] if keep else logits[:, p - 1 : p + t - 1]
+        logits = logits[:, -(t + 1) : -1] if keep else logits[:, p - 1 : p + t - 1]
         logp = torch.log_softmax(logits.float() / temperature, dim=-1)
         token_logp = logp.gather(-1, b.completion_ids.unsqueeze(-1)).squeeze(-1)
         out.append(token_logp * b.completion_mask)

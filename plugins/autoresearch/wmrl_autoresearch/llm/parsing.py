@@ -59,9 +59,7 @@ def extract_script(
             blocks.append(m.group("body"))
     if not blocks:
         if open_block:
-            return InvalidSolution(
-                "unterminated ```python block (the answer was cut off; raise max_new_tokens)", text
-            )
+            return InvalidSolution("unterminated ```python block (the answer was cut off; raise max_new_tokens)", text)
         return InvalidSolution("no fenced ```python block in the answer", text)
     if which == "first":
         body = blocks[0]

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @wmrl_core.hookimpl
-def wmrl_register_policies(table: "ComponentTable") -> None:
+def wmrl_register_policies(table: ComponentTable) -> None:
     table.add(
         "llm-code-agent",
         "wmrl_autoresearch.llm.policy:LLMCodeAgent",
@@ -29,7 +29,7 @@ def wmrl_register_policies(table: "ComponentTable") -> None:
 
 
 @wmrl_core.hookimpl
-def wmrl_register_world_models(table: "ComponentTable") -> None:
+def wmrl_register_world_models(table: ComponentTable) -> None:
     table.add(
         "llm-world-model",
         "wmrl_autoresearch.llm.world_model:LLMWorldModel",

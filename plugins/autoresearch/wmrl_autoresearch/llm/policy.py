@@ -29,13 +29,12 @@ otherwise a frozen copy loaded lazily from ``model`` on the first call.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
-
-from wmrl_core.types import Rollouts, Task
 
 from wmrl_autoresearch.llm import prompts as P
 from wmrl_autoresearch.llm.backends import check_backend
@@ -51,8 +50,10 @@ from wmrl_autoresearch.llm.logprobs import CompletionBatch, build_batch, complet
 from wmrl_autoresearch.llm.parsing import extract_script
 from wmrl_autoresearch.llm.sampling import SamplingConfig
 from wmrl_autoresearch.llm.solution import InvalidSolution
+from wmrl_core.types import Rollouts, Task
 
 __all__ = ["LLMCodeAgent", "LLMRolloutData"]
+
 
 @dataclass
 class LLMRolloutData:
@@ -73,7 +74,7 @@ class LLMRolloutData:
     def completion_ids(self) -> torch.Tensor:
         return self.batch.completion_ids
 
-    def select(self, idx: Sequence[int] | np.ndarray) -> "LLMRolloutData":
+    def select(self, idx: Sequence[int] | np.ndarray) -> LLMRolloutData:
         """The rows ``idx`` (for an engine that subsets rollouts)."""
         arr = np.asarray(idx)
         ix = torch.as_tensor(np.flatnonzero(arr) if arr.dtype == bool else arr, dtype=torch.long)
@@ -174,7 +175,9 @@ class LLMCodeAgent(torch.nn.Module):
         self.extract_options.update(extract or {})
         self.logprob_micro_batch_size = logprob_micro_batch_size
         self.recompute_old_log_probs = recompute_old_log_probs
-        self._load_kwargs = dict(trust_remote_code=trust_remote_code, revision=revision, attn_implementation=attn_implementation)
+        self._load_kwargs = dict(
+            trust_remote_code=trust_remote_code, revision=revision, attn_implementation=attn_implementation
+        )
 
         self.device_ = resolve_device(device)
         self.dtype_ = resolve_dtype(dtype, self.device_)
@@ -183,7 +186,9 @@ class LLMCodeAgent(torch.nn.Module):
         self.uses_lora = bool(lora)
         if gradient_checkpointing:
             # transformers >= 5.x names it activation checkpointing (the old name is deprecated)
-            enable = getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable
+            enable = (
+                getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable
+            )
             enable()
             if self.uses_lora:
                 self.model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
@@ -210,7 +215,10 @@ class LLMCodeAgent(torch.nn.Module):
             if vllm:
                 raise ValueError("kwarg `vllm` is only used with backend: vllm; remove it or set backend: vllm")
             self.__dict__["backend"] = TransformersBackend(
-                lambda: self.model, pad_id=self.tokenizer.pad_token_id, stop_ids=stop_ids, batch_size=generation_batch_size
+                lambda: self.model,
+                pad_id=self.tokenizer.pad_token_id,
+                stop_ids=stop_ids,
+                batch_size=generation_batch_size,
             )
         self.stop_ids = stop_ids
         self.n_invalid = 0  # answers without a usable script, since creation

@@ -31,9 +31,8 @@ generation engine. Built by hand: ``LLMWorldModel(policy=agent, share_policy=Tru
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-from wmrl_core.types import Outcome, Task
+from collections.abc import Sequence
+from typing import Any
 
 from wmrl_autoresearch.llm import prompts as P
 from wmrl_autoresearch.llm.backends import check_backend
@@ -42,6 +41,7 @@ from wmrl_autoresearch.llm.loading import load_causal_lm, load_tokenizer, resolv
 from wmrl_autoresearch.llm.parsing import parse_prediction
 from wmrl_autoresearch.llm.sampling import SamplingConfig
 from wmrl_autoresearch.llm.solution import INVALID_STATUS, is_invalid_solution
+from wmrl_core.types import Outcome, Task
 
 __all__ = ["LLMWorldModel"]
 
@@ -115,7 +115,11 @@ class LLMWorldModel:
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.sampling = SamplingConfig(max_new_tokens=max_new_tokens, greedy=True)
         self.max_solution_chars = max_solution_chars
-        self.parse_options = {"score_keys": ("score", "metric", "value", "accuracy", "result"), "require_key": False, "percent_as_fraction": True}
+        self.parse_options = {
+            "score_keys": ("score", "metric", "value", "accuracy", "result"),
+            "require_key": False,
+            "percent_as_fraction": True,
+        }
         unknown = set(parse or {}) - set(self.parse_options)
         if unknown:
             raise ValueError(f"unknown parse option(s) {sorted(unknown)}; known: {sorted(self.parse_options)}")
@@ -136,13 +140,20 @@ class LLMWorldModel:
                 from wmrl_autoresearch.llm.backends.vllm_backend import VLLMBackend
 
                 self.backend = VLLMBackend(
-                    model, tokenizer=tokenizer or model, dtype=dt, seed=seed, revision=revision,
-                    trust_remote_code=trust_remote_code, engine_kwargs=vllm,
+                    model,
+                    tokenizer=tokenizer or model,
+                    dtype=dt,
+                    seed=seed,
+                    revision=revision,
+                    trust_remote_code=trust_remote_code,
+                    engine_kwargs=vllm,
                 )
             else:
                 if vllm:
                     raise ValueError("kwarg `vllm` is only used with backend: vllm; remove it or set backend: vllm")
-                self.model = load_causal_lm(model, device=dev, dtype=dt, trust_remote_code=trust_remote_code, revision=revision)
+                self.model = load_causal_lm(
+                    model, device=dev, dtype=dt, trust_remote_code=trust_remote_code, revision=revision
+                )
                 self.model.requires_grad_(False)
                 eos = self.model.generation_config.eos_token_id
                 stop = set([eos] if isinstance(eos, int) else (eos or []))

@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,13 +48,20 @@ def build_corpus(env: Any, split: str, programs_per_task: int, seed: int, path: 
     with Progress() as progress, path.open("a") as f:
         bar = progress.add_task(f"executing {split} programs", total=len(jobs) + done, completed=done)
         for start in range(0, len(jobs), batch):
-            chunk = jobs[start:start + batch]
+            chunk = jobs[start : start + batch]
             scripts = [render_script(p, classification=t.data.kind == "classification") for t, p in chunk]
             outcomes = env.execute([t for t, _ in chunk], scripts)
             for (task, program), outcome in zip(chunk, outcomes):
-                row = {"task_id": task.id, "split": split, "choices": list(program.choices), "names": program.names,
-                       "status": outcome.status, "score": outcome.score, "reward": reward_fn(task, outcome),
-                       "runtime_s": outcome.info.get("runtime_s")}
+                row = {
+                    "task_id": task.id,
+                    "split": split,
+                    "choices": list(program.choices),
+                    "names": program.names,
+                    "status": outcome.status,
+                    "score": outcome.score,
+                    "reward": reward_fn(task, outcome),
+                    "runtime_s": outcome.info.get("runtime_s"),
+                }
                 rows.append(row)
                 f.write(json.dumps(row) + "\n")
             f.flush()
@@ -87,13 +95,24 @@ def calibration_report(model, rows: Sequence[dict], tasks_by_id: dict) -> dict:
     with torch.no_grad():
         pred = model(torch.as_tensor(features), torch.as_tensor(one_hot)).clamp(-1, 1).numpy()
     ids = [r["task_id"] for r in rows if r["reward"] is not None]
-    within = [spearmanr(pred[m], rewards[m]).statistic for tid in sorted(set(ids))
-              for m in [np.array([i == tid for i in ids])] if m.sum() > 2 and np.std(rewards[m]) > 0]
+    within = [
+        spearmanr(pred[m], rewards[m]).statistic
+        for tid in sorted(set(ids))
+        for m in [np.array([i == tid for i in ids])]
+        if m.sum() > 2 and np.std(rewards[m]) > 0
+    ]
     resid = rewards - pred
-    return {"n": int(len(rewards)), "spearman": float(spearmanr(pred, rewards).statistic),
-            "spearman_within_task_mean": float(np.nanmean(within)) if within else None,
-            "residual_mean": float(resid.mean()), "residual_std": float(resid.std()),
-            "mse": float(np.mean(resid ** 2)), "predicted": pred.tolist(), "real": rewards.tolist(), "task_ids": ids}
+    return {
+        "n": int(len(rewards)),
+        "spearman": float(spearmanr(pred, rewards).statistic),
+        "spearman_within_task_mean": float(np.nanmean(within)) if within else None,
+        "residual_mean": float(resid.mean()),
+        "residual_std": float(resid.std()),
+        "mse": float(np.mean(resid**2)),
+        "predicted": pred.tolist(),
+        "real": rewards.tolist(),
+        "task_ids": ids,
+    }
 
 
 def _plot(report: dict, path: Path, title: str) -> None:
@@ -121,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout-s", type=float, default=30.0, help="per-run time limit (seconds)")
     parser.add_argument("--sandbox", default="docker", help="docker (default) or local-unsafe")
-    parser.add_argument("--fit-only", action="store_true",
-                        help="fit and report on the corpus files already in --out, executing nothing")
+    parser.add_argument(
+        "--fit-only", action="store_true", help="fit and report on the corpus files already in --out, executing nothing"
+    )
     parser.add_argument("--fresh", action="store_true", help="discard corpus files already in --out (default: resume)")
     args = parser.parse_args(argv)
     from wmrl_autoresearch.environment import AutoResearchEnvironment
@@ -144,16 +164,26 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         env.close()
     model = fit_from_corpus(corpora["train"], tasks_by_id, seed=args.seed)
-    reports = {split: calibration_report(model, rows, tasks_by_id) for split, rows in corpora.items()
-               if sum(r["reward"] is not None for r in rows) > 2}
-    info = {"trained_on": "train", "n_train_runs": len(corpora["train"]), "seed": args.seed,
-            "calibration": {s: {k: v for k, v in r.items() if k not in ("predicted", "real", "task_ids")}
-                            for s, r in reports.items()},
-            "execution_wall_s": time.perf_counter() - started}
+    reports = {
+        split: calibration_report(model, rows, tasks_by_id)
+        for split, rows in corpora.items()
+        if sum(r["reward"] is not None for r in rows) > 2
+    }
+    info = {
+        "trained_on": "train",
+        "n_train_runs": len(corpora["train"]),
+        "seed": args.seed,
+        "calibration": {
+            s: {k: v for k, v in r.items() if k not in ("predicted", "real", "task_ids")} for s, r in reports.items()
+        },
+        "execution_wall_s": time.perf_counter() - started,
+    }
     from wmrl_autoresearch.tasks.task import N_FEATURES
 
-    torch.save({"model": model.state_dict(), "n_features": N_FEATURES, "hidden": HIDDEN, "info": info},
-               args.out / "world_model.pt")
+    torch.save(
+        {"model": model.state_dict(), "n_features": N_FEATURES, "hidden": HIDDEN, "info": info},
+        args.out / "world_model.pt",
+    )
     (args.out / "calibration.json").write_text(json.dumps(info, indent=2))
     for split, report in reports.items():
         _plot(report, args.out / f"calibration_{split}.png", f"{split} suite")

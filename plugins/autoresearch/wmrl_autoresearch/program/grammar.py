@@ -8,8 +8,8 @@ valid for every task; how well it does is what the sandbox measures.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -48,14 +48,14 @@ class Program:
                 raise ValueError(f"choice {c} out of range for decision {name!r} ({len(options)} options)")
 
     @classmethod
-    def from_names(cls, names: Mapping[str, str]) -> "Program":
+    def from_names(cls, names: Mapping[str, str]) -> Program:
         try:
             return cls(tuple(options.index(names[name]) for name, options in DECISIONS))
         except (KeyError, ValueError) as exc:
             raise ValueError(f"invalid program {dict(names)}: {exc}; decisions are {dict(DECISIONS)}") from None
 
     @classmethod
-    def sample(cls, rng: np.random.Generator) -> "Program":
+    def sample(cls, rng: np.random.Generator) -> Program:
         return cls(tuple(int(rng.integers(n)) for n in N_OPTIONS))
 
     @property
@@ -74,7 +74,7 @@ class Program:
         return "# wmrl-program: " + " ".join(f"{k}={v}" for k, v in self.names.items())
 
     @classmethod
-    def parse(cls, script: str) -> "Program | None":
+    def parse(cls, script: str) -> Program | None:
         """Recover the program from a rendered script's header; ``None`` for other scripts."""
         match = _HEADER.search(script or "")
         if not match:
@@ -90,7 +90,7 @@ class ProgramScript(str):
 
     program: Program
 
-    def __new__(cls, text: str, program: Program) -> "ProgramScript":
+    def __new__(cls, text: str, program: Program) -> ProgramScript:
         obj = super().__new__(cls, text)
         obj.program = program
         return obj

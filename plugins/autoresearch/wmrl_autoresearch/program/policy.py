@@ -17,16 +17,16 @@ initial policy).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from wmrl_core.types import CostModel, Rollouts, Task
-
 from wmrl_autoresearch.program.grammar import DECISIONS, N_DECISIONS, N_OPTIONS, Program
 from wmrl_autoresearch.program.render import render_script
+from wmrl_core.types import CostModel, Rollouts, Task
 
 __all__ = ["ProgramPolicy"]
 
@@ -51,8 +51,15 @@ class ProgramPolicy(nn.Module):
     :param seed: initialisation seed of the weights (the same seed gives the same untrained policy).
     """
 
-    def __init__(self, env: Any = None, *, hidden: int = 64, n_features: int | None = None,
-                 generation_cost_s: float | None = None, seed: int = 0):
+    def __init__(
+        self,
+        env: Any = None,
+        *,
+        hidden: int = 64,
+        n_features: int | None = None,
+        generation_cost_s: float | None = None,
+        seed: int = 0,
+    ):
         super().__init__()
         if n_features is None:
             from wmrl_autoresearch.tasks.task import N_FEATURES
@@ -71,8 +78,9 @@ class ProgramPolicy(nn.Module):
         self._offsets = np.concatenate([[0], np.cumsum(N_OPTIONS)[:-1]]) + 1
         self.cost = CostModel(per_item_s=generation_cost_s) if generation_cost_s is not None else None
 
-    def _run(self, features: torch.Tensor,
-             choices: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _run(
+        self, features: torch.Tensor, choices: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample (``choices is None``) or score given choices; returns (choices, log-probs,
         entropies of each decision's distribution), each of shape (N, K)."""
         n = features.shape[0]
@@ -94,11 +102,18 @@ class ProgramPolicy(nn.Module):
         all_tasks = [t for t in tasks for _ in range(group_size)]
         features = _features(all_tasks)
         choices, log_probs, _ = self._run(features, None)
-        solutions = [render_script(Program(tuple(int(c) for c in row)), classification=_is_classification(t))
-                     for row, t in zip(choices.tolist(), all_tasks)]
-        return Rollouts(tasks=all_tasks, solutions=solutions, group_ids=np.repeat(np.arange(len(tasks)), group_size),
-                        old_log_probs=log_probs, mask=torch.ones_like(log_probs),
-                        extra={"features": features, "choices": choices})
+        solutions = [
+            render_script(Program(tuple(int(c) for c in row)), classification=_is_classification(t))
+            for row, t in zip(choices.tolist(), all_tasks)
+        ]
+        return Rollouts(
+            tasks=all_tasks,
+            solutions=solutions,
+            group_ids=np.repeat(np.arange(len(tasks)), group_size),
+            old_log_probs=log_probs,
+            mask=torch.ones_like(log_probs),
+            extra={"features": features, "choices": choices},
+        )
 
     def log_probs(self, rollouts: Rollouts) -> torch.Tensor:
         return self._run(rollouts.extra["features"], rollouts.extra["choices"])[1]
@@ -112,5 +127,7 @@ class ProgramPolicy(nn.Module):
     def decision_marginals(self, task: Task, samples: int = 256) -> dict[str, dict[str, float]]:
         """Empirical frequency of each option under the policy for one task (for reports)."""
         choices, _, _ = self._run(_features([task] * samples), None)
-        return {name: {opt: float((choices[:, k] == i).float().mean()) for i, opt in enumerate(options)}
-                for k, (name, options) in enumerate(DECISIONS)}
+        return {
+            name: {opt: float((choices[:, k] == i).float().mean()) for i, opt in enumerate(options)}
+            for k, (name, options) in enumerate(DECISIONS)
+        }

@@ -96,8 +96,9 @@ class CpuMeter:
         try:
             pid = int(client.api.inspect_container(container_id)["State"]["Pid"])
             if pid > 0:
-                path = cgroup_cpu_file(Path(f"/proc/{pid}/cgroup").read_text(),
-                                       Path("/proc/self/mountinfo").read_text())
+                path = cgroup_cpu_file(
+                    Path(f"/proc/{pid}/cgroup").read_text(), Path("/proc/self/mountinfo").read_text()
+                )
                 if path is not None:
                     read_cpu_file_s(path)  # readable and parsable, or fall back
                     self._file, self.source = path, f"cgroup:{path.name}"
@@ -183,12 +184,18 @@ class CpuWatch:
         """Why the run ended, in words (for ``Outcome.info['error']`` and notes)."""
         used = f"{self.cpu_s:.2f} CPU-s" if self.cpu_s is not None else "an unknown CPU time"
         if verdict == "cpu":
-            return (f"used its CPU-time limit of {self.cpu_limit_s:g} CPU-s ({used} in {self.wall_s:.1f} s wall); "
-                    "raise it with limits={'timeout_s': N}")
+            return (
+                f"used its CPU-time limit of {self.cpu_limit_s:g} CPU-s ({used} in {self.wall_s:.1f} s wall); "
+                "raise it with limits={'timeout_s': N}"
+            )
         if verdict == "idle":
-            return (f"idle: killed at the {self.wall_limit_s:g} s wall-clock safety net after {used}, using "
-                    f"{self.window_cpu_rate():.3f} CPU-s/s in its last {self.idle_window_s:g} s (sleeping or deadlocked)")
+            return (
+                f"idle: killed at the {self.wall_limit_s:g} s wall-clock safety net after {used}, using "
+                f"{self.window_cpu_rate():.3f} CPU-s/s in its last {self.idle_window_s:g} s (sleeping or deadlocked)"
+            )
         if verdict == "starved":
-            return (f"starved: killed at the {self.wall_limit_s:g} s wall-clock safety net after only {used} of its "
-                    f"{self.cpu_limit_s:g} CPU-s limit while still computing: the host is overloaded")
+            return (
+                f"starved: killed at the {self.wall_limit_s:g} s wall-clock safety net after only {used} of its "
+                f"{self.cpu_limit_s:g} CPU-s limit while still computing: the host is overloaded"
+            )
         return f"killed at the {self.wall_limit_s:g} s wall-clock limit; CPU time could not be measured"

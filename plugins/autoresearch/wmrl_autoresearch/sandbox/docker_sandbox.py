@@ -91,8 +91,16 @@ class DockerSandbox:
 
     backend = "docker"
 
-    def __init__(self, client, image: str, limits: SandboxLimits, slot: Slot, lifetime_s: float,
-                 gpu_ids: tuple[str, ...] = (), preimport: bool = False):
+    def __init__(
+        self,
+        client,
+        image: str,
+        limits: SandboxLimits,
+        slot: Slot,
+        lifetime_s: float,
+        gpu_ids: tuple[str, ...] = (),
+        preimport: bool = False,
+    ):
         self.client = client
         self.image = image
         self.limits = limits
@@ -137,8 +145,10 @@ class DockerSandbox:
                 str(self.slot.data): {"bind": "/data", "mode": "ro"},
                 str(self.slot.code): {"bind": "/code", "mode": "ro"},
             },
-            ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0),
-                     docker.types.Ulimit(name="nofile", soft=1024, hard=1024)],
+            ulimits=[
+                docker.types.Ulimit(name="core", soft=0, hard=0),
+                docker.types.Ulimit(name="nofile", soft=1024, hard=1024),
+            ],
             init=True,
             auto_remove=True,
             hostname="sandbox",
@@ -146,8 +156,9 @@ class DockerSandbox:
             **self.limits.container_settings(),
         )
         if self.gpu_ids:
-            kwargs["device_requests"] = [docker.types.DeviceRequest(device_ids=list(self.gpu_ids),
-                                                                   capabilities=[["gpu"]])]
+            kwargs["device_requests"] = [
+                docker.types.DeviceRequest(device_ids=list(self.gpu_ids), capabilities=[["gpu"]])
+            ]
         return kwargs
 
     def start(self) -> None:
@@ -264,8 +275,14 @@ class DockerSandbox:
 
     def _launch_runner(self) -> ExecProcess:
         """Start the pre-importing runner (:mod:`.runner`); it waits on the FIFO ``/code/go``."""
-        return ExecProcess(self.client, self._handle.id, runner_argv(f"/code/{FIFO_NAME}", f"/code/{SOLUTION_FILENAME}"),
-                           self.limits.log_bytes, name=f"{self.name}-runner", ready_marker=READY_MARKER)
+        return ExecProcess(
+            self.client,
+            self._handle.id,
+            runner_argv(f"/code/{FIFO_NAME}", f"/code/{SOLUTION_FILENAME}"),
+            self.limits.log_bytes,
+            name=f"{self.name}-runner",
+            ready_marker=READY_MARKER,
+        )
 
     @property
     def ready(self) -> bool:
@@ -312,20 +329,27 @@ class DockerSandbox:
         if preimport:
             runner = self._runner or self._launch_runner()
             self._runner = None
-            taken, cpu_at_release = self._order_runner(runner, f"run {cpu_limit:.3f}\n".encode(),
-                                                       wait_s=PREIMPORT_WAIT_S)
+            taken, cpu_at_release = self._order_runner(
+                runner, f"run {cpu_limit:.3f}\n".encode(), wait_s=PREIMPORT_WAIT_S
+            )
             if taken:
                 process, result.preimported = runner, True
             else:
-                result.notes.append("the pre-importing runner ended before the script was released "
-                                    f"({runner.stderr.text()[-200:]!r}); the script ran with plain python3")
+                result.notes.append(
+                    "the pre-importing runner ended before the script was released "
+                    f"({runner.stderr.text()[-200:]!r}); the script ran with plain python3"
+                )
                 preimport = False
         if not preimport:
             cpu_at_release = self._meter.read_s() if self._meter is not None else None
             rlimit = str(int(math.ceil(cpu_limit)) + 2)  # a backstop: the host stops the script at cpu_limit
-            process = ExecProcess(self.client, self._handle.id,
-                                  ["sh", "-c", f'ulimit -t "$1" && exec python3 /code/{SOLUTION_FILENAME}', "sh", rlimit],
-                                  self.limits.log_bytes, name=self.name)
+            process = ExecProcess(
+                self.client,
+                self._handle.id,
+                ["sh", "-c", f'ulimit -t "$1" && exec python3 /code/{SOLUTION_FILENAME}', "sh", rlimit],
+                self.limits.log_bytes,
+                name=self.name,
+            )
         t0 = time.perf_counter()
         watch = CpuWatch(cpu_limit, limits.wall_limit_s, start_cpu_s=cpu_at_release)
         verdict = None
@@ -369,8 +393,9 @@ class DockerSandbox:
 
     def _events_say_oom(self) -> bool:
         now = time.time()
-        events = self.client.events(since=now - 3600, until=now + 1, decode=True,
-                                    filters={"container": self._handle.id, "event": "oom"})
+        events = self.client.events(
+            since=now - 3600, until=now + 1, decode=True, filters={"container": self._handle.id, "event": "oom"}
+        )
         return any(True for _ in events)
 
     def _collect(self, result: Execution) -> None:
@@ -378,9 +403,12 @@ class DockerSandbox:
         when the script exited 0, the predictions file (on stdout, at most ``predictions_bytes + 1``)."""
         cap = self.limits.predictions_bytes
         want = "1" if result.exit_code == 0 else "0"
-        res = self._handle.exec_run(["sh", "-c", _COLLECT_SCRIPT, "collect", want, str(cap + 1)], demux=True,
-                                    user=f"{SANDBOX_UID}:{SANDBOX_UID}")
-        out, err = (res.output or (None, None))
+        res = self._handle.exec_run(
+            ["sh", "-c", _COLLECT_SCRIPT, "collect", want, str(cap + 1)],
+            demux=True,
+            user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+        )
+        out, err = res.output or (None, None)
         out, err = out or b"", err or b""
         figures = dict(item.split("=", 1) for item in err.decode(errors="replace").split() if "=" in item)
         if figures.get("peak", "-").isdigit():
@@ -407,7 +435,7 @@ _COLLECT_SCRIPT = (
     "peak=$(cat $c/memory/memory.max_usage_in_bytes 2>/dev/null || cat $c/memory.peak 2>/dev/null || echo -); "
     'echo "peak=$peak" >&2; '
     '[ "$1" = 1 ] || exit 0; '
-    f'p=/output/{PREDICTIONS_FILENAME}; '
+    f"p=/output/{PREDICTIONS_FILENAME}; "
     '[ -f "$p" ] || exit 3; '
     'exec head -c "$2" "$p"'
 )

@@ -99,8 +99,9 @@ def remove_own_containers(client, keep: Iterable[str] = ()) -> list[str]:
     started = process_start_ticks(os.getpid())  # tells this process from an earlier one with the same pid
     keep = set(keep)
     removed = []
-    for container in client.containers.list(all=True, ignore_removed=True,
-                                            filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER_PID}={os.getpid()}"]}):
+    for container in client.containers.list(
+        all=True, ignore_removed=True, filters={"label": [f"{LABEL}=1", f"{LABEL_OWNER_PID}={os.getpid()}"]}
+    ):
         labels = container.labels or {}
         if container.name in keep or labels.get(LABEL_OWNER_START) != started:
             continue

@@ -22,8 +22,15 @@ class ExecProcess:
         captured, and :attr:`ready` is set when they arrive.
     """
 
-    def __init__(self, client, container_id: str, argv: list[str], log_bytes: int, name: str = "exec",
-                 ready_marker: bytes | None = None):
+    def __init__(
+        self,
+        client,
+        container_id: str,
+        argv: list[str],
+        log_bytes: int,
+        name: str = "exec",
+        ready_marker: bytes | None = None,
+    ):
         self.client = client
         self.stdout, self.stderr = CappedBuffer(log_bytes), CappedBuffer(log_bytes)
         self.ready = threading.Event()

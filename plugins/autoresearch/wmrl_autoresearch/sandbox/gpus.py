@@ -25,8 +25,9 @@ def detect_nvidia_gpus() -> list[str]:
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     if out.returncode != 0:
@@ -70,7 +71,7 @@ class GpuPool:
         with self._cond:
             if not self._cond.wait_for(lambda: len(self._free) >= self.per_sandbox, timeout_s):
                 raise TimeoutError(f"no free GPU within {timeout_s} s; all {len(self.device_ids)} are in use")
-            taken, self._free = tuple(self._free[: self.per_sandbox]), self._free[self.per_sandbox:]
+            taken, self._free = tuple(self._free[: self.per_sandbox]), self._free[self.per_sandbox :]
             return taken
 
     def release(self, ids: tuple[str, ...]) -> None:

@@ -26,9 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 __all__ = [
     "SANDBOX_IMAGE",
@@ -55,10 +55,14 @@ PYTHON_PACKAGES = ("numpy", "pandas", "scikit-learn", "torch==2.13.0")
 # The python3 of Debian bookworm is CPython 3.11: the wheels must be cp311 manylinux ones.
 _PIP_TARGET_FLAGS = (
     "--only-binary=:all:",
-    "--python-version", "3.11",
-    "--implementation", "cp",
-    "--abi", "cp311",
-    "--platform", "manylinux_2_28_x86_64",
+    "--python-version",
+    "3.11",
+    "--implementation",
+    "cp",
+    "--abi",
+    "cp311",
+    "--platform",
+    "manylinux_2_28_x86_64",
     "--no-compile",
     "--no-warn-conflicts",
 )
@@ -161,8 +165,18 @@ def _install_python_packages(build: OfflineImageBuild, rootfs: Path) -> None:
     site.mkdir(parents=True, exist_ok=True)
     _run(
         "pip install",
-        [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site), *_PIP_TARGET_FLAGS,
-         *build.extra_pip_args, *build.packages],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--target",
+            str(site),
+            *_PIP_TARGET_FLAGS,
+            *build.extra_pip_args,
+            *build.packages,
+        ],
         "check that PyPI (or the index given with --pip-arg) is reachable and has cp311 wheels",
     )
 
@@ -196,16 +210,37 @@ def _compile_bytecode(rootfs: Path) -> None:
     """Write ``__pycache__/*.cpython-311.pyc`` for the installed packages (unchecked hashes: the
     image is read-only, so the sources never change and need not be stat'ed at import)."""
     if sys.version_info[:2] != (3, 11):  # the bytecode format is per minor version
-        log.warning("image build: host Python is %d.%d, not 3.11; bytecode not compiled (imports ~3x slower)",
-                    *sys.version_info[:2])
+        log.warning(
+            "image build: host Python is %d.%d, not 3.11; bytecode not compiled (imports ~3x slower)",
+            *sys.version_info[:2],
+        )
         return
     site = rootfs / "usr/local/lib/python3.11/dist-packages"
-    proc = subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "2", "--invalidation-mode", "unchecked-hash",
-                           "-s", str(rootfs), "-p", "/", str(site)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            "-j",
+            "2",
+            "--invalidation-mode",
+            "unchecked-hash",
+            "-s",
+            str(rootfs),
+            "-p",
+            "/",
+            str(site),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     if proc.returncode != 0:  # a few modules of the wheels may not compile (templates, Python 2 leftovers)
-        log.warning("image build: some modules were not compiled (they compile at import instead):\n%s",
-                    "\n".join(proc.stdout.splitlines()[-10:]))
+        log.warning(
+            "image build: some modules were not compiled (they compile at import instead):\n%s",
+            "\n".join(proc.stdout.splitlines()[-10:]),
+        )
 
 
 def _tar_stream(rootfs: Path, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
@@ -236,9 +271,16 @@ def _import_image(client, build: OfflineImageBuild, rootfs: Path) -> None:
 def _smoke_test(client, tag: str) -> str:
     out = client.containers.run(
         tag,
-        ["python3", "-c", "import numpy, pandas, sklearn, torch; print(numpy.__version__, pandas.__version__, "
-                          "sklearn.__version__, torch.__version__)"],
-        remove=True, network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"},
+        [
+            "python3",
+            "-c",
+            "import numpy, pandas, sklearn, torch; print(numpy.__version__, pandas.__version__, "
+            "sklearn.__version__, torch.__version__)",
+        ],
+        remove=True,
+        network_disabled=True,
+        read_only=True,
+        tmpfs={"/tmp": "size=64m"},
     )
     return out.decode().strip()
 

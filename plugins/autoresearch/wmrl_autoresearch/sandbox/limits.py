@@ -43,8 +43,18 @@ class SandboxLimits:
     wall_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("timeout_s", "memory_mb", "cpus", "pids", "tmp_mb", "output_mb", "shm_mb", "log_bytes",
-                     "predictions_bytes", "script_bytes"):
+        for name in (
+            "timeout_s",
+            "memory_mb",
+            "cpus",
+            "pids",
+            "tmp_mb",
+            "output_mb",
+            "shm_mb",
+            "log_bytes",
+            "predictions_bytes",
+            "script_bytes",
+        ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)!r}")
         if self.memory_mb < 32:
@@ -67,12 +77,14 @@ class SandboxLimits:
         """Why ``script`` is refused before it runs (too large), or ``None``."""
         size = len(script.encode("utf-8", errors="surrogatepass"))
         if size > self.script_bytes:
-            return (f"the solution script is {size} bytes, above the limit of {self.script_bytes} bytes "
-                    "(SandboxLimits.script_bytes; raise it with the environment's limits={'script_bytes': N} "
-                    "or SandboxLimits(script_bytes=N))")
+            return (
+                f"the solution script is {size} bytes, above the limit of {self.script_bytes} bytes "
+                "(SandboxLimits.script_bytes; raise it with the environment's limits={'script_bytes': N} "
+                "or SandboxLimits(script_bytes=N))"
+            )
         return None
 
-    def with_overrides(self, **changes: Any) -> "SandboxLimits":
+    def with_overrides(self, **changes: Any) -> SandboxLimits:
         """A copy with some fields replaced (``None`` values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 

@@ -87,9 +87,12 @@ class LocalProcessSandbox:
     def _limit_resources(self, cpu_limit_s: float) -> None:  # runs in the child, before exec
         mem = int(self.limits.memory_mb) << 20
         cpu = int(math.ceil(cpu_limit_s))  # SIGXCPU at the limit (whole seconds), SIGKILL one second later
-        for name, soft, hard in (("RLIMIT_DATA", mem, mem), ("RLIMIT_FSIZE", int(self.limits.output_mb) << 20,
-                                 int(self.limits.output_mb) << 20), ("RLIMIT_CORE", 0, 0),
-                                 ("RLIMIT_CPU", cpu, cpu + 1)):
+        for name, soft, hard in (
+            ("RLIMIT_DATA", mem, mem),
+            ("RLIMIT_FSIZE", int(self.limits.output_mb) << 20, int(self.limits.output_mb) << 20),
+            ("RLIMIT_CORE", 0, 0),
+            ("RLIMIT_CPU", cpu, cpu + 1),
+        ):
             try:
                 resource.setrlimit(getattr(resource, name), (soft, hard))
             except (ValueError, OSError):
@@ -105,16 +108,30 @@ class LocalProcessSandbox:
         result.resources.update(cpu_limit_s=cpu_limit, wall_limit_s=wall_limit)
         result.notes.append("not isolated: local-process fallback")
         self.slot.stage(task_dir, script)
-        env = {**os.environ, **SANDBOX_ENV, **thread_env(self.limits.cpus), "DATA_DIR": str(self.slot.data),
-               "OUTPUT_DIR": str(self.output), "TASK_FILE": str(self.slot.data / "task.json"),
-               "HOME": str(self.tmp), "TMPDIR": str(self.tmp), "MPLCONFIGDIR": str(self.tmp)}
+        env = {
+            **os.environ,
+            **SANDBOX_ENV,
+            **thread_env(self.limits.cpus),
+            "DATA_DIR": str(self.slot.data),
+            "OUTPUT_DIR": str(self.output),
+            "TASK_FILE": str(self.slot.data / "task.json"),
+            "HOME": str(self.tmp),
+            "TMPDIR": str(self.tmp),
+            "MPLCONFIGDIR": str(self.tmp),
+        }
         stdout, stderr = CappedBuffer(self.limits.log_bytes), CappedBuffer(self.limits.log_bytes)
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen([self.python, str(self.slot.code / SOLUTION_FILENAME)], cwd=self.tmp, env=env,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True,
-                                    preexec_fn=lambda: self._limit_resources(cpu_limit))
+            proc = subprocess.Popen(
+                [self.python, str(self.slot.code / SOLUTION_FILENAME)],
+                cwd=self.tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=lambda: self._limit_resources(cpu_limit),
+            )
         except OSError as exc:
             result.sandbox_error = f"could not start {self.python}: {exc}"
             return result
@@ -123,8 +140,10 @@ class LocalProcessSandbox:
             while chunk := pipe.read1(65536):
                 buf.write(chunk)
 
-        pumps = [threading.Thread(target=pump, args=(proc.stdout, stdout), daemon=True),
-                 threading.Thread(target=pump, args=(proc.stderr, stderr), daemon=True)]
+        pumps = [
+            threading.Thread(target=pump, args=(proc.stdout, stdout), daemon=True),
+            threading.Thread(target=pump, args=(proc.stderr, stderr), daemon=True),
+        ]
         for p in pumps:
             p.start()
         status = usage = None
@@ -150,8 +169,10 @@ class LocalProcessSandbox:
         result.resources["cpu_s"] = round(cpu_s, 3)
         if cpu_s > cpu_limit or proc.returncode == -signal.SIGXCPU:
             result.timed_out = True
-            result.timeout_reason = (f"used its CPU-time limit of {cpu_limit:g} CPU-s ({cpu_s:.2f} CPU-s); "
-                                     "raise it with limits={'timeout_s': N}")
+            result.timeout_reason = (
+                f"used its CPU-time limit of {cpu_limit:g} CPU-s ({cpu_s:.2f} CPU-s); "
+                "raise it with limits={'timeout_s': N}"
+            )
         elif at_wall_limit:
             result.timed_out, result.exit_code = True, -9
             result.timeout_reason = f"killed at the {wall_limit:g} s wall-clock limit after {cpu_s:.2f} CPU-s"

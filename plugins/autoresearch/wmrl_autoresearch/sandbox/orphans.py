@@ -87,6 +87,7 @@ def sweep_orphans(client) -> list[str]:
         except docker.errors.APIError as exc:  # e.g. removal already in progress (auto_remove)
             log.debug("sweep: could not remove %s: %s", container.name, exc)
     if removed:
-        log.warning("removed %d orphaned sandbox container(s) left by dead processes: %s", len(removed),
-                    ", ".join(removed))
+        log.warning(
+            "removed %d orphaned sandbox container(s) left by dead processes: %s", len(removed), ", ".join(removed)
+        )
     return removed

@@ -27,10 +27,10 @@ import signal
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from wmrl_autoresearch.sandbox.docker_sandbox import (
     CONTAINER_GRACE_S,
@@ -165,8 +165,13 @@ class SandboxPool:
 
     # ---------------------------------------------------------------- sandboxes
 
-    def _new_sandbox(self, lifetime_s: float, gpu_wait_s: float | None = None, limits: SandboxLimits | None = None,
-                     preimport: bool = False):
+    def _new_sandbox(
+        self,
+        lifetime_s: float,
+        gpu_wait_s: float | None = None,
+        limits: SandboxLimits | None = None,
+        preimport: bool = False,
+    ):
         """Create and start one sandbox (holding its GPUs). Raises SandboxStartError/TimeoutError."""
         limits = limits or self.limits
         slot = self.workspace.new_slot()
@@ -284,7 +289,8 @@ class SandboxPool:
                 execution.sandbox_error = (
                     "the script was starved twice: killed at the wall-clock safety net of "
                     f"{limits.wall_limit_s:g} s while still computing, short of its {limits.timeout_s:g} CPU-s limit; "
-                    "the host is overloaded (run fewer sandboxes at once, or raise limits={'wall_timeout_s': N})")
+                    "the host is overloaded (run fewer sandboxes at once, or raise limits={'wall_timeout_s': N})"
+                )
         return execution
 
     def _run_once(self, request: RunRequest, limits: SandboxLimits) -> Execution:
@@ -397,7 +403,7 @@ class SandboxPool:
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.workspace.close()
 
-    def __enter__(self) -> "SandboxPool":
+    def __enter__(self) -> SandboxPool:
         return self
 
     def __exit__(self, *exc) -> None:

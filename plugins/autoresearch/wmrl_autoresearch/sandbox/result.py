@@ -33,7 +33,7 @@ class CappedBuffer:
             self._head += chunk[:room]
             chunk = chunk[room:]
         if chunk:
-            self._tail += chunk[-(self.cap - half):]
+            self._tail += chunk[-(self.cap - half) :]
             excess = len(self._tail) - (self.cap - half)
             if excess > 0:
                 del self._tail[:excess]

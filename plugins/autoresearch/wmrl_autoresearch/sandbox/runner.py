@@ -25,13 +25,33 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["FIFO_NAME", "PREIMPORT_MIN_MEMORY_MB", "PREIMPORT_MODULES", "READY_MARKER", "RUNNER_SOURCE", "runner_argv",
-           "wants_preimport"]
+__all__ = [
+    "FIFO_NAME",
+    "PREIMPORT_MIN_MEMORY_MB",
+    "PREIMPORT_MODULES",
+    "READY_MARKER",
+    "RUNNER_SOURCE",
+    "runner_argv",
+    "wants_preimport",
+]
 
 PREIMPORT_MODULES = (
-    "numpy", "pandas", "scipy.stats", "sklearn", "sklearn.base", "sklearn.linear_model", "sklearn.ensemble",
-    "sklearn.model_selection", "sklearn.preprocessing", "sklearn.metrics", "sklearn.pipeline", "sklearn.impute",
-    "sklearn.compose", "sklearn.tree", "sklearn.svm", "sklearn.neighbors",
+    "numpy",
+    "pandas",
+    "scipy.stats",
+    "sklearn",
+    "sklearn.base",
+    "sklearn.linear_model",
+    "sklearn.ensemble",
+    "sklearn.model_selection",
+    "sklearn.preprocessing",
+    "sklearn.metrics",
+    "sklearn.pipeline",
+    "sklearn.impute",
+    "sklearn.compose",
+    "sklearn.tree",
+    "sklearn.svm",
+    "sklearn.neighbors",
 )
 """Imported by the runner before the script is released (failures are ignored)."""
 

@@ -9,9 +9,10 @@ it in sync with :data:`SUITE` (a test checks the ids).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -76,9 +77,9 @@ def _breast_cancer(seed):
 
 
 def _digits(seed):
-    return _sk("load_digits", "Handwritten digits: predict the digit 0-9 from 8x8 grey-level images (64 pixels, 0-16).")(
-        seed
-    )
+    return _sk(
+        "load_digits", "Handwritten digits: predict the digit 0-9 from 8x8 grey-level images (64 pixels, 0-16)."
+    )(seed)
 
 
 def _diabetes(seed):
@@ -92,81 +93,139 @@ def _friedman1(seed):
     from sklearn.datasets import make_friedman1
 
     x, y = make_friedman1(n_samples=1000, n_features=10, noise=1.0, random_state=seed)
-    return _numeric(x), x, y, "Friedman #1 regression: a smooth non-linear function of 5 of the 10 uniform inputs, " \
-        "plus noise.", "sklearn.datasets.make_friedman1(n_samples=1000, noise=1.0)"
+    return (
+        _numeric(x),
+        x,
+        y,
+        "Friedman #1 regression: a smooth non-linear function of 5 of the 10 uniform inputs, plus noise.",
+        "sklearn.datasets.make_friedman1(n_samples=1000, noise=1.0)",
+    )
 
 
 def _friedman2(seed):
     from sklearn.datasets import make_friedman2
 
     x, y = make_friedman2(n_samples=800, noise=50.0, random_state=seed)
-    return _numeric(x), x, y, "Friedman #2 regression: impedance-like non-linear function of 4 inputs, noisy.", \
-        "sklearn.datasets.make_friedman2(n_samples=800, noise=50)"
+    return (
+        _numeric(x),
+        x,
+        y,
+        "Friedman #2 regression: impedance-like non-linear function of 4 inputs, noisy.",
+        "sklearn.datasets.make_friedman2(n_samples=800, noise=50)",
+    )
 
 
 def _friedman3(seed):
     from sklearn.datasets import make_friedman3
 
     x, y = make_friedman3(n_samples=800, noise=0.1, random_state=seed)
-    return _numeric(x), x, y, "Friedman #3 regression: phase-angle-like arctan function of 4 inputs, noisy.", \
-        "sklearn.datasets.make_friedman3(n_samples=800, noise=0.1)"
+    return (
+        _numeric(x),
+        x,
+        y,
+        "Friedman #3 regression: phase-angle-like arctan function of 4 inputs, noisy.",
+        "sklearn.datasets.make_friedman3(n_samples=800, noise=0.1)",
+    )
 
 
 def _imbalanced(seed):
     from sklearn.datasets import make_classification
 
-    x, y = make_classification(n_samples=1500, n_features=20, n_informative=6, n_redundant=4, weights=[0.85, 0.15],
-                               flip_y=0.02, class_sep=0.8, random_state=seed)
-    return _numeric(x), x, y, "Imbalanced binary classification (15% positives) with 20 features, 6 informative.", \
-        "sklearn.datasets.make_classification(n_samples=1500, weights=[0.85, 0.15])"
+    x, y = make_classification(
+        n_samples=1500,
+        n_features=20,
+        n_informative=6,
+        n_redundant=4,
+        weights=[0.85, 0.15],
+        flip_y=0.02,
+        class_sep=0.8,
+        random_state=seed,
+    )
+    return (
+        _numeric(x),
+        x,
+        y,
+        "Imbalanced binary classification (15% positives) with 20 features, 6 informative.",
+        "sklearn.datasets.make_classification(n_samples=1500, weights=[0.85, 0.15])",
+    )
 
 
 def _moons(seed):
     from sklearn.datasets import make_moons
 
     x, y = make_moons(n_samples=1000, noise=0.3, random_state=seed)
-    return _numeric(x), x, y, "Two interleaving half-moons in 2-D with heavy noise.", \
-        "sklearn.datasets.make_moons(n_samples=1000, noise=0.3)"
+    return (
+        _numeric(x),
+        x,
+        y,
+        "Two interleaving half-moons in 2-D with heavy noise.",
+        "sklearn.datasets.make_moons(n_samples=1000, noise=0.3)",
+    )
 
 
 def _circles(seed):
     from sklearn.datasets import make_circles
 
     x, y = make_circles(n_samples=1000, noise=0.15, factor=0.5, random_state=seed)
-    return _numeric(x), x, y, "Two concentric noisy circles in 2-D: not linearly separable.", \
-        "sklearn.datasets.make_circles(n_samples=1000, noise=0.15, factor=0.5)"
+    return (
+        _numeric(x),
+        x,
+        y,
+        "Two concentric noisy circles in 2-D: not linearly separable.",
+        "sklearn.datasets.make_circles(n_samples=1000, noise=0.15, factor=0.5)",
+    )
 
 
 def _hastie(seed):
     from sklearn.datasets import make_hastie_10_2
 
     x, y = make_hastie_10_2(n_samples=2000, random_state=seed)
-    return _numeric(x), x, y.astype(int), "Hastie et al. 10.2: label +1 when the sum of squares of 10 Gaussian " \
-        "inputs exceeds 9.34, else -1.", "sklearn.datasets.make_hastie_10_2(n_samples=2000)"
+    return (
+        _numeric(x),
+        x,
+        y.astype(int),
+        "Hastie et al. 10.2: label +1 when the sum of squares of 10 Gaussian inputs exceeds 9.34, else -1.",
+        "sklearn.datasets.make_hastie_10_2(n_samples=2000)",
+    )
 
 
 def _blobs(seed):
     from sklearn.datasets import make_blobs
 
     x, y = make_blobs(n_samples=1200, n_features=10, centers=5, cluster_std=3.0, random_state=seed)
-    return _numeric(x), x, y, "Five overlapping Gaussian clusters in 10-D: predict the cluster.", \
-        "sklearn.datasets.make_blobs(n_samples=1200, centers=5, cluster_std=3.0)"
+    return (
+        _numeric(x),
+        x,
+        y,
+        "Five overlapping Gaussian clusters in 10-D: predict the cluster.",
+        "sklearn.datasets.make_blobs(n_samples=1200, centers=5, cluster_std=3.0)",
+    )
 
 
 def _sparse_regression(seed):
     from sklearn.datasets import make_regression
 
     x, y = make_regression(n_samples=600, n_features=100, n_informative=5, noise=5.0, random_state=seed)
-    return _numeric(x), x, y, "Linear regression with 100 features of which only 5 matter, plus noise.", \
-        "sklearn.datasets.make_regression(n_samples=600, n_features=100, n_informative=5, noise=5)"
+    return (
+        _numeric(x),
+        x,
+        y,
+        "Linear regression with 100 features of which only 5 matter, plus noise.",
+        "sklearn.datasets.make_regression(n_samples=600, n_features=100, n_informative=5, noise=5)",
+    )
 
 
 def _sparse_uncorrelated(seed):
     from sklearn.datasets import make_sparse_uncorrelated
 
     x, y = make_sparse_uncorrelated(n_samples=800, n_features=12, random_state=seed)
-    return _numeric(x), x, y, "12 independent Gaussian features; the target depends linearly on only 4 of them.", \
-        "sklearn.datasets.make_sparse_uncorrelated(n_samples=800, n_features=12)"
+    return (
+        _numeric(x),
+        x,
+        y,
+        "12 independent Gaussian features; the target depends linearly on only 4 of them.",
+        "sklearn.datasets.make_sparse_uncorrelated(n_samples=800, n_features=12)",
+    )
 
 
 def _churn(seed):
@@ -178,8 +237,14 @@ def _churn(seed):
     tenure = rng.gamma(2.0, 12.0, size=n)
     monthly = np.where(plan == "basic", 20, np.where(plan == "plus", 45, 80)) + rng.normal(0, 8, size=n)
     tickets = rng.poisson(1.5, size=n).astype(float)
-    logit = -1.0 - 0.05 * tenure + 0.6 * tickets + 0.02 * (monthly - 40) + (plan == "basic") * 0.8 + (
-        region == "south") * 0.5
+    logit = (
+        -1.0
+        - 0.05 * tenure
+        + 0.6 * tickets
+        + 0.02 * (monthly - 40)
+        + (plan == "basic") * 0.8
+        + (region == "south") * 0.5
+    )
     churn = rng.random(n) < 1 / (1 + np.exp(-logit))
     monthly_missing = rng.random(n) < 0.08
     x = np.empty((n, 5), dtype=object)
@@ -187,9 +252,14 @@ def _churn(seed):
     x[:, 2], x[:, 3] = np.round(tenure, 1), np.where(monthly_missing, np.nan, np.round(monthly, 2))
     x[:, 4] = tickets
     y = np.where(churn, "yes", "no")
-    return ["plan", "region", "tenure_months", "monthly_charge", "support_tickets"], x, y, \
-        "Synthetic telecom customers: predict whether a customer churns (yes/no) from plan, region, tenure, " \
-        "charges (some missing) and support tickets.", "seeded synthetic generator (wmrl_autoresearch.tasks.builtin_suite)"
+    return (
+        ["plan", "region", "tenure_months", "monthly_charge", "support_tickets"],
+        x,
+        y,
+        "Synthetic telecom customers: predict whether a customer churns (yes/no) from plan, region, tenure, "
+        "charges (some missing) and support tickets.",
+        "seeded synthetic generator (wmrl_autoresearch.tasks.builtin_suite)",
+    )
 
 
 def _house_prices(seed):
@@ -206,9 +276,13 @@ def _house_prices(seed):
     x = np.empty((n, 4), dtype=object)
     x[:, 0], x[:, 1] = hood, np.round(area, 1)
     x[:, 2], x[:, 3] = rooms, np.where(age_missing, np.nan, np.round(age, 0))
-    return ["neighbourhood", "area_m2", "rooms", "age_years"], x, price / 1000.0, \
-        "Synthetic house sales: predict the price (thousands) from neighbourhood, area, rooms and age (some " \
-        "missing).", "seeded synthetic generator (wmrl_autoresearch.tasks.builtin_suite)"
+    return (
+        ["neighbourhood", "area_m2", "rooms", "age_years"],
+        x,
+        price / 1000.0,
+        "Synthetic house sales: predict the price (thousands) from neighbourhood, area, rooms and age (some missing).",
+        "seeded synthetic generator (wmrl_autoresearch.tasks.builtin_suite)",
+    )
 
 
 SUITE: tuple[SuiteEntry, ...] = (
@@ -242,12 +316,22 @@ def build_task(entry: SuiteEntry, test_fraction: float = TEST_FRACTION) -> AutoR
     x = np.asarray(x, dtype=object)
     y = np.asarray(y)
     stratify = y if entry.kind == "classification" else None
-    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=test_fraction, random_state=entry.seed,
-                                              stratify=stratify)
+    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=test_fraction, random_state=entry.seed, stratify=stratify)
     return AutoResearchTask.create(
-        id=entry.id, kind=entry.kind, metric=entry.metric, split=entry.split, columns=columns,
-        x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te, time_limit_s=entry.time_limit_s,
-        memory_mb=entry.memory_mb, source=source, summary=summary, licence=entry.licence,
+        id=entry.id,
+        kind=entry.kind,
+        metric=entry.metric,
+        split=entry.split,
+        columns=columns,
+        x_train=x_tr,
+        y_train=y_tr,
+        x_test=x_te,
+        y_test=y_te,
+        time_limit_s=entry.time_limit_s,
+        memory_mb=entry.memory_mb,
+        source=source,
+        summary=summary,
+        licence=entry.licence,
     )
 
 
@@ -274,7 +358,10 @@ def builtin_tasks(split: str | None = None, environment: str = "autoresearch", *
         if entry.id in cards:
             tasks.append(DeferredTask(cards[entry.id], partial(build_task, entry)))
         else:
-            log.warning("built-in task %s has no card in the pool manifest; building it now "
-                        "(run `wmrl-autoresearch build-pool`)", entry.id)
+            log.warning(
+                "built-in task %s has no card in the pool manifest; building it now "
+                "(run `wmrl-autoresearch build-pool`)",
+                entry.id,
+            )
             tasks.append(build_task(entry))
     return [to_wmrl_task(t) for t in tasks]

@@ -43,10 +43,13 @@ def pool_entries(split: str | None = None, path: str | None = None) -> list[tupl
     return [(r, c) for r, c in entries if split is None or c.split == split]
 
 
-def pool_tasks(split: str | None = None, environment: str = "autoresearch", manifest: str | None = None,
-               **_: Any) -> list:
+def pool_tasks(
+    split: str | None = None, environment: str = "autoresearch", manifest: str | None = None, **_: Any
+) -> list:
     """Task-set entry point of the pool: ``list[wmrl_core.types.Task]`` whose data loads on first use."""
-    return [to_wmrl_task(DeferredTask(card, partial(load_recipe, recipe))) for recipe, card in pool_entries(split, manifest)]
+    return [
+        to_wmrl_task(DeferredTask(card, partial(load_recipe, recipe))) for recipe, card in pool_entries(split, manifest)
+    ]
 
 
 def builtin_cards(path: str | None = None) -> dict[str, TaskCard]:

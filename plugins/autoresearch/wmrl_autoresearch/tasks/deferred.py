@@ -58,12 +58,25 @@ class TaskCard:
 def card_of(task: AutoResearchTask, licence: str = "") -> TaskCard:
     """The card of a built task (what the manifest stores)."""
     return TaskCard(
-        id=task.id, kind=task.kind, metric=task.metric, split=task.split, columns=tuple(task.columns),
-        n_train=task.n_train, n_test=task.n_test, classes=tuple(task.classes),
-        categorical_columns=tuple(task.categorical_columns), has_missing=task.has_missing, baseline=task.baseline,
-        fingerprint=task.fingerprint, features=tuple(float(v) for v in task_features(task)),  # float32, exact
-        time_limit_s=task.time_limit_s, memory_mb=task.memory_mb, cpus=task.cpus, source=task.source,
-        licence=licence or task.licence, summary=task.summary,
+        id=task.id,
+        kind=task.kind,
+        metric=task.metric,
+        split=task.split,
+        columns=tuple(task.columns),
+        n_train=task.n_train,
+        n_test=task.n_test,
+        classes=tuple(task.classes),
+        categorical_columns=tuple(task.categorical_columns),
+        has_missing=task.has_missing,
+        baseline=task.baseline,
+        fingerprint=task.fingerprint,
+        features=tuple(float(v) for v in task_features(task)),  # float32, exact
+        time_limit_s=task.time_limit_s,
+        memory_mb=task.memory_mb,
+        cpus=task.cpus,
+        source=task.source,
+        licence=licence or task.licence,
+        summary=task.summary,
     )
 
 

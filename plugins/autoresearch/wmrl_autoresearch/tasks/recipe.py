@@ -120,18 +120,28 @@ def build_task(recipe: Recipe, raw: pd.DataFrame) -> AutoResearchTask:
             "package differs from the one the pool was vetted with: run `wmrl-autoresearch build-pool`"
         )
     df = clean_table(raw, recipe.target, recipe.kind, recipe.seed)
-    x = np.array([[_cell(v) for v in row] for row in df[list(recipe.features)].itertuples(index=False)],
-                 dtype=object).reshape(len(df), len(recipe.features))
+    x = np.array(
+        [[_cell(v) for v in row] for row in df[list(recipe.features)].itertuples(index=False)], dtype=object
+    ).reshape(len(df), len(recipe.features))
     y = df[recipe.target].to_numpy()
     if recipe.kind == "classification":
         y = np.array([label_string(v) for v in y.tolist()], dtype=object)
     else:
         y = y.astype(float)
-    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=TEST_FRACTION, random_state=recipe.seed,
-                                              stratify=y if recipe.kind == "classification" else None)
+    x_tr, x_te, y_tr, y_te = train_test_split(
+        x, y, test_size=TEST_FRACTION, random_state=recipe.seed, stratify=y if recipe.kind == "classification" else None
+    )
     return AutoResearchTask.create(
-        id=recipe.id, kind=recipe.kind, metric=recipe.metric, split=recipe.split,
-        columns=[feature_name(c) for c in recipe.features], x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te,
-        source=f"{recipe.source}:{recipe.dataset}", summary=recipe.summary,
+        id=recipe.id,
+        kind=recipe.kind,
+        metric=recipe.metric,
+        split=recipe.split,
+        columns=[feature_name(c) for c in recipe.features],
+        x_train=x_tr,
+        y_train=y_tr,
+        x_test=x_te,
+        y_test=y_te,
+        source=f"{recipe.source}:{recipe.dataset}",
+        summary=recipe.summary,
         licence=recipe.licence,
     )

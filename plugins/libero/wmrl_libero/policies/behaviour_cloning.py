@@ -9,9 +9,9 @@ Physics-state features only (proprio, object state, instruction); DAgger
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -20,7 +20,14 @@ from wmrl_libero.demos import load_demonstrations
 from wmrl_libero.policies.small_vla import SmallVLA, save_small_vla
 from wmrl_libero.policies.vla_interface import VLAInput, batch_inputs
 
-__all__ = ["chunk_targets", "ChunkSamples", "chunk_samples", "fit_feature_scaling", "fit_small_vla", "train_behaviour_cloning"]
+__all__ = [
+    "chunk_targets",
+    "ChunkSamples",
+    "chunk_samples",
+    "fit_feature_scaling",
+    "fit_small_vla",
+    "train_behaviour_cloning",
+]
 
 
 def chunk_targets(actions: np.ndarray, chunk: int) -> np.ndarray:
@@ -69,8 +76,16 @@ def fit_feature_scaling(model: SmallVLA, samples: ChunkSamples) -> None:
         model.feat_std.copy_(samples.state.std(0).clamp_min(1e-3))
 
 
-def fit_small_vla(model: SmallVLA, samples: ChunkSamples, *, iterations: int, batch_size: int = 256, lr: float = 1e-3,
-                  seed: int = 0, log=print) -> float:
+def fit_small_vla(
+    model: SmallVLA,
+    samples: ChunkSamples,
+    *,
+    iterations: int,
+    batch_size: int = 256,
+    lr: float = 1e-3,
+    seed: int = 0,
+    log=print,
+) -> float:
     """Adam on the chunk NLL ``-mean log pi(a[t:t+k] | o_t)`` over random minibatches; the
     model is trained in place (continuing from its weights). :return: the last minibatch's NLL."""
     gen = torch.Generator().manual_seed(seed)
@@ -109,7 +124,9 @@ def train_behaviour_cloning(
     torch.manual_seed(seed)
     demos = [d for f in demo_files for d in load_demonstrations(f)]
     if not demos:
-        raise ValueError(f"no demonstrations in {list(map(str, demo_files))}; record some with `wmrl-libero record-demos`")
+        raise ValueError(
+            f"no demonstrations in {list(map(str, demo_files))}; record some with `wmrl-libero record-demos`"
+        )
     samples = chunk_samples(demos, chunk, object_dim)
     model = SmallVLA(chunk=chunk, object_dim=object_dim)
     fit_feature_scaling(model, samples)

@@ -82,8 +82,10 @@ class HFActionTokenVLA(nn.Module):
         self.model = AutoModelForCausalLM.from_pretrained(model_dir)
         self.actions = ActionTokenizer(len(self.tokenizer), n_bins)
         if self.model.config.vocab_size < self.actions.vocab_size:
-            raise ValueError(f"{model_dir}: model vocabulary {self.model.config.vocab_size} is smaller than the tokenizer's "
-                             f"{self.actions.vocab_size}; not an action-token VLA checkpoint")
+            raise ValueError(
+                f"{model_dir}: model vocabulary {self.model.config.vocab_size} is smaller than the tokenizer's "
+                f"{self.actions.vocab_size}; not an action-token VLA checkpoint"
+            )
         self.use_proprio = use_proprio
 
     def _prompt_ids(self, x: VLAInput) -> torch.Tensor:
@@ -118,8 +120,9 @@ class HFActionTokenVLA(nn.Module):
             ids = torch.cat([ids, tok.view(1)])
         return torch.tensor(tokens, dtype=torch.long), total
 
-    def token_log_probs(self, prompts: list[torch.Tensor], tokens: torch.Tensor, temperature: float = 1.0,
-                        batch_size: int = 64) -> torch.Tensor:
+    def token_log_probs(
+        self, prompts: list[torch.Tensor], tokens: torch.Tensor, temperature: float = 1.0, batch_size: int = 64
+    ) -> torch.Tensor:
         """Differentiable (M,) log-probs of ``tokens`` (M, 7) after ``prompts`` (M prompt id
         tensors), summed over the 7 tokens; batched, right-padded (causal: padding after a
         row's tokens does not change them)."""
@@ -128,18 +131,21 @@ class HFActionTokenVLA(nn.Module):
         device = self._device()
         action_ids = self.actions.token_ids.to(device)
         for start in range(0, len(prompts), batch_size):
-            seqs = [torch.cat([p, t[:-1]]) for p, t in zip(prompts[start:start + batch_size], tokens[start:start + batch_size])]
+            seqs = [
+                torch.cat([p, t[:-1]])
+                for p, t in zip(prompts[start : start + batch_size], tokens[start : start + batch_size])
+            ]
             length = max(len(q) for q in seqs)
             ids = torch.full((len(seqs), length), pad, dtype=torch.long)
             attn = torch.zeros((len(seqs), length), dtype=torch.long)
             for r, q in enumerate(seqs):
-                ids[r, :len(q)], attn[r, :len(q)] = q, 1
+                ids[r, : len(q)], attn[r, : len(q)] = q, 1
             logits = self.model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits
             starts = torch.tensor([len(q) - 6 for q in seqs], device=device)  # position predicting token 0
             rows = torch.arange(len(seqs), device=device)[:, None]
             pos = starts[:, None] - 1 + torch.arange(7, device=device)[None]
             lp = torch.log_softmax(logits[rows, pos][..., action_ids].float() / temperature, dim=-1)  # (m, 7, 255)
-            idx = self.actions.index_in_action_vocab(tokens[start:start + batch_size]).to(device)
+            idx = self.actions.index_in_action_vocab(tokens[start : start + batch_size]).to(device)
             out.append(lp.gather(2, idx[..., None])[..., 0].sum(-1))
         return torch.cat(out) if out else torch.zeros(0, device=device)
 
@@ -167,7 +173,7 @@ class HFActionTokenVLA(nn.Module):
         for x, a in zip(inputs, actions):
             tokens = torch.as_tensor(self.actions.encode(a[0].detach().numpy()), dtype=torch.long)
             prompt = self._prompt_ids(x)
-            lp = self._restricted_log_probs(torch.cat([prompt, tokens[:-1]]))[len(prompt) - 1:]
+            lp = self._restricted_log_probs(torch.cat([prompt, tokens[:-1]]))[len(prompt) - 1 :]
             out.append(lp.gather(1, self.actions.index_in_action_vocab(tokens)[:, None]).sum())
         return torch.stack(out)[:, None]
 
@@ -190,7 +196,6 @@ def load_controller_factory(model_dir: str):
     return ControllerFactory(make=lambda task, init: HFVLAController(vla, task.language), name=f"hf-vla:{model_dir}")
 
 
-
 class _TokenSamplingController:
     """One closed-loop sample of :class:`HFVLAPolicy` for one rollout.
 
@@ -202,8 +207,15 @@ class _TokenSamplingController:
     ``len(u)`` steps it holds still (no-op, gripper open).
     """
 
-    def __init__(self, vla: HFActionTokenVLA, instruction: str, uniforms: torch.Tensor, temperature: float,
-                 old_row: torch.Tensor, mask_row: torch.Tensor):
+    def __init__(
+        self,
+        vla: HFActionTokenVLA,
+        instruction: str,
+        uniforms: torch.Tensor,
+        temperature: float,
+        old_row: torch.Tensor,
+        mask_row: torch.Tensor,
+    ):
         self.vla, self.instruction, self.uniforms, self.temperature = vla, instruction, uniforms, temperature
         self.old_row, self.mask_row = old_row, mask_row
         self.prompts: list[torch.Tensor] = []
@@ -247,8 +259,16 @@ class HFVLAPolicy(nn.Module):
     :param batch_size: sequences per forward pass in :meth:`log_probs`.
     """
 
-    def __init__(self, env=None, *, checkpoint: str | Path | None = None, max_steps: int | None = None,
-                 temperature: float = 1.0, use_proprio: bool = False, batch_size: int = 64):
+    def __init__(
+        self,
+        env=None,
+        *,
+        checkpoint: str | Path | None = None,
+        max_steps: int | None = None,
+        temperature: float = 1.0,
+        use_proprio: bool = False,
+        batch_size: int = 64,
+    ):
         super().__init__()
         if not checkpoint:
             raise ValueError("libero-hf-vla needs checkpoint=MODEL_DIR (a transformers causal LM with action tokens)")
@@ -271,8 +291,9 @@ class HFVLAPolicy(nn.Module):
             for _ in range(group_size):
                 i = len(solutions)
                 uniforms = torch.rand(self.max_steps, 7)  # torch's global RNG (checkpointed by the trainer)
-                solutions.append(_TokenSamplingController(self.vla, task.description, uniforms, self.temperature,
-                                                          old[i], mask[i]))
+                solutions.append(
+                    _TokenSamplingController(self.vla, task.description, uniforms, self.temperature, old[i], mask[i])
+                )
                 flat.append(task)
                 groups.append(g)
         return Rollouts(flat, solutions, np.asarray(groups), old, mask, extra=None)

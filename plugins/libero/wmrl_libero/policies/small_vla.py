@@ -14,7 +14,6 @@ Also: the WMRL policy (:class:`SmallVLAPolicy`) and the controller used by
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,16 @@ class _ImageEncoder(nn.Module):
     def __init__(self, out_dim: int):
         super().__init__()
         self.net = nn.Sequential(
-            nn.Conv2d(6, 16, 5, stride=2), nn.ReLU(),
-            nn.Conv2d(16, 32, 3, stride=2), nn.ReLU(),
-            nn.Conv2d(32, 32, 3, stride=2), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(128, out_dim), nn.ReLU(),
+            nn.Conv2d(6, 16, 5, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(32, 32, 3, stride=2),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(2),
+            nn.Flatten(),
+            nn.Linear(128, out_dim),
+            nn.ReLU(),
         )
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:  # (B, 6, H, W) in [0, 1]
@@ -53,17 +58,37 @@ class SmallVLA(nn.Module):
     :param text_buckets: hash buckets of the instruction encoder.
     """
 
-    def __init__(self, *, chunk: int = 4, object_dim: int = 128, image_size: int | None = None,
-                 hidden: int = 256, text_buckets: int = 2048, init_log_std: float = -1.0):
+    def __init__(
+        self,
+        *,
+        chunk: int = 4,
+        object_dim: int = 128,
+        image_size: int | None = None,
+        hidden: int = 256,
+        text_buckets: int = 2048,
+        init_log_std: float = -1.0,
+    ):
         super().__init__()
-        self.config = dict(chunk=chunk, object_dim=object_dim, image_size=image_size, hidden=hidden,
-                           text_buckets=text_buckets, init_log_std=init_log_std)
+        self.config = dict(
+            chunk=chunk,
+            object_dim=object_dim,
+            image_size=image_size,
+            hidden=hidden,
+            text_buckets=text_buckets,
+            init_log_std=init_log_std,
+        )
         self.chunk, self.object_dim, self.image_size, self.text_buckets = chunk, object_dim, image_size, text_buckets
         self.text = nn.EmbeddingBag(text_buckets, 64, mode="mean")
         self.images = _ImageEncoder(128) if image_size else None
         in_dim = 64 + 16 + object_dim + (128 if image_size else 0)
-        self.trunk = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                                   nn.Linear(hidden, hidden), nn.ReLU())
+        self.trunk = nn.Sequential(
+            nn.Linear(in_dim, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+        )
         self.mean_head = nn.Linear(hidden, chunk * 7)
         self.log_std = nn.Parameter(torch.full((7,), float(init_log_std)))
         # feature scaling fitted on data by behaviour cloning (identity until then)
@@ -80,7 +105,9 @@ class SmallVLA(nn.Module):
         state = (torch.cat([proprio, objs], 1) - self.feat_mean) / self.feat_std
         parts = [self._text([i.instruction for i in inputs]), state]
         if self.images is not None:
-            imgs = np.stack([np.concatenate([i.images["agentview_image"], i.images["wrist_image"]], -1) for i in inputs])
+            imgs = np.stack(
+                [np.concatenate([i.images["agentview_image"], i.images["wrist_image"]], -1) for i in inputs]
+            )
             parts.append(self.images(torch.as_tensor(imgs).permute(0, 3, 1, 2).float() / 255.0))
         return torch.cat(parts, 1)
 
@@ -91,7 +118,9 @@ class SmallVLA(nn.Module):
     def distribution(self, inputs: list[VLAInput]) -> torch.distributions.Normal:
         return self._head(self._features(inputs))
 
-    def state_distribution(self, state: torch.Tensor, instructions: list[str], which: torch.Tensor) -> torch.distributions.Normal:
+    def state_distribution(
+        self, state: torch.Tensor, instructions: list[str], which: torch.Tensor
+    ) -> torch.distributions.Normal:
         """The same distribution from pre-batched physics features (a fast path for training):
         ``state`` (B, 16 + object_dim) is proprio and zero-padded object state as
         :func:`~.vla_interface.batch_inputs` makes them, ``which`` (B,) indexes ``instructions``."""
@@ -134,8 +163,9 @@ class SmallVLAController:
 
     @torch.no_grad()
     def act(self, obs, info) -> np.ndarray:
-        actions, _ = self.model.sample([VLAInput.from_obs(obs, self.instruction)], deterministic=self.deterministic,
-                                       generator=self.generator)
+        actions, _ = self.model.sample(
+            [VLAInput.from_obs(obs, self.instruction)], deterministic=self.deterministic, generator=self.generator
+        )
         return actions[0].clamp(-1, 1).numpy()
 
 

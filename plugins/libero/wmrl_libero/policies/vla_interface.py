@@ -33,7 +33,7 @@ class VLAInput:
     images: dict[str, np.ndarray] | None = None
 
     @classmethod
-    def from_obs(cls, obs: dict[str, np.ndarray], instruction: str) -> "VLAInput":
+    def from_obs(cls, obs: dict[str, np.ndarray], instruction: str) -> VLAInput:
         images = {k: v for k, v in obs.items() if k.endswith("_image")}
         return cls(instruction, obs["proprio"], obs.get("object_state"), images)
 

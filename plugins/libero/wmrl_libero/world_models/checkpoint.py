@@ -36,14 +36,20 @@ class WorldModelBundle:
 def save_bundle(bundle: WorldModelBundle, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({
-        "dynamics": None if bundle.dynamics is None else {"config": bundle.dynamics.config,
-                                                          "state_dict": bundle.dynamics.state_dict()},
-        "scorer": {"config": bundle.scorer.config, "state_dict": bundle.scorer.state_dict()},
-        "object_dim": bundle.object_dim, "suite": bundle.suite,
-        "initial_states": {f"{t}/{s}": v for (t, s), v in bundle.initial_states.items()},
-        "object_len": bundle.object_len, "meta": bundle.meta,
-    }, path)
+    torch.save(
+        {
+            "dynamics": None
+            if bundle.dynamics is None
+            else {"config": bundle.dynamics.config, "state_dict": bundle.dynamics.state_dict()},
+            "scorer": {"config": bundle.scorer.config, "state_dict": bundle.scorer.state_dict()},
+            "object_dim": bundle.object_dim,
+            "suite": bundle.suite,
+            "initial_states": {f"{t}/{s}": v for (t, s), v in bundle.initial_states.items()},
+            "object_len": bundle.object_len,
+            "meta": bundle.meta,
+        },
+        path,
+    )
     return path
 
 
@@ -61,5 +67,12 @@ def load_bundle(path: str | Path) -> WorldModelBundle:
     scorer.load_state_dict(ck["scorer"]["state_dict"])
     scorer.eval()
     initial = {tuple(int(x) for x in k.split("/")): np.asarray(v) for k, v in ck["initial_states"].items()}
-    return WorldModelBundle(dynamics, scorer, int(ck["object_dim"]), ck["suite"], initial,
-                            {int(k): int(v) for k, v in ck["object_len"].items()}, ck["meta"])
+    return WorldModelBundle(
+        dynamics,
+        scorer,
+        int(ck["object_dim"]),
+        ck["suite"],
+        initial,
+        {int(k): int(v) for k, v in ck["object_len"].items()},
+        ck["meta"],
+    )

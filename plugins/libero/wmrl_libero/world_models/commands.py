@@ -19,9 +19,14 @@ def _cmd_record(args) -> int:
     inits = _ints(args.init_states)
     # a few init states at a time, so every task has episodes early in a long run
     for i in range(0, len(inits), args.init_states_per_pass):
-        record_perturbed_rollouts(args.out, suite=args.suite, task_indices=_ints(args.tasks),
-                                  init_states=inits[i:i + args.init_states_per_pass], rollouts=_ints(args.rollouts),
-                                  log=lambda m: print(m, flush=True))
+        record_perturbed_rollouts(
+            args.out,
+            suite=args.suite,
+            task_indices=_ints(args.tasks),
+            init_states=inits[i : i + args.init_states_per_pass],
+            rollouts=_ints(args.rollouts),
+            log=lambda m: print(m, flush=True),
+        )
     print("wrote", args.out)
     return 0
 
@@ -36,10 +41,20 @@ def _cmd_train(args) -> int:
     _threads(args)
     from wmrl_libero.world_models.training import train_world_models
 
-    path = train_world_models(args.data, args.out, heldout_init_states=_ints(args.heldout_init_states),
-                              object_dim=args.object_dim, chunk=args.chunk, members=args.members, hidden=args.hidden,
-                              dynamics_iterations=args.dynamics_iterations, rollout_chunks=args.rollout_chunks, scorer_iterations=args.scorer_iterations,
-                              seed=args.seed, log=lambda m: print(m, flush=True))
+    path = train_world_models(
+        args.data,
+        args.out,
+        heldout_init_states=_ints(args.heldout_init_states),
+        object_dim=args.object_dim,
+        chunk=args.chunk,
+        members=args.members,
+        hidden=args.hidden,
+        dynamics_iterations=args.dynamics_iterations,
+        rollout_chunks=args.rollout_chunks,
+        scorer_iterations=args.scorer_iterations,
+        seed=args.seed,
+        log=lambda m: print(m, flush=True),
+    )
     print("wrote", path)
     return 0
 
@@ -48,11 +63,24 @@ def _cmd_report(args) -> int:
     _threads(args)
     from wmrl_libero.world_models.quality import quality_report, write_report
 
-    r = quality_report(args.checkpoint, args.heldout, sim_episodes=args.sim_episodes, vla_batch=args.vla_batch,
-                       log=lambda m: print(m, flush=True))
-    command = " ".join(["wmrl-libero wm-report", shlex.quote(args.checkpoint), "--heldout",
-                        *map(shlex.quote, args.heldout), "--out", shlex.quote(args.out),
-                        f"--sim-episodes {args.sim_episodes} --vla-batch {args.vla_batch} --name {args.name}"])
+    r = quality_report(
+        args.checkpoint,
+        args.heldout,
+        sim_episodes=args.sim_episodes,
+        vla_batch=args.vla_batch,
+        log=lambda m: print(m, flush=True),
+    )
+    command = " ".join(
+        [
+            "wmrl-libero wm-report",
+            shlex.quote(args.checkpoint),
+            "--heldout",
+            *map(shlex.quote, args.heldout),
+            "--out",
+            shlex.quote(args.out),
+            f"--sim-episodes {args.sim_episodes} --vla-batch {args.vla_batch} --name {args.name}",
+        ]
+    )
     path = write_report(r, args.out, command, name=args.name)
     print(path.read_text())
     return 0
@@ -78,8 +106,12 @@ def add_world_model_commands(sub) -> None:
     p.add_argument("--members", type=int, default=5)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--dynamics-iterations", type=int, default=2000)
-    p.add_argument("--rollout-chunks", type=int, default=1,
-                   help="then train each member on its own H-chunk rollouts (against compounding error)")
+    p.add_argument(
+        "--rollout-chunks",
+        type=int,
+        default=1,
+        help="then train each member on its own H-chunk rollouts (against compounding error)",
+    )
     p.add_argument("--scorer-iterations", type=int, default=1500)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")

@@ -10,7 +10,7 @@ disagree away from it: imagination stops trusting an episode once the spread is 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -56,8 +56,10 @@ class DynamicsEnsemble(nn.Module):
         self.state_dim, self.n_tasks, self.chunk, self.members = state_dim, n_tasks, chunk, members
         d_in = state_dim + 7 * chunk + n_tasks
         self.net = nn.Sequential(
-            _EnsembleLinear(members, d_in, hidden), nn.SiLU(),
-            _EnsembleLinear(members, hidden, hidden), nn.SiLU(),
+            _EnsembleLinear(members, d_in, hidden),
+            nn.SiLU(),
+            _EnsembleLinear(members, hidden, hidden),
+            nn.SiLU(),
             _EnsembleLinear(members, hidden, state_dim),
         )
         for name in ("state_mean", "delta_mean"):
@@ -107,7 +109,7 @@ def chunk_transitions(episodes: Sequence[Episode], chunk: int) -> tuple[np.ndarr
             continue
         idx = np.arange(last)
         s.append(e.states[idx])
-        a.append(np.stack([e.actions[i:i + chunk] for i in idx]))
+        a.append(np.stack([e.actions[i : i + chunk] for i in idx]))
         n.append(e.states[idx + chunk])
         k.append(np.full(last, e.task_index))
     if not s:
@@ -124,17 +126,28 @@ def chunk_windows(episodes: Sequence[Episode], chunk: int, length: int) -> tuple
         last = min(len(e.states) - span, len(e.actions) - span + 1)
         for t in range(0, max(last, 0), chunk):
             s0.append(e.states[t])
-            acts.append(e.actions[t:t + span].reshape(length, chunk, 7))
-            targets.append(e.states[t + chunk:t + span + 1:chunk])
+            acts.append(e.actions[t : t + span].reshape(length, chunk, 7))
+            targets.append(e.states[t + chunk : t + span + 1 : chunk])
             tasks.append(e.task_index)
     if not s0:
         raise ValueError(f"no episode is longer than {length} chunks of {chunk} steps")
     return np.stack(s0), np.stack(acts).astype(np.float32), np.stack(targets), np.asarray(tasks)
 
 
-def fit_dynamics(episodes: Sequence[Episode], *, chunk: int = 4, members: int = 5, hidden: int = 256,
-                 n_tasks: int = 10, iterations: int = 3000, batch_size: int = 256, lr: float = 1e-3,
-                 rollout_chunks: int = 1, seed: int = 0, log=print) -> DynamicsEnsemble:
+def fit_dynamics(
+    episodes: Sequence[Episode],
+    *,
+    chunk: int = 4,
+    members: int = 5,
+    hidden: int = 256,
+    n_tasks: int = 10,
+    iterations: int = 3000,
+    batch_size: int = 256,
+    lr: float = 1e-3,
+    rollout_chunks: int = 1,
+    seed: int = 0,
+    log=print,
+) -> DynamicsEnsemble:
     """Train the ensemble by mean squared error on normalised deltas; each member draws its
     own minibatches (bootstrap).
 

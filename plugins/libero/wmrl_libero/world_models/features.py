@@ -7,9 +7,9 @@ the task is a one-hot of its index. Images are not used (CPU default).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -43,15 +43,17 @@ def state_vector(proprio: np.ndarray, object_state: np.ndarray, object_dim: int)
     proprio = np.asarray(proprio, dtype=np.float32)
     obj = np.asarray(object_state, dtype=np.float32)
     if obj.shape[-1] > object_dim:
-        raise ValueError(f"object state of length {obj.shape[-1]} exceeds object_dim={object_dim}; "
-                         "train the world model with a larger --object-dim")
+        raise ValueError(
+            f"object state of length {obj.shape[-1]} exceeds object_dim={object_dim}; "
+            "train the world model with a larger --object-dim"
+        )
     pad = np.zeros(obj.shape[:-1] + (object_dim - obj.shape[-1],), dtype=np.float32)
     return np.concatenate([proprio, obj, pad], axis=-1)
 
 
 def split_state(state: np.ndarray, object_len: int) -> dict[str, np.ndarray]:
     """The observation dict a controller sees, from a state vector."""
-    return {"proprio": state[..., :PROPRIO_DIM], "object_state": state[..., PROPRIO_DIM:PROPRIO_DIM + object_len]}
+    return {"proprio": state[..., :PROPRIO_DIM], "object_state": state[..., PROPRIO_DIM : PROPRIO_DIM + object_len]}
 
 
 def load_episodes(paths: Iterable[str | Path], object_dim: int = 128) -> list[Episode]:
@@ -69,9 +71,18 @@ def load_episodes(paths: Iterable[str | Path], object_dim: int = 128) -> list[Ep
                     final = state_vector(o["final_proprio"][()], o["final_object_state"][()], object_dim)
                     states = np.concatenate([states, final[None]], 0)
                 success = bool(g.attrs["success"]) if "success" in g.attrs else bool(g["rewards"][-1] > 0)
-                out.append(Episode(int(g.attrs["task_index"]), int(g.attrs["init_state"]), success, states,
-                                   np.asarray(g["actions"][()], dtype=np.float32), int(o["object_state"].shape[1]),
-                                   int(g.attrs.get("rollout", 0)), str(path)))
+                out.append(
+                    Episode(
+                        int(g.attrs["task_index"]),
+                        int(g.attrs["init_state"]),
+                        success,
+                        states,
+                        np.asarray(g["actions"][()], dtype=np.float32),
+                        int(o["object_state"].shape[1]),
+                        int(g.attrs.get("rollout", 0)),
+                        str(path),
+                    )
+                )
     if not out:
         raise ValueError("no episodes found; pass HDF5 files written by record-demos, dagger or record-wm-data")
     return out

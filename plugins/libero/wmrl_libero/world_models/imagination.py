@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -56,9 +57,9 @@ class _OpenLoop:
         for i, a in enumerate(self.arrays):
             hold = a[-1].copy() if len(a) else _HOLD.copy()
             hold[:6] = 0.0
-            seg = a[t:t + k]
-            out[i, :len(seg)] = seg
-            out[i, len(seg):] = hold
+            seg = a[t : t + k]
+            out[i, : len(seg)] = seg
+            out[i, len(seg) :] = hold
         return out
 
 
@@ -82,9 +83,9 @@ class _NoiseControllers:
             dist = model.distribution([VLAInput.from_obs(obs[i], self.controllers[i].instruction) for i in rows])
             mean, std = dist.mean[:, 0], dist.stddev[:, 0]  # first action of the chunk, as executed
             for j, i in enumerate(rows):
-                eps = self.controllers[i].eps[t:t + k]
+                eps = self.controllers[i].eps[t : t + k]
                 a = (mean[j] + std[j] * eps).clamp(-1, 1).numpy()
-                out[i, :len(a)] = a
+                out[i, : len(a)] = a
         return out
 
 
@@ -143,13 +144,23 @@ class ImaginedEpisodes:
 
 
 @torch.no_grad()
-def imagine(bundle: WorldModelBundle, task_indices: Sequence[int], start_states: np.ndarray, solutions: Sequence[Any],
-            *, horizon: int, max_disagreement: float = 1.0, success_window: int = 3,
-            success_threshold: float = 0.5) -> ImaginedEpisodes:
+def imagine(
+    bundle: WorldModelBundle,
+    task_indices: Sequence[int],
+    start_states: np.ndarray,
+    solutions: Sequence[Any],
+    *,
+    horizon: int,
+    max_disagreement: float = 1.0,
+    success_window: int = 3,
+    success_threshold: float = 0.5,
+) -> ImaginedEpisodes:
     """Roll every solution out in the ensemble from its start state (see module docstring)."""
     dyn, scorer = bundle.dynamics, bundle.scorer
     if dyn is None:
-        raise ValueError("this checkpoint has no dynamics model; train it with `wmrl-libero train-wm` (not --scorer-only)")
+        raise ValueError(
+            "this checkpoint has no dynamics model; train it with `wmrl-libero train-wm` (not --scorer-only)"
+        )
     k = dyn.chunk
     B = len(solutions)
     tasks = torch.as_tensor(np.asarray(task_indices, dtype=np.int64))
@@ -188,9 +199,14 @@ def imagine(bundle: WorldModelBundle, task_indices: Sequence[int], start_states:
     probs = torch.stack(probs_hist)  # (C+1, B), frozen values repeat after an episode stops
     final = probs[-success_window:].mean(0)
     final = torch.where(succeeded, torch.maximum(final, torch.full_like(final, success_threshold)), final)
-    return ImaginedEpisodes(states=torch.stack(states, 1).numpy(), disagreement=torch.stack(spreads, 1).numpy(),
-                            success_prob=final.numpy(), steps=steps.numpy(), cut=cut.numpy(),
-                            succeeded=succeeded.numpy())
+    return ImaginedEpisodes(
+        states=torch.stack(states, 1).numpy(),
+        disagreement=torch.stack(spreads, 1).numpy(),
+        success_prob=final.numpy(),
+        steps=steps.numpy(),
+        cut=cut.numpy(),
+        succeeded=succeeded.numpy(),
+    )
 
 
 class ImaginationWorldModel:
@@ -205,9 +221,18 @@ class ImaginationWorldModel:
     :param cut_shrink: weight of the training base rate in a cut episode's probability.
     """
 
-    def __init__(self, env=None, *, checkpoint: str, horizon: int | None = None, max_disagreement: float | None = None,
-                 disagreement_factor: float = 3.0,
-                 cut_shrink: float = 0.5, success_window: int = 3, success_threshold: float = 0.5):
+    def __init__(
+        self,
+        env=None,
+        *,
+        checkpoint: str,
+        horizon: int | None = None,
+        max_disagreement: float | None = None,
+        disagreement_factor: float = 3.0,
+        cut_shrink: float = 0.5,
+        success_window: int = 3,
+        success_threshold: float = 0.5,
+    ):
         self.env = env
         self.bundle = load_bundle(checkpoint)
         self.horizon = horizon or getattr(env, "max_episode_steps", None) or 520
@@ -228,17 +253,26 @@ class ImaginationWorldModel:
             return self.bundle.initial_states[key]
         if key not in self._missing_starts:
             if self.env is None or not hasattr(self.env, "initial_observation"):
-                raise KeyError(f"no recorded initial state for task {key[0]} init state {key[1]} in the checkpoint "
-                               "and no environment to reset; record an episode from it or pass env=")
+                raise KeyError(
+                    f"no recorded initial state for task {key[0]} init state {key[1]} in the checkpoint "
+                    "and no environment to reset; record an episode from it or pass env="
+                )
             obs = self.env.initial_observation(task)  # one MuJoCo reset (settling steps), never a policy step
             self._missing_starts[key] = state_vector(obs["proprio"], obs["object_state"], self.bundle.object_dim)
         return self._missing_starts[key]
 
     def imagine(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> ImaginedEpisodes:
         starts = np.stack([self.start_state(t) for t in tasks])
-        return imagine(self.bundle, [int(t.data["task_index"]) for t in tasks], starts, solutions,
-                       horizon=self.horizon, max_disagreement=self.max_disagreement,
-                       success_window=self.success_window, success_threshold=self.success_threshold)
+        return imagine(
+            self.bundle,
+            [int(t.data["task_index"]) for t in tasks],
+            starts,
+            solutions,
+            horizon=self.horizon,
+            max_disagreement=self.max_disagreement,
+            success_window=self.success_window,
+            success_threshold=self.success_threshold,
+        )
 
     def predict(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
         if len(tasks) != len(solutions):
@@ -253,7 +287,17 @@ class ImaginationWorldModel:
             p = float(ep.success_prob[i])
             if ep.cut[i]:
                 p = (1 - self.cut_shrink) * p + self.cut_shrink * self.base_rate
-            out.append(Outcome(status="ok", score=p, info={
-                "imagined_steps": int(ep.steps[i]), "cut": bool(ep.cut[i]), "succeeded": bool(ep.succeeded[i]),
-                "max_disagreement": float(ep.disagreement[i].max()), "batch_seconds": seconds}))
+            out.append(
+                Outcome(
+                    status="ok",
+                    score=p,
+                    info={
+                        "imagined_steps": int(ep.steps[i]),
+                        "cut": bool(ep.cut[i]),
+                        "succeeded": bool(ep.succeeded[i]),
+                        "max_disagreement": float(ep.disagreement[i].max()),
+                        "batch_seconds": seconds,
+                    },
+                )
+            )
         return out

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from wmrl_libero.world_models.features import PROPRIO_DIM, Episode
 
-__all__ = ["auroc", "expected_calibration_error", "brier_score", "within_group_spearman", "horizon_errors",
-           "quality_report", "report_markdown"]
+__all__ = [
+    "auroc",
+    "expected_calibration_error",
+    "brier_score",
+    "within_group_spearman",
+    "horizon_errors",
+    "quality_report",
+    "report_markdown",
+]
 
 
 def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
@@ -36,8 +44,13 @@ def expected_calibration_error(labels: Sequence[bool], probs: Sequence[float], b
     """``ECE = sum_b (n_b / N) |mean(y in b) - mean(p in b)|`` over ``bins`` equal-width bins of p."""
     y, p = np.asarray(labels, dtype=np.float64), np.clip(np.asarray(probs, dtype=np.float64), 0, 1)
     which = np.minimum((p * bins).astype(int), bins - 1)
-    return float(sum(abs(y[which == b].mean() - p[which == b].mean()) * (which == b).mean()
-                     for b in range(bins) if np.any(which == b)))
+    return float(
+        sum(
+            abs(y[which == b].mean() - p[which == b].mean()) * (which == b).mean()
+            for b in range(bins)
+            if np.any(which == b)
+        )
+    )
 
 
 def brier_score(labels: Sequence[bool], probs: Sequence[float]) -> float:
@@ -63,8 +76,14 @@ def within_group_spearman(groups: Sequence[Any], truth: Sequence[float], scores:
     return (float(np.mean(rhos)) if rhos else float("nan")), len(rhos)
 
 
-def horizon_errors(imagined: np.ndarray, episodes: Sequence[Episode], chunk: int, state_std: np.ndarray,
-                   horizons: Sequence[int], disagreement: np.ndarray) -> list[dict[str, float]]:
+def horizon_errors(
+    imagined: np.ndarray,
+    episodes: Sequence[Episode],
+    chunk: int,
+    state_std: np.ndarray,
+    horizons: Sequence[int],
+    disagreement: np.ndarray,
+) -> list[dict[str, float]]:
     """Per horizon ``h`` (control steps): mean end-effector position error (m), mean normalised
     RMSE over the task's state dimensions, mean ensemble disagreement, over the episodes that
     last ``h`` steps. ``imagined`` is (B, C+1, D) at chunk boundaries."""
@@ -82,20 +101,39 @@ def horizon_errors(imagined: np.ndarray, episodes: Sequence[Episode], chunk: int
             dis.append(float(disagreement[i, max(c - 1, 0)]))
             n += 1
         if n:
-            rows.append(dict(horizon=h, episodes=n, eef_error_m=float(np.mean(eef)), state_nrmse=float(np.mean(nrmse)),
-                             disagreement=float(np.mean(dis))))
+            rows.append(
+                dict(
+                    horizon=h,
+                    episodes=n,
+                    eef_error_m=float(np.mean(eef)),
+                    state_nrmse=float(np.mean(nrmse)),
+                    disagreement=float(np.mean(dis)),
+                )
+            )
     return rows
 
 
 def _tasks_for(episodes: Sequence[Episode], suite: str):
     from wmrl_core.types import Task
 
-    return [Task(id=f"{suite}/{e.task_index}/{e.init_state}", data={"suite": suite, "task_index": e.task_index,
-                                                                     "init_state": e.init_state}) for e in episodes]
+    return [
+        Task(
+            id=f"{suite}/{e.task_index}/{e.init_state}",
+            data={"suite": suite, "task_index": e.task_index, "init_state": e.init_state},
+        )
+        for e in episodes
+    ]
 
 
-def quality_report(checkpoint: str, heldout_paths: Sequence[str], *, horizons: Sequence[int] = (4, 20, 52, 100, 200, 300),
-                   sim_episodes: int = 2, vla_batch: int = 64, log=print) -> dict[str, Any]:
+def quality_report(
+    checkpoint: str,
+    heldout_paths: Sequence[str],
+    *,
+    horizons: Sequence[int] = (4, 20, 52, 100, 200, 300),
+    sim_episodes: int = 2,
+    vla_batch: int = 64,
+    log=print,
+) -> dict[str, Any]:
     """Every figure of the report, as a dict (see the module docstring)."""
     import torch
 
@@ -114,10 +152,16 @@ def quality_report(checkpoint: str, heldout_paths: Sequence[str], *, horizons: S
         bundle.initial_states.setdefault((e.task_index, e.init_state), e.states[0])
     y = np.array([e.success for e in episodes])
     groups = [(e.task_index, e.init_state) for e in episodes]
-    out: dict[str, Any] = {"heldout_init_states_present": sorted({e.init_state for e in episodes}),
-                           "checkpoint": str(checkpoint), "heldout_files": list(map(str, heldout_paths)),
-                           "episodes": len(episodes), "successes": int(y.sum()), "groups": len(set(groups)),
-                           "observations": bundle.meta.get("observations"), "train": bundle.meta}
+    out: dict[str, Any] = {
+        "heldout_init_states_present": sorted({e.init_state for e in episodes}),
+        "checkpoint": str(checkpoint),
+        "heldout_files": list(map(str, heldout_paths)),
+        "episodes": len(episodes),
+        "successes": int(y.sum()),
+        "groups": len(set(groups)),
+        "observations": bundle.meta.get("observations"),
+        "train": bundle.meta,
+    }
 
     # imagination: every held-out episode's recorded actions, open loop, from its recorded start
     log(f"imagining {len(episodes)} held-out episodes")
@@ -126,29 +170,38 @@ def quality_report(checkpoint: str, heldout_paths: Sequence[str], *, horizons: S
     imagine_s = time.perf_counter() - start
     pred = np.array([o.score for o in wm.predict(tasks, [e.actions for e in episodes])])
     out["imagination"] = dict(
-        auroc=auroc(y, pred), ece=expected_calibration_error(y, pred), brier=brier_score(y, pred),
+        auroc=auroc(y, pred),
+        ece=expected_calibration_error(y, pred),
+        brier=brier_score(y, pred),
         base_rate_brier=brier_score(y, np.full(len(y), y.mean())),
         spearman_within_group=within_group_spearman(groups, y, pred),
-        cut_fraction=float(ep.cut.mean()), imagined_success_fraction=float(ep.succeeded.mean()),
+        cut_fraction=float(ep.cut.mean()),
+        imagined_success_fraction=float(ep.succeeded.mean()),
         mean_imagined_steps=float(ep.steps.mean()),
-        horizon=horizon_errors(ep.states, episodes, bundle.dynamics.chunk, bundle.dynamics.state_std.numpy(),
-                               horizons, ep.disagreement),
+        horizon=horizon_errors(
+            ep.states, episodes, bundle.dynamics.chunk, bundle.dynamics.state_std.numpy(), horizons, ep.disagreement
+        ),
         episodes_per_s_open_loop=len(episodes) / imagine_s,
     )
     # the scorer alone on the real final state: how much of the error is the dynamics'
     with torch.no_grad():
         final = torch.as_tensor(np.stack([e.states[-1] for e in episodes]))
         p_real = bundle.scorer.success_probability(final, torch.as_tensor([e.task_index for e in episodes])).numpy()
-    out["scorer_on_real_final_state"] = dict(auroc=auroc(y, p_real), ece=expected_calibration_error(y, p_real),
-                                             brier=brier_score(y, p_real))
+    out["scorer_on_real_final_state"] = dict(
+        auroc=auroc(y, p_real), ece=expected_calibration_error(y, p_real), brier=brier_score(y, p_real)
+    )
     # the executed-trajectory progress scorer (potential-style), and the peak for comparison
     pot, peak = [], []
     for e in episodes:
         s, p = trajectory_progress(bundle.scorer, e.states, e.task_index)
         pot.append(s)
         peak.append(float(p.max()))
-    out["progress_scorer"] = dict(auroc=auroc(y, pot), spearman_within_group=within_group_spearman(groups, y, pot),
-                                  peak_auroc=auroc(y, peak), peak_spearman_within_group=within_group_spearman(groups, y, peak))
+    out["progress_scorer"] = dict(
+        auroc=auroc(y, pot),
+        spearman_within_group=within_group_spearman(groups, y, pot),
+        peak_auroc=auroc(y, peak),
+        peak_spearman_within_group=within_group_spearman(groups, y, peak),
+    )
     out["progress_scorer"]["episodes_per_s"] = _time_progress(checkpoint, tasks, episodes)
 
     # closed-loop speed: the small VLA's solutions (random weights: speed only), batched
@@ -173,8 +226,10 @@ def quality_report(checkpoint: str, heldout_paths: Sequence[str], *, horizons: S
         start = time.perf_counter()
         env.execute([tasks[i] for i in chosen], [episodes[i].actions for i in chosen])
         out["simulated_episodes_per_s"] = len(chosen) / (time.perf_counter() - start)
-        out["simulated_episode_note"] = (f"{len(chosen)} held-out episodes replayed open loop until success or the "
-                                         f"{env.max_episode_steps}-step limit, physics only, in-process")
+        out["simulated_episode_note"] = (
+            f"{len(chosen)} held-out episodes replayed open loop until success or the "
+            f"{env.max_episode_steps}-step limit, physics only, in-process"
+        )
         env.close()
     return out
 
@@ -184,9 +239,18 @@ def _time_progress(checkpoint: str, tasks, episodes) -> float:
     from wmrl_libero.world_models.trajectory import TrajectoryProgressWorldModel
 
     wm = TrajectoryProgressWorldModel(checkpoint=checkpoint)
-    outcomes = [Outcome(score=float(e.success), info={"trajectory": {
-        "proprio": e.states[:, :PROPRIO_DIM], "object_state": e.states[:, PROPRIO_DIM:PROPRIO_DIM + e.object_len]}})
-        for e in episodes]
+    outcomes = [
+        Outcome(
+            score=float(e.success),
+            info={
+                "trajectory": {
+                    "proprio": e.states[:, :PROPRIO_DIM],
+                    "object_state": e.states[:, PROPRIO_DIM : PROPRIO_DIM + e.object_len],
+                }
+            },
+        )
+        for e in episodes
+    ]
     start = time.perf_counter()
     wm.predict_from_outcomes(tasks, [None] * len(tasks), outcomes)
     return len(tasks) / (time.perf_counter() - start)
@@ -201,14 +265,21 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
     t = r["train"]
     lines = [
         "# LIBERO world models: quality on held-out init states "
-        f"({', '.join(map(str, r.get('heldout_init_states_present', [])))})", "",
+        f"({', '.join(map(str, r.get('heldout_init_states_present', [])))})",
+        "",
         f"Observations: {r['observations']}. CPU, one training seed ({t.get('seed')}): an anecdote, not a "
-        "learning claim.", "",
+        "learning claim.",
+        "",
         f"Training: {t['train_episodes']} episodes from init states 0-39 ({t['train_successes']} successes); "
         f"held out: {r['episodes']} episodes ({r['successes']} successes) in {r['groups']} groups "
-        "(task, init state).", "",
-        "```bash", command, "```", "",
-        "## Predicted success", "",
+        "(task, init state).",
+        "",
+        "```bash",
+        command,
+        "```",
+        "",
+        "## Predicted success",
+        "",
         "| model | AUROC | ECE | Brier (base-rate Brier) | Spearman within group (groups) |",
         "|---|---:|---:|---:|---:|",
         f"| imagination (recorded actions replayed in the ensemble, {im['horizon_steps']} steps) | {_f(im['auroc'])} | "
@@ -218,22 +289,33 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
         f"| progress scorer, potential-style (last 3 - first 3 of 8 states) | {_f(pr['auroc'])} | | | "
         f"{_f(pr['spearman_within_group'][0])} ({pr['spearman_within_group'][1]}) |",
         f"| progress scorer, peak (max of 8; for comparison) | {_f(pr['peak_auroc'])} | | | "
-        f"{_f(pr['peak_spearman_within_group'][0])} ({pr['peak_spearman_within_group'][1]}) |", "",
+        f"{_f(pr['peak_spearman_within_group'][0])} ({pr['peak_spearman_within_group'][1]}) |",
+        "",
         f"Imagination guards: {100 * im['cut_fraction']:.0f}% of imagined episodes were cut by ensemble "
         f"disagreement; {100 * im['imagined_success_fraction']:.0f}% ended by the smoothed success rule; "
-        f"{im['mean_imagined_steps']:.0f} imagined steps on average.", "",
-        "## Dynamics: state error over the horizon (open loop, recorded actions)", "",
+        f"{im['mean_imagined_steps']:.0f} imagined steps on average.",
+        "",
+        "## Dynamics: state error over the horizon (open loop, recorded actions)",
+        "",
         "| horizon (steps) | episodes | end-effector error (m) | state RMSE (train std units) | ensemble disagreement |",
         "|---:|---:|---:|---:|---:|",
     ]
-    lines += [f"| {h['horizon']} | {h['episodes']} | {h['eef_error_m']:.4f} | {h['state_nrmse']:.3f} | "
-              f"{h['disagreement']:.3f} |" for h in im["horizon"]]
-    lines += ["", "## Speed (this 2-core shared CPU)", "",
-              "| what | episodes/s |", "|---|---:|",
-              f"| imagination, recorded action arrays, batch of {r['episodes']} | {im['episodes_per_s_open_loop']:.1f} |",
-              f"| imagination, small VLA closed loop, batch of {im['small_vla_batch']} | "
-              f"{im['episodes_per_s_small_vla']:.1f} |",
-              f"| progress scorer on executed trajectories | {pr['episodes_per_s']:.0f} |"]
+    lines += [
+        f"| {h['horizon']} | {h['episodes']} | {h['eef_error_m']:.4f} | {h['state_nrmse']:.3f} | "
+        f"{h['disagreement']:.3f} |"
+        for h in im["horizon"]
+    ]
+    lines += [
+        "",
+        "## Speed (this 2-core shared CPU)",
+        "",
+        "| what | episodes/s |",
+        "|---|---:|",
+        f"| imagination, recorded action arrays, batch of {r['episodes']} | {im['episodes_per_s_open_loop']:.1f} |",
+        f"| imagination, small VLA closed loop, batch of {im['small_vla_batch']} | "
+        f"{im['episodes_per_s_small_vla']:.1f} |",
+        f"| progress scorer on executed trajectories | {pr['episodes_per_s']:.0f} |",
+    ]
     if "simulated_episodes_per_s" in r:
         lines.append(f"| MuJoCo simulation ({r['simulated_episode_note']}) | {r['simulated_episodes_per_s']:.3f} |")
     return "\n".join(lines) + "\n"

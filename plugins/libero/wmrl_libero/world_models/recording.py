@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -68,8 +68,10 @@ def recorded_keys(path: str | Path) -> set[tuple[int, int, int]]:
     with h5py.File(path, "r") as f:
         if "data" not in f:
             return set()
-        return {(int(g.attrs["task_index"]), int(g.attrs["init_state"]), int(g.attrs.get("rollout", 0)))
-                for g in f["data"].values()}
+        return {
+            (int(g.attrs["task_index"]), int(g.attrs["init_state"]), int(g.attrs.get("rollout", 0)))
+            for g in f["data"].values()
+        }
 
 
 def _run_episode(env, init_state: int, p: Perturbation):
@@ -101,8 +103,9 @@ def _run_episode(env, init_state: int, p: Perturbation):
     return rows, success
 
 
-def _write(f, rows, *, task_index: int, init_state: int, rollout: int, success: bool, p: Perturbation,
-           instruction: str) -> None:
+def _write(
+    f, rows, *, task_index: int, init_state: int, rollout: int, success: bool, p: Perturbation, instruction: str
+) -> None:
     from scipy.spatial.transform import Rotation
 
     data = f.require_group("data")
@@ -110,9 +113,17 @@ def _write(f, rows, *, task_index: int, init_state: int, rollout: int, success: 
     T = len(rows["actions"])
     proprio = np.asarray(rows["proprio"], dtype=np.float64)
     ee_pos, ee_quat, grip, joints = proprio[:, :3], proprio[:, 3:7], proprio[:, 7:9], proprio[:, 9:16]
-    g.attrs.update(num_samples=T, init_state=init_state, task_index=task_index, rollout=rollout, success=success,
-                   language_instruction=instruction, noise_scale=p.noise_scale, burst_start=p.burst_start,
-                   step_limit=p.step_limit)
+    g.attrs.update(
+        num_samples=T,
+        init_state=init_state,
+        task_index=task_index,
+        rollout=rollout,
+        success=success,
+        language_instruction=instruction,
+        noise_scale=p.noise_scale,
+        burst_start=p.burst_start,
+        step_limit=p.step_limit,
+    )
     g.create_dataset("actions", data=np.asarray(rows["actions"], dtype=np.float64))
     g.create_dataset("states", data=np.asarray(rows["states"]))
     g.create_dataset("robot_states", data=np.concatenate([grip, ee_pos, ee_quat], axis=1))
@@ -129,9 +140,13 @@ def _write(f, rows, *, task_index: int, init_state: int, rollout: int, success: 
     o.create_dataset("proprio", data=proprio.astype(np.float32))
     o.create_dataset("final_proprio", data=np.asarray(rows["final_proprio"], dtype=np.float32))
     o.create_dataset("final_object_state", data=np.asarray(rows["final_object_state"], dtype=np.float32))
-    data.attrs.update(num_demos=len(data), total=int(data.attrs.get("total", 0)) + T,
-                      env_args=json.dumps({"env_name": "libero_10", "type": 1,
-                                           "env_kwargs": {"controller": "OSC_POSE", "control_freq": 20}}))
+    data.attrs.update(
+        num_demos=len(data),
+        total=int(data.attrs.get("total", 0)) + T,
+        env_args=json.dumps(
+            {"env_name": "libero_10", "type": 1, "env_kwargs": {"controller": "OSC_POSE", "control_freq": 20}}
+        ),
+    )
     f.flush()
 
 
@@ -169,11 +184,21 @@ def record_perturbed_rollouts(
                 start = time.time()
                 rows, success = _run_episode(env, s, p)
                 with h5py.File(out, "a") as f:
-                    _write(f, rows, task_index=t, init_state=s, rollout=r, success=success, p=p,
-                           instruction=env.language_instruction)
-                log(f"task {t} init {s} rollout {r}: {'success' if success else 'failure'} "
+                    _write(
+                        f,
+                        rows,
+                        task_index=t,
+                        init_state=s,
+                        rollout=r,
+                        success=success,
+                        p=p,
+                        instruction=env.language_instruction,
+                    )
+                log(
+                    f"task {t} init {s} rollout {r}: {'success' if success else 'failure'} "
                     f"({len(rows['actions'])} steps, noise {p.noise_scale}, burst {p.burst_start}, "
-                    f"limit {p.step_limit}, {time.time() - start:.1f} s)")
+                    f"limit {p.step_limit}, {time.time() - start:.1f} s)"
+                )
         finally:
             env.close()
     return out

@@ -12,7 +12,7 @@ One small MLP with two heads on ``(state, task)``:
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -52,14 +52,20 @@ class StateScorer(nn.Module):
         super().__init__()
         self.config = dict(state_dim=state_dim, n_tasks=n_tasks, hidden=hidden)
         self.n_tasks = n_tasks
-        self.net = nn.Sequential(nn.Linear(state_dim + n_tasks, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
-                                 nn.SiLU(), nn.Linear(hidden, 2))
+        self.net = nn.Sequential(
+            nn.Linear(state_dim + n_tasks, hidden),
+            nn.SiLU(),
+            nn.Linear(hidden, hidden),
+            nn.SiLU(),
+            nn.Linear(hidden, 2),
+        )
         self.register_buffer("state_mean", torch.zeros(state_dim))
         self.register_buffer("state_std", torch.ones(state_dim))
 
     def forward(self, states: torch.Tensor, tasks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.cat([(states - self.state_mean) / self.state_std,
-                       nn.functional.one_hot(tasks.long(), self.n_tasks).float()], -1)
+        x = torch.cat(
+            [(states - self.state_mean) / self.state_std, nn.functional.one_hot(tasks.long(), self.n_tasks).float()], -1
+        )
         out = self.net(x)
         return out[..., 0], torch.sigmoid(out[..., 1])
 
@@ -86,20 +92,36 @@ def _labelled_states(episodes: Sequence[Episode], success_tail: int, early_fract
         task.append(np.full(L, e.task_index))
         label.append(lab)
         prog.append(p)
-    return (np.concatenate(s), np.concatenate(task), np.concatenate(label).astype(np.float32),
-            np.concatenate(prog).astype(np.float32))
+    return (
+        np.concatenate(s),
+        np.concatenate(task),
+        np.concatenate(label).astype(np.float32),
+        np.concatenate(prog).astype(np.float32),
+    )
 
 
-def fit_scorer(episodes: Sequence[Episode], *, n_tasks: int = 10, hidden: int = 256, iterations: int = 2000,
-               batch_size: int = 512, lr: float = 1e-3, success_tail: int = 5, early_fraction: float = 0.7,
-               seed: int = 0, log=print) -> StateScorer:
+def fit_scorer(
+    episodes: Sequence[Episode],
+    *,
+    n_tasks: int = 10,
+    hidden: int = 256,
+    iterations: int = 2000,
+    batch_size: int = 512,
+    lr: float = 1e-3,
+    success_tail: int = 5,
+    early_fraction: float = 0.7,
+    seed: int = 0,
+    log=print,
+) -> StateScorer:
     """Train both heads (BCE on the labelled states, balanced; MSE on progress of successes)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     s, task, label, prog = _labelled_states(episodes, success_tail, early_fraction)
     if not np.any(label == 1) or not np.any(label == 0):
-        raise ValueError("the scorer needs successful AND failed episodes (or early states); "
-                         "record failures with `wmrl-libero record-wm-data`")
+        raise ValueError(
+            "the scorer needs successful AND failed episodes (or early states); "
+            "record failures with `wmrl-libero record-wm-data`"
+        )
     model = StateScorer(s.shape[1], n_tasks, hidden)
     model.state_mean.copy_(torch.as_tensor(s.mean(0)))
     model.state_std.copy_(torch.as_tensor(np.maximum(s.std(0), 1e-3)))

@@ -16,7 +16,8 @@ solution when it carries one (``solution.trajectory``, same dict) and otherwise 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,8 +35,9 @@ __all__ = ["TrajectoryProgressWorldModel", "trajectory_progress"]
 
 
 @torch.no_grad()
-def trajectory_progress(scorer: StateScorer, states: np.ndarray, task_index: int, *, frames: int = 8,
-                        k: int = 3) -> tuple[float, np.ndarray]:
+def trajectory_progress(
+    scorer: StateScorer, states: np.ndarray, task_index: int, *, frames: int = 8, k: int = 3
+) -> tuple[float, np.ndarray]:
     """(potential-style score, per-frame progress) of one trajectory of state vectors (T, D)."""
     idx = subsample_indices(len(states), frames)
     s = torch.as_tensor(np.asarray(states, dtype=np.float32)[idx])
@@ -61,19 +63,26 @@ class TrajectoryProgressWorldModel:
 
     def _score(self, task: Task, trajectory: dict[str, np.ndarray] | None) -> Outcome:
         if not trajectory or len(trajectory.get("proprio", ())) == 0:
-            return Outcome(status="no_prediction", score=None,
-                           info={"error": "no executed trajectory to score; this world model reads "
-                                          "outcome.info['trajectory'] (scores_executed=True)"})
+            return Outcome(
+                status="no_prediction",
+                score=None,
+                info={
+                    "error": "no executed trajectory to score; this world model reads "
+                    "outcome.info['trajectory'] (scores_executed=True)"
+                },
+            )
         states = state_vector(trajectory["proprio"], trajectory["object_state"], self.bundle.object_dim)
-        score, p = trajectory_progress(self.bundle.scorer, states, int(task.data["task_index"]),
-                                       frames=self.frames, k=self.k)
+        score, p = trajectory_progress(
+            self.bundle.scorer, states, int(task.data["task_index"]), frames=self.frames, k=self.k
+        )
         return Outcome(status="ok", score=score, info={"progress": p.tolist()})
 
     def predict(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
         return [self._score(t, getattr(s, "trajectory", None)) for t, s in zip(tasks, solutions)]
 
-    def predict_from_outcomes(self, tasks: Sequence[Task], solutions: Sequence[Any],
-                              outcomes: Sequence[Outcome]) -> list[Outcome]:
+    def predict_from_outcomes(
+        self, tasks: Sequence[Task], solutions: Sequence[Any], outcomes: Sequence[Outcome]
+    ) -> list[Outcome]:
         if not len(tasks) == len(solutions) == len(outcomes):
             raise ValueError(f"{len(tasks)} tasks, {len(solutions)} solutions, {len(outcomes)} outcomes")
         return [self._score(t, o.info.get("trajectory")) for t, o in zip(tasks, outcomes)]

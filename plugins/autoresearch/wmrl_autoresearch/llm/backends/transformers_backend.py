@@ -7,7 +7,8 @@ sequences. Sampling draws from torch's global RNG, which the WMRL trainer checkp
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -72,8 +73,8 @@ class TransformersBackend:
                 for i, p in enumerate(chunk):
                     if len(p) == 0:
                         raise ValueError("empty prompt: there is nothing to condition the generation on")
-                    ids[i, width - len(p):] = torch.as_tensor(list(p), dtype=torch.long)
-                    att[i, width - len(p):] = 1
+                    ids[i, width - len(p) :] = torch.as_tensor(list(p), dtype=torch.long)
+                    att[i, width - len(p) :] = 1
                 kwargs: dict[str, Any] = dict(
                     input_ids=ids.to(device),
                     attention_mask=att.to(device),

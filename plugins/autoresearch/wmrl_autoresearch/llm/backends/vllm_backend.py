@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -49,7 +50,9 @@ def import_vllm() -> Any:
     try:
         import vllm
     except ImportError as exc:
-        raise ImportError(f"backend='vllm' needs the `vllm` package, which is not importable ({exc}); {_VLLM_FIX}") from exc
+        raise ImportError(
+            f"backend='vllm' needs the `vllm` package, which is not importable ({exc}); {_VLLM_FIX}"
+        ) from exc
     except Exception as exc:  # vLLM built against another torch/CUDA fails in odd ways
         raise ImportError(f"`import vllm` failed ({type(exc).__name__}: {exc}); {_VLLM_FIX}") from exc
     return vllm
@@ -101,7 +104,7 @@ def vllm_weight_name(key: str) -> str | None:
         changed = False
         for p in _PREFIXES:
             if key.startswith(p):
-                key, changed = key[len(p):], True
+                key, changed = key[len(p) :], True
     key = key.replace("._checkpoint_wrapped_module", "").replace("._orig_mod", "")
     key = key.replace(".base_layer.", ".").replace(".modules_to_save.default.", ".")
     return key
