@@ -21,11 +21,12 @@ __all__ = ["plan_from_goal", "SPREAD_M"]
 # across) on a stove's cook region (15 x 15 cm) sit 10 cm apart, 2.5 cm inside its edges.
 SPREAD_M = 0.10
 _DRAWER_LEVELS = ("_top_region", "_middle_region", "_bottom_region")
-# An object put ``In`` an open drawer goes 4 cm towards the drawer's front (world -y for the
-# scenes' cabinets) from the region's centre, so that it clears the front of the drawer
-# above (a 10.8 cm bowl at the centre would stick 1 cm under it and jam the drawer), and is
-# lowered towards 5 cm below the centre: the lowering stops when it rests on the floor.
-DRAWER_PLACE_OFFSET_M = np.array([0.0, -0.04, -0.05])
+# An object put ``In`` an open drawer goes 1 cm towards the drawer's front (world -y for the
+# scenes' cabinets) from the region's centre: the part of the drawer outside the cabinet
+# runs from the region's front edge (-7.6 cm) to the closed drawer above (about +5.6 cm), so
+# a 10.8 cm bowl centred there clears both; it is lowered towards 5 cm below the centre and
+# let go when it rests on the floor.
+DRAWER_PLACE_OFFSET_M = np.array([0.0, -0.01, -0.05])
 
 
 def plan_from_goal(goal: list[list[str]]) -> tuple[list, list[list[str]]]:
