@@ -15,7 +15,7 @@ from scipy.spatial.transform import Rotation
 
 from wmrl_libero.expert.motion import wrap_half_turn, yaw_of
 
-__all__ = ["Grasp", "grasp_for", "MAX_HELD_GAP_M"]
+__all__ = ["Grasp", "grasp_for", "placement_point", "carry_speed", "MAX_HELD_GAP_M"]
 
 # Finger gap (m) above which the fingers closed on (nearly) nothing or on a side too wide.
 MAX_HELD_GAP_M = 0.07
@@ -48,8 +48,15 @@ _MUG_RIM_HEIGHT_M = 0.06
 # Bowls (akita black bowl: 10.8 cm across, 5 cm tall): too wide to span, grasped by the rim.
 _BOWL_RIM_RADIUS_M = 0.048
 _BOWL_RIM_HEIGHT_M = 0.035
+# Books stand upright (black book: 2.9 cm thick along local x, 11 cm wide along local y,
+# 13.7 cm tall from its origin at the bottom; its middle is 1.2 cm to local -y of the
+# origin): grasped across the thickness 4.7 cm below the top edge (deeper and the palm
+# touches the top), and carried slowly: held by its top it swings like a pendulum.
+_BOOK_GRASP_POINT = np.array([0.0, -0.012, 0.09])
+_CARRY_SPEED = {"book": 0.3}  # position action cap while carrying (1 = 5 cm per step)
+_BOOK_MIDDLE = np.array([0.0, -0.012, 0.0])
 # Other boxes: fingers along a face normal.
-_OTHER_BOXES = ("book", "pudding")
+_OTHER_BOXES = ("pudding",)
 # Neighbours closer than this (m) decide the yaw of an unknown object's grasp.
 _NEIGHBOUR_RADIUS_M = 0.15
 
@@ -72,6 +79,8 @@ def grasp_for(name: str, state: dict[str, np.ndarray], attempt: int = 0) -> Gras
         closing, length = turn.apply([0.0, 1.0, 0.0]), turn.apply([1.0, 0.0, 0.0])
         slide = max(_FLAT_BOX_SLIDES_M, key=lambda d: _palm_clearance(pose[:3] + d * length, closing, name, state))
         return Grasp(slide * length, wrap_half_turn(yaw))
+    if "book" in name:
+        return Grasp(turn.apply(_BOOK_GRASP_POINT), wrap_half_turn(yaw - np.pi / 2))
     if "moka_pot" in name:
         return Grasp(turn.apply(_MOKA_HANDLE_POINT), wrap_half_turn(yaw - np.pi / 2))
     return Grasp(np.zeros(3), _yaw_away_from_neighbours(name, state, attempt))
@@ -107,3 +116,17 @@ def _yaw_away_from_neighbours(name: str, state: dict[str, np.ndarray], attempt: 
         box = yaw_of(state[name])
         yaw = min((box + k * np.pi / 2 for k in range(-4, 5)), key=lambda c: abs(wrap_half_turn(c - yaw)))
     return wrap_half_turn(yaw + attempt * np.pi / 2)
+
+
+def placement_point(name: str, state: dict[str, np.ndarray]) -> np.ndarray:
+    """The point of object ``name`` (world, m) that is steered onto the target: its origin,
+    or for books their middle (the compartment they go into is only 1.9 cm longer)."""
+    pose = state[name]
+    if "book" in name:
+        return pose[:3] + Rotation.from_euler("z", yaw_of(pose)).apply(_BOOK_MIDDLE)
+    return pose[:3]
+
+
+def carry_speed(name: str) -> float:
+    """Cap on the position action while ``name`` is held (1: full speed)."""
+    return next((v for k, v in _CARRY_SPEED.items() if k in name), 1.0)

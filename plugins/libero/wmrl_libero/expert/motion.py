@@ -46,17 +46,17 @@ class Hand:
 
 
 def move_hand(hand: Hand, target: np.ndarray, yaw: float, gripper: float, gain: float = POSITION_GAIN,
-              lean: np.ndarray | None = None, lean_rad: float = 0.0) -> np.ndarray:
+              lean: np.ndarray | None = None, lean_rad: float = 0.0, speed: float = 1.0) -> np.ndarray:
     """Action (7,) steering the grip site to ``target`` with the hand down, turned by ``yaw``.
 
     The gripper is symmetric under a half turn, so of ``yaw`` and ``yaw + pi`` the one
     nearer the hand's current yaw is used (a long turn of the wrist drags the arm off course).
-    With ``lean`` (a horizontal direction) the fingers point ``lean_rad`` away from straight
+    ``speed`` caps the position action (1 = 5 cm per step). With ``lean`` (a horizontal direction) the fingers point ``lean_rad`` away from straight
     down towards it: the fingertips lead and the palm trails behind and above.
     """
     yaw = hand.yaw + wrap_half_turn(yaw - hand.yaw)
     action = np.zeros(7, dtype=np.float32)
-    action[:3] = np.clip(gain * (np.asarray(target) - hand.pos), -1, 1)
+    action[:3] = np.clip(gain * (np.asarray(target) - hand.pos), -speed, speed)
     want = Rotation.from_euler("z", yaw) * _POINTING_DOWN
     if lean is not None and lean_rad:
         axis = np.cross([0.0, 0.0, -1.0], lean)  # turning straight down about this moves it towards lean

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wmrl_libero.expert.grasps import MAX_HELD_GAP_M, grasp_for
-from wmrl_libero.expert.motion import CLOSE, OPEN, Hand, move_hand
+from wmrl_libero.expert.grasps import MAX_HELD_GAP_M, carry_speed, grasp_for, placement_point
+from wmrl_libero.expert.motion import CLOSE, OPEN, Hand, move_hand, wrap_half_turn, yaw_of
 
 __all__ = ["PickPlace"]
 
@@ -27,6 +27,7 @@ DROPPED_M = 0.15  # object this far from the hand while carried: it fell
 HELD_RADIUS_M = 0.12  # an object this close to closed fingers counts as held
 AT_TARGET_XY_M = 0.012  # carry ends when the object is this close above the target
 PLACED_XY_M = 0.04  # an object resting this close to its target needs no more work
+ALIGNED_RAD = 0.05  # with ``align_with``, lowering waits until the yaws agree this well
 # Phase time limits in control steps (20 Hz): a phase that has not converged moves on.
 TIMEOUT = {"approach": 80, "descend": 40, "grasp": 12, "lift": 60, "carry": 120, "lower": 80, "release": 10, "retreat": 40}
 
@@ -37,12 +38,15 @@ class PickPlace:
 
     :param place_offset: world offset (m) from the target's origin where the object goes
         (spreads several objects over one region).
+    :param align_with: while carried, the object is turned until its yaw matches this
+        object's (modulo a half turn): a book going into a caddy compartment.
     """
 
     obj: str
     target: str
     relation: str  # "in" or "on"
     place_offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    align_with: str | None = None
     max_attempts: int = 2
     finished: bool = field(default=False, init=False)
 
@@ -85,8 +89,9 @@ class PickPlace:
             if self._placed(hand, obj, target):  # already there (a student put it there)
                 self.finished = True
                 return move_hand(hand, hand.pos + [0, 0, 0.05], hand.yaw, OPEN)
-            self._carry_z = max(obj[2], target[2]) + CARRY_CLEARANCE_M
             self._grasp = grasp_for(self.obj, state, self._attempt)
+            # the hand holds the object this far above its origin: a book hangs 9 cm below it
+            self._carry_z = max(obj[2], target[2]) + CARRY_CLEARANCE_M + max(self._grasp.offset[2], 0.0)
         if ph in ("approach", "descend") and self._held(hand, obj) and obj[2] > self._rest_z + LIFTED_M:
             self._grip_offset = hand.pos - obj  # taking over an object already held
             self._goto(ph := "carry")
@@ -110,17 +115,23 @@ class PickPlace:
         if ph == "lift":
             if hand.pos[2] > self._carry_z - 0.03 or t > TIMEOUT[ph]:
                 self._retry_or(obj[2] < self._grasp_obj_z + LIFTED_M, "carry")  # the object stayed behind
-            return move_hand(hand, [hand.pos[0], hand.pos[1], self._carry_z], hand.yaw, CLOSE)
+            return move_hand(hand, [hand.pos[0], hand.pos[1], self._carry_z], hand.yaw, CLOSE, speed=carry_speed(self.obj))
         if ph in ("carry", "lower"):
             if np.linalg.norm(hand.pos - obj) > DROPPED_M:  # dropped on the way: open, rise, regrasp
                 self._retry_or(True, "")
                 return move_hand(hand, hand.pos + [0, 0, 0.05], hand.yaw, OPEN)
-            self._grip_offset = hand.pos - obj  # the object hangs where it hangs: steer it, not the hand
+            # the object hangs where it hangs: steer it, not the hand
+            self._grip_offset = hand.pos - placement_point(self.obj, state)
+            if self.align_with is not None:
+                yaw = hand.yaw + wrap_half_turn(yaw_of(state[self.align_with]) - yaw_of(state[self.obj]))
+            else:
+                yaw = hand.yaw
         if ph == "carry":
             goal = np.array([target[0], target[1], self._carry_z]) + self._grip_offset * [1, 1, 0]
-            if np.linalg.norm((goal - hand.pos)[:2]) < AT_TARGET_XY_M or t > TIMEOUT[ph]:
+            aligned = self.align_with is None or abs(wrap_half_turn(yaw - hand.yaw)) < ALIGNED_RAD
+            if (np.linalg.norm((goal - hand.pos)[:2]) < AT_TARGET_XY_M and aligned) or t > TIMEOUT[ph]:
                 self._goto("lower")
-            return move_hand(hand, goal, hand.yaw, CLOSE)
+            return move_hand(hand, goal, yaw, CLOSE, speed=carry_speed(self.obj))
         if ph == "lower":
             goal = target + [0, 0, RELEASE_HEIGHT_M[self.relation]] + self._grip_offset
             # the object stopped going down: it rests on something (a held pot would otherwise
@@ -129,7 +140,7 @@ class PickPlace:
             self._last_z = obj[2]
             if abs(goal[2] - hand.pos[2]) < 0.01 or stalled or t > TIMEOUT[ph]:
                 self._goto("release")
-            return move_hand(hand, goal, hand.yaw, CLOSE)
+            return move_hand(hand, goal, yaw, CLOSE, speed=carry_speed(self.obj))
         if ph == "release":
             self._attempt = 0  # placed: the retreat that follows ends the skill
             if t > TIMEOUT[ph]:

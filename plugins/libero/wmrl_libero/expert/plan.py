@@ -8,6 +8,8 @@ lands inside the region without touching the others.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from wmrl_libero.expert.close_door import CloseDoor
@@ -49,6 +51,8 @@ def plan_from_goal(goal: list[list[str]]) -> tuple[list, list[list[str]]]:
     for p in placements:
         if p.relation == "in" and p.target.endswith(_DRAWER_LEVELS):
             p.place_offset = DRAWER_PLACE_OFFSET_M.copy()
+        if p.relation == "in" and "caddy" in p.target and p.target.endswith("_contain_region"):
+            p.align_with = re.match(r"(.*?_\d+)_", p.target).group(1)  # desk_caddy_1_back_... -> desk_caddy_1
     return knobs + placements + closings, unsupported
 
 
