@@ -3,14 +3,14 @@
 import numpy as np
 from wmrl_core.testing import require
 
-from wmrl_libero.expert import CloseDoor, CloseDrawer, PickPlace, TurnKnob, plan_from_goal
+from wmrl_libero.expert import CloseDrawer, PickPlace, TurnKnob, plan_from_goal
 from wmrl_libero.runtime import libero_available
 
 
 def test_plan_orders_knobs_first_placements_then_closings():
     steps, unsupported = plan_from_goal([["Close", "microwave_1"], ["In", "mug_1", "microwave_1_heating_region"]])
-    assert steps == [PickPlace("mug_1", "microwave_1_heating_region", "in"), CloseDoor("microwave_1")]
-    assert unsupported == []
+    assert steps == [PickPlace("mug_1", "microwave_1_heating_region", "in")]
+    assert unsupported == [["Close", "microwave_1"]]  # a microwave door is not scripted yet
     steps, _ = plan_from_goal([["close", "white_cabinet_1_bottom_region"], ["in", "bowl_1", "white_cabinet_1_bottom_region"]])
     assert steps == [PickPlace("bowl_1", "white_cabinet_1_bottom_region", "in"), CloseDrawer("white_cabinet_1_bottom_region", "white_cabinet_1")]
     steps, _ = plan_from_goal([["on", "pot_1", "stove_1_cook_region"], ["turnon", "flat_stove_1"]])

@@ -1,6 +1,8 @@
 """Turn a task's BDDL goal predicates into an ordered list of skills.
 
-Order: knobs are turned first (nothing stands on the stove yet), then objects are placed in
+Supported: ``In``/``On`` (pick and place), ``Turnon`` of a stove, ``Close`` of a cabinet
+drawer. Not yet: ``Close`` of a microwave door (and ``Open``, ``Turnoff``), returned as
+unsupported. Order: knobs are turned first (nothing stands on the stove yet), then objects are placed in
 goal order, then doors and drawers are closed (after what goes inside is in). Several
 objects ``On`` one region are spread along world x, ``SPREAD_M`` apart, so that each
 lands inside the region without touching the others.
@@ -12,7 +14,6 @@ import re
 
 import numpy as np
 
-from wmrl_libero.expert.close_door import CloseDoor
 from wmrl_libero.expert.close_drawer import CloseDrawer
 from wmrl_libero.expert.pick_place import PickPlace
 from wmrl_libero.expert.turn_knob import TurnKnob
@@ -43,8 +44,6 @@ def plan_from_goal(goal: list[list[str]]) -> tuple[list, list[list[str]]]:
         elif kind == "close" and args[0].endswith(_DRAWER_LEVELS):
             cabinet = next(args[0][: -len(s)] for s in _DRAWER_LEVELS if args[0].endswith(s))
             closings.append(CloseDrawer(args[0], cabinet))
-        elif kind == "close" and "microwave" in args[0]:
-            closings.append(CloseDoor(args[0]))
         else:
             unsupported.append(pred)
     _spread_shared_targets(placements)
