@@ -32,11 +32,14 @@ class Grasp:
 # Flat boxes lying on the table (cream cheese 8.2 x 4.2 x 1.8 cm, butter 7.6 x 4.0 x 1.8 cm):
 # closed across their 4 cm width, i.e. along the box's local y axis. The palm is 20 cm long
 # along the closing axis and collides with tall neighbours (the milk carton of task 1), so
-# the grasp slides along the box's length, by one of ``_FLAT_BOX_SLIDES_M``, to the point
-# farthest from the other objects.
+# the grasp slides along the box's length (by one of ``_FLAT_BOX_SLIDES_M``) and across it
+# (``_FLAT_BOX_SHIFTS_M``: the open fingers, 8 cm apart, still straddle the 4 cm box) to the
+# point farthest from the other objects' footprints (the basket of task 1 is 17 cm across).
 _FLAT_BOXES = ("cream_cheese", "butter")
 _FLAT_BOX_SLIDES_M = (-0.025, -0.0125, 0.0, 0.0125, 0.025)
+_FLAT_BOX_SHIFTS_M = (-0.015, 0.0, 0.015)
 _PALM_HALF_LENGTH_M = 0.10
+_FOOTPRINT_RADIUS_M = {"basket": 0.085}  # others count as points
 # Moka pot: its body is about 8.2 cm across (too wide for the fingers); its handle is a bar
 # 1.3 cm thick at local y = +7.2 cm, from the base to 5.6 cm up. Grasped there, closing
 # along local x, 3 cm above the origin so the palm stays clear of the pot's lid.
@@ -77,8 +80,9 @@ def grasp_for(name: str, state: dict[str, np.ndarray], attempt: int = 0) -> Gras
     if any(k in name for k in _FLAT_BOXES):
         # fingers close along gripper y, which is world y at yaw 0: yaw = box yaw closes along box y
         closing, length = turn.apply([0.0, 1.0, 0.0]), turn.apply([1.0, 0.0, 0.0])
-        slide = max(_FLAT_BOX_SLIDES_M, key=lambda d: _palm_clearance(pose[:3] + d * length, closing, name, state))
-        return Grasp(slide * length, wrap_half_turn(yaw))
+        offsets = [d * length + e * closing for d in _FLAT_BOX_SLIDES_M for e in _FLAT_BOX_SHIFTS_M]
+        best = max(offsets, key=lambda o: (_palm_clearance(pose[:3] + o, closing, name, state), -np.linalg.norm(o)))
+        return Grasp(best, wrap_half_turn(yaw))
     if "book" in name:
         return Grasp(turn.apply(_BOOK_GRASP_POINT), wrap_half_turn(yaw - np.pi / 2))
     if "moka_pot" in name:
@@ -88,7 +92,7 @@ def grasp_for(name: str, state: dict[str, np.ndarray], attempt: int = 0) -> Gras
 
 def _palm_clearance(point: np.ndarray, closing: np.ndarray, name: str, state: dict[str, np.ndarray]) -> float:
     """Horizontal distance (m) from the palm (a segment along the closing axis through
-    ``point``) to the nearest other object's origin."""
+    ``point``) to the nearest other object's footprint (a disc about its origin)."""
     a, b = point[:2] - _PALM_HALF_LENGTH_M * closing[:2], point[:2] + _PALM_HALF_LENGTH_M * closing[:2]
     best = np.inf
     for other, pose in state.items():
@@ -96,7 +100,8 @@ def _palm_clearance(point: np.ndarray, closing: np.ndarray, name: str, state: di
             continue
         p = pose[:2]
         u = np.clip(np.dot(p - a, b - a) / np.dot(b - a, b - a), 0.0, 1.0)
-        best = min(best, float(np.linalg.norm(a + u * (b - a) - p)))
+        radius = next((r for k, r in _FOOTPRINT_RADIUS_M.items() if k in other), 0.0)
+        best = min(best, float(np.linalg.norm(a + u * (b - a) - p)) - radius)
     return best
 
 

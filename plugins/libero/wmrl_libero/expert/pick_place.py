@@ -20,6 +20,7 @@ from wmrl_libero.expert.motion import CLOSE, OPEN, Hand, move_hand, wrap_half_tu
 __all__ = ["PickPlace"]
 
 APPROACH_HEIGHT_M = 0.12  # the hand first goes this far above the grasp point, then straight down
+TRAVEL_XY_M = 0.03  # farther than this from above the grasp point, the hand travels at carry height
 CARRY_CLEARANCE_M = 0.18  # carry height above the higher of object and target
 RELEASE_HEIGHT_M = {"in": 0.06, "on": 0.03}  # object origin above the target when it is let go
 LIFTED_M = 0.05  # the object rose this much with the hand: the grasp holds
@@ -99,6 +100,8 @@ class PickPlace:
         yaw = self._grasp.yaw
         if ph == "approach":
             goal = grasp_point + [0, 0, APPROACH_HEIGHT_M]
+            if np.linalg.norm((goal - hand.pos)[:2]) > TRAVEL_XY_M:  # travel high: clear of baskets and rims
+                goal[2] = max(goal[2], self._carry_z - 0.05)
             if (np.linalg.norm((goal - hand.pos)[:2]) < 0.01 and abs(goal[2] - hand.pos[2]) < 0.02) or t > TIMEOUT[ph]:
                 self._goto("descend")
             return move_hand(hand, goal, yaw, OPEN)
