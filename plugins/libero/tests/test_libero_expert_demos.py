@@ -1,10 +1,10 @@
 """Scripted expert: planning from BDDL goals, and one real solved episode recorded to HDF5."""
 
 import numpy as np
-from wmrl_core.testing import require
-
 from wmrl_libero.expert import CloseDrawer, PickPlace, TurnKnob, plan_from_goal
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
 
 
 def test_plan_orders_knobs_first_placements_then_closings():
@@ -28,7 +28,6 @@ def test_objects_sharing_an_on_region_are_spread_apart():
 def test_expert_solves_libero10_task0_and_demo_is_written_in_libero_layout(tmp_path):
     require(libero_available(), "LIBERO is not installed: run `bash plugins/libero/ci/setup.sh`")
     import h5py
-
     from wmrl_libero.demos import load_demonstrations, record_demonstrations
 
     path = record_demonstrations(tmp_path / "demo.hdf5", task_indices=[0], init_states=[0], log=lambda *_: None)

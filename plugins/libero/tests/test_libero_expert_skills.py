@@ -6,11 +6,11 @@ predicates. Skipped without LIBERO, failed under ``CI=true``.
 
 import numpy as np
 import pytest
-from wmrl_core.testing import require
-
 from wmrl_libero.expert import CloseDrawer, PickPlace, ScriptedExpert, TurnKnob
 from wmrl_libero.expert.motion import Hand, move_hand, wrap_half_turn
 from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
 
 
 def _solve(task_index: int, init_state: int = 0) -> tuple[bool, int, ScriptedExpert]:

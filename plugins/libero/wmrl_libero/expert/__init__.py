@@ -24,7 +24,7 @@ from wmrl_libero.expert.plan import plan_from_goal
 from wmrl_libero.expert.turn_knob import TurnKnob
 from wmrl_libero.suites import TaskInfo
 
-__all__ = ["ScriptedExpert", "PickPlace", "TurnKnob", "CloseDrawer", "plan_from_goal", "expert_factory"]
+__all__ = ["CloseDrawer", "PickPlace", "ScriptedExpert", "TurnKnob", "expert_factory", "plan_from_goal"]
 
 
 @dataclass

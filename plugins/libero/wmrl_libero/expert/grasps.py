@@ -15,7 +15,7 @@ from scipy.spatial.transform import Rotation
 
 from wmrl_libero.expert.motion import wrap_half_turn, yaw_of
 
-__all__ = ["Grasp", "grasp_for", "placement_point", "carry_speed", "MAX_HELD_GAP_M"]
+__all__ = ["MAX_HELD_GAP_M", "Grasp", "carry_speed", "grasp_for", "placement_point"]
 
 # Finger gap (m) above which the fingers closed on (nearly) nothing or on a side too wide.
 MAX_HELD_GAP_M = 0.07

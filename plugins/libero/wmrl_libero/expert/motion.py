@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-__all__ = ["Hand", "OPEN", "CLOSE", "POSITION_GAIN", "move_hand", "wrap_half_turn", "yaw_of"]
+__all__ = ["CLOSE", "OPEN", "POSITION_GAIN", "Hand", "move_hand", "wrap_half_turn", "yaw_of"]
 
 OPEN, CLOSE = -1.0, 1.0
 # Action units per metre of position error; saturates (|a| <= 1) beyond 8 cm, so the hand
@@ -35,7 +35,7 @@ class Hand:
     finger_gap: float
 
     @classmethod
-    def from_proprio(cls, proprio: np.ndarray) -> "Hand":
+    def from_proprio(cls, proprio: np.ndarray) -> Hand:
         p = np.asarray(proprio, dtype=np.float64)
         return cls(p[:3], p[3:7], float(p[7] - p[8]))
 

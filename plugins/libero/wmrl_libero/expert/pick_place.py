@@ -14,8 +14,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wmrl_libero.expert.grasps import MAX_HELD_GAP_M, carry_speed, grasp_for, placement_point
-from wmrl_libero.expert.motion import CLOSE, OPEN, Hand, move_hand, wrap_half_turn, yaw_of
+from wmrl_libero.expert.grasps import (
+    MAX_HELD_GAP_M,
+    carry_speed,
+    grasp_for,
+    placement_point,
+)
+from wmrl_libero.expert.motion import (
+    CLOSE,
+    OPEN,
+    Hand,
+    move_hand,
+    wrap_half_turn,
+    yaw_of,
+)
 
 __all__ = ["PickPlace"]
 

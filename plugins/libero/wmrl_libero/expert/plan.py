@@ -18,7 +18,7 @@ from wmrl_libero.expert.close_drawer import CloseDrawer
 from wmrl_libero.expert.pick_place import PickPlace
 from wmrl_libero.expert.turn_knob import TurnKnob
 
-__all__ = ["plan_from_goal", "SPREAD_M"]
+__all__ = ["SPREAD_M", "plan_from_goal"]
 
 # Centre-to-centre distance of objects sharing an ``On`` region: two moka pots (8.2 cm
 # across) on a stove's cook region (15 x 15 cm) sit 10 cm apart, 2.5 cm inside its edges.

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wmrl_libero.expert.motion import CLOSE, OPEN, Hand, move_hand, wrap_half_turn, yaw_of
+from wmrl_libero.expert.motion import (
+    CLOSE,
+    OPEN,
+    Hand,
+    move_hand,
+    wrap_half_turn,
+    yaw_of,
+)
 
 __all__ = ["TurnKnob"]
 
