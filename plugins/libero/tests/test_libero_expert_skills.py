@@ -84,3 +84,38 @@ def test_pick_place_takes_over_an_object_a_student_already_holds():
     action = skill.act(Hand(hand_at, np.array([1.0, 0, 0, 0]), 0.04), state)
     assert skill.phase.startswith("carry")
     assert action[0] > 0 and action[6] == 1.0  # towards the target, fingers kept closed
+
+
+def test_pick_place_starting_on_a_held_object_carries_it():
+    # first call of a fresh expert: the fingers are closed on the object above the table
+    skill = PickPlace("book_1", "caddy_1_back_contain_region", "in")
+    state = {"book_1": np.array([0.0, 0.0, 0.10, 0, 0, 0, 1.0]),
+             "caddy_1_back_contain_region": np.array([0.3, 0.0, 0.05, 0, 0, 0, 1.0])}
+    skill.act(Hand(np.array([0.0, 0.0, 0.19]), np.array([1.0, 0, 0, 0]), 0.03), state)
+    assert skill.phase.startswith("carry")
+    # the same pose with open fingers is an object to grasp, not one held
+    skill = PickPlace("book_1", "caddy_1_back_contain_region", "in")
+    skill.act(Hand(np.array([0.0, 0.0, 0.19]), np.array([1.0, 0, 0, 0]), 0.078), state)
+    assert skill.phase.startswith("approach")
+
+
+@pytest.mark.slow
+def test_fresh_expert_takes_over_mid_episode_like_a_dagger_labeller():
+    # one expert drives task 5 for 130 steps (the book is in the hand), then a fresh expert,
+    # which never saw the start, must finish from the state alone
+    require(libero_available(), "LIBERO is not installed: run `bash plugins/libero/ci/setup.sh`")
+    from wmrl_libero.gym_env import LiberoGymEnv
+
+    env = LiberoGymEnv("libero_10", 5, privileged_info=True)
+    try:
+        obs, info = env.reset(options={"init_state": 0})
+        first, fresh = ScriptedExpert(env.goal_predicates()), ScriptedExpert(env.goal_predicates())
+        solved = False
+        for step in range(env.max_episode_steps):
+            obs, _, solved, truncated, info = env.step((first if step < 130 else fresh).act(obs, info)[0])
+            if solved or truncated:
+                break
+        assert not (solved and step < 130), "the first expert finished alone: take over earlier"
+        assert solved, f"the fresh expert did not finish task 5 from step 130 ({step + 1} steps)"
+    finally:
+        env.close()

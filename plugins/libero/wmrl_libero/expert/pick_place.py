@@ -38,6 +38,7 @@ RELEASE_HEIGHT_M = {"in": 0.06, "on": 0.03}  # object origin above the target wh
 LIFTED_M = 0.05  # the object rose this much with the hand: the grasp holds
 DROPPED_M = 0.15  # object this far from the hand while carried: it fell
 HELD_RADIUS_M = 0.12  # an object this close to closed fingers counts as held
+TAKEOVER_GAP_M = 0.06  # fingers this closed when a skill starts: they hold its object (open: 0.072+)
 AT_TARGET_XY_M = 0.012  # carry ends when the object is this close above the target
 PLACED_XY_M = 0.04  # an object resting this close to its target needs no more work
 ALIGNED_RAD = 0.05  # with ``align_with``, lowering waits until the yaws agree this well
@@ -97,6 +98,7 @@ class PickPlace:
         target = state[self.target][:3] + self.place_offset
         self._t += 1
         ph, t = self._phase, self._t
+        first_sight = self._rest_z == np.inf
         self._rest_z = min(self._rest_z, obj[2])
         if ph == "approach" and t == 1:
             if self._placed(hand, obj, target):  # already there (a student put it there)
@@ -105,7 +107,10 @@ class PickPlace:
             self._grasp = grasp_for(self.obj, state, self._attempt)
             # the hand holds the object this far above its origin: a book hangs 9 cm below it
             self._carry_z = max(obj[2], target[2]) + CARRY_CLEARANCE_M + max(self._grasp.offset[2], 0.0)
-        if ph in ("approach", "descend") and self._held(hand, obj) and obj[2] > self._rest_z + LIFTED_M:
+        # taking over an object already held: seen rising off its support, or, when the skill
+        # starts on a student's state, already in clearly closed fingers
+        lifted = obj[2] > self._rest_z + LIFTED_M or (first_sight and hand.finger_gap < TAKEOVER_GAP_M)
+        if ph in ("approach", "descend") and self._held(hand, obj) and lifted:
             self._grip_offset = hand.pos - obj  # taking over an object already held
             self._goto(ph := "carry")
         grasp_point = obj + self._grasp.offset
