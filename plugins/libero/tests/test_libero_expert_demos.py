@@ -1,22 +1,33 @@
 """Scripted expert: planning from BDDL goals, and one real solved episode recorded to HDF5."""
 
 import numpy as np
-from wmrl_core.testing import require
-
-from wmrl_libero.expert import PickPlace, plan_from_goal
+from wmrl_libero.expert import CloseDrawer, PickPlace, TurnKnob, plan_from_goal
 from wmrl_libero.runtime import libero_available
 
+from wmrl_core.testing import require
 
-def test_plan_from_goal_splits_supported_and_articulated_predicates():
+
+def test_plan_orders_knobs_first_placements_then_closings():
     steps, unsupported = plan_from_goal([["Close", "microwave_1"], ["In", "mug_1", "microwave_1_heating_region"]])
     assert steps == [PickPlace("mug_1", "microwave_1_heating_region", "in")]
-    assert unsupported == [["Close", "microwave_1"]]
+    assert unsupported == [["Close", "microwave_1"]]  # a microwave door is not scripted yet
+    steps, _ = plan_from_goal([["close", "white_cabinet_1_bottom_region"], ["in", "bowl_1", "white_cabinet_1_bottom_region"]])
+    assert steps == [PickPlace("bowl_1", "white_cabinet_1_bottom_region", "in"), CloseDrawer("white_cabinet_1_bottom_region", "white_cabinet_1")]
+    steps, _ = plan_from_goal([["on", "pot_1", "stove_1_cook_region"], ["turnon", "flat_stove_1"]])
+    assert steps == [TurnKnob("flat_stove_1"), PickPlace("pot_1", "stove_1_cook_region", "on")]
+    _, unsupported = plan_from_goal([["open", "window_1"]])
+    assert unsupported == [["open", "window_1"]]
+
+
+def test_objects_sharing_an_on_region_are_spread_apart():
+    steps, _ = plan_from_goal([["on", "moka_pot_1", "flat_stove_1_cook_region"], ["on", "moka_pot_2", "flat_stove_1_cook_region"]])
+    offsets = [s.place_offset for s in steps]
+    assert np.allclose(offsets[0] + offsets[1], 0.0) and np.linalg.norm(offsets[0] - offsets[1]) > 0.08
 
 
 def test_expert_solves_libero10_task0_and_demo_is_written_in_libero_layout(tmp_path):
     require(libero_available(), "LIBERO is not installed: run `bash plugins/libero/ci/setup.sh`")
     import h5py
-
     from wmrl_libero.demos import load_demonstrations, record_demonstrations
 
     path = record_demonstrations(tmp_path / "demo.hdf5", task_indices=[0], init_states=[0], log=lambda *_: None)
