@@ -11,8 +11,13 @@ def test_plan_orders_knobs_first_placements_then_closings():
     steps, unsupported = plan_from_goal([["Close", "microwave_1"], ["In", "mug_1", "microwave_1_heating_region"]])
     assert steps == [PickPlace("mug_1", "microwave_1_heating_region", "in")]
     assert unsupported == [["Close", "microwave_1"]]  # a microwave door is not scripted yet
-    steps, _ = plan_from_goal([["close", "white_cabinet_1_bottom_region"], ["in", "bowl_1", "white_cabinet_1_bottom_region"]])
-    assert steps == [PickPlace("bowl_1", "white_cabinet_1_bottom_region", "in"), CloseDrawer("white_cabinet_1_bottom_region", "white_cabinet_1")]
+    steps, _ = plan_from_goal(
+        [["close", "white_cabinet_1_bottom_region"], ["in", "bowl_1", "white_cabinet_1_bottom_region"]]
+    )
+    assert steps == [
+        PickPlace("bowl_1", "white_cabinet_1_bottom_region", "in"),
+        CloseDrawer("white_cabinet_1_bottom_region", "white_cabinet_1"),
+    ]
     steps, _ = plan_from_goal([["on", "pot_1", "stove_1_cook_region"], ["turnon", "flat_stove_1"]])
     assert steps == [TurnKnob("flat_stove_1"), PickPlace("pot_1", "stove_1_cook_region", "on")]
     _, unsupported = plan_from_goal([["open", "window_1"]])
@@ -20,7 +25,9 @@ def test_plan_orders_knobs_first_placements_then_closings():
 
 
 def test_objects_sharing_an_on_region_are_spread_apart():
-    steps, _ = plan_from_goal([["on", "moka_pot_1", "flat_stove_1_cook_region"], ["on", "moka_pot_2", "flat_stove_1_cook_region"]])
+    steps, _ = plan_from_goal(
+        [["on", "moka_pot_1", "flat_stove_1_cook_region"], ["on", "moka_pot_2", "flat_stove_1_cook_region"]]
+    )
     offsets = [s.place_offset for s in steps]
     assert np.allclose(offsets[0] + offsets[1], 0.0) and np.linalg.norm(offsets[0] - offsets[1]) > 0.08
 

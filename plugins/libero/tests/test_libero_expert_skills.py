@@ -78,7 +78,10 @@ def test_pick_place_takes_over_an_object_a_student_already_holds():
     # the hand holds the object 8 cm above where it rested: the skill goes straight to carrying
     skill = PickPlace("box_1", "bin_1_region", "in")
     hand_at = np.array([0.0, 0.0, 0.20])
-    state = {"box_1": np.array([0.0, 0.0, 0.05, 0, 0, 0, 1.0]), "bin_1_region": np.array([0.3, 0.0, 0.05, 0, 0, 0, 1.0])}
+    state = {
+        "box_1": np.array([0.0, 0.0, 0.05, 0, 0, 0, 1.0]),
+        "bin_1_region": np.array([0.3, 0.0, 0.05, 0, 0, 0, 1.0]),
+    }
     skill.act(Hand(np.array([0.0, 0.0, 0.3]), np.array([1.0, 0, 0, 0]), 0.078), state)  # sees it resting
     state["box_1"] = np.array([0.0, 0.0, 0.13, 0, 0, 0, 1.0])
     action = skill.act(Hand(hand_at, np.array([1.0, 0, 0, 0]), 0.04), state)
@@ -89,8 +92,10 @@ def test_pick_place_takes_over_an_object_a_student_already_holds():
 def test_pick_place_starting_on_a_held_object_carries_it():
     # first call of a fresh expert: the fingers are closed on the object above the table
     skill = PickPlace("book_1", "caddy_1_back_contain_region", "in")
-    state = {"book_1": np.array([0.0, 0.0, 0.10, 0, 0, 0, 1.0]),
-             "caddy_1_back_contain_region": np.array([0.3, 0.0, 0.05, 0, 0, 0, 1.0])}
+    state = {
+        "book_1": np.array([0.0, 0.0, 0.10, 0, 0, 0, 1.0]),
+        "caddy_1_back_contain_region": np.array([0.3, 0.0, 0.05, 0, 0, 0, 1.0]),
+    }
     skill.act(Hand(np.array([0.0, 0.0, 0.19]), np.array([1.0, 0, 0, 0]), 0.03), state)
     assert skill.phase.startswith("carry")
     # the same pose with open fingers is an object to grasp, not one held

@@ -59,8 +59,11 @@ def _cmd_eval(args) -> int:
     videos = [tuple(int(x) for x in v.split(":")) for v in args.video]
 
     def progress(r):
-        print(f"task {r.job.task_index} init {r.job.init_state}: {'success' if r.success else 'failure'} "
-              f"({r.status}, {r.steps} steps, {r.seconds:.1f} s)", flush=True)
+        print(
+            f"task {r.job.task_index} init {r.job.init_state}: {'success' if r.success else 'failure'} "
+            f"({r.status}, {r.steps} steps, {r.seconds:.1f} s)",
+            flush=True,
+        )
 
     report, results = evaluate(
         factory,
@@ -93,12 +96,18 @@ def _cmd_bench_batch(args) -> int:
 
     rows = []
     for persistent in (False, True):
-        r = measure_batch_seconds(persistent, task_indices=_ints(args.tasks), episodes_per_task=args.episodes,
-                                  calls=args.calls, num_workers=args.workers, max_episode_steps=args.max_steps)
+        r = measure_batch_seconds(
+            persistent,
+            task_indices=_ints(args.tasks),
+            episodes_per_task=args.episodes,
+            calls=args.calls,
+            num_workers=args.workers,
+            max_episode_steps=args.max_steps,
+        )
         print(json.dumps(r), flush=True)
         rows.append(r)
     before, after = rows
-    print(f"| call | rebuilt per call (s) | persistent (s) | speed-up |\n|---:|---:|---:|---:|")
+    print("| call | rebuilt per call (s) | persistent (s) | speed-up |\n|---:|---:|---:|---:|")
     for k, (a, b) in enumerate(zip(before["seconds_per_call"], after["seconds_per_call"])):
         print(f"| {k + 1} | {a:.1f} | {b:.1f} | {a / b:.2f}x |")
     a, b = sum(before["seconds_per_call"]), sum(after["seconds_per_call"])
@@ -110,8 +119,12 @@ def _cmd_record(args) -> int:
     from wmrl_libero.demos import record_demonstrations
 
     path = record_demonstrations(
-        args.out, suite=args.suite, task_indices=_ints(args.tasks) if args.tasks else None,
-        init_states=_ints(args.init_states), image_size=args.image_size, keep_failures=args.keep_failures,
+        args.out,
+        suite=args.suite,
+        task_indices=_ints(args.tasks) if args.tasks else None,
+        init_states=_ints(args.init_states),
+        image_size=args.image_size,
+        keep_failures=args.keep_failures,
     )
     print("wrote", path)
     return 0
@@ -132,12 +145,27 @@ def _cmd_dagger(args) -> int:
 
     torch.set_num_threads(args.threads)
     config = DaggerConfig(
-        out=args.out, task_indices=_ints(args.tasks), suite=args.suite, demos=list(args.demos),
-        iterations=args.iterations, episodes_per_task=args.episodes_per_task,
-        expert_episodes_per_task=args.expert_episodes_per_task, init_states=_ints(args.init_states),
-        beta0=args.beta0, beta_decay=args.beta_decay, beta_min=args.beta_min, expert_noise=args.expert_noise,
-        chunk=args.chunk, hidden=args.hidden, first_train_steps=args.first_train_steps, train_steps=args.train_steps,
-        batch_size=args.batch_size, lr=args.lr, num_workers=args.workers, max_episode_steps=args.max_steps, seed=args.seed,
+        out=args.out,
+        task_indices=_ints(args.tasks),
+        suite=args.suite,
+        demos=list(args.demos),
+        iterations=args.iterations,
+        episodes_per_task=args.episodes_per_task,
+        expert_episodes_per_task=args.expert_episodes_per_task,
+        init_states=_ints(args.init_states),
+        beta0=args.beta0,
+        beta_decay=args.beta_decay,
+        beta_min=args.beta_min,
+        expert_noise=args.expert_noise,
+        chunk=args.chunk,
+        hidden=args.hidden,
+        first_train_steps=args.first_train_steps,
+        train_steps=args.train_steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        num_workers=args.workers,
+        max_episode_steps=args.max_steps,
+        seed=args.seed,
     )
     path = run_dagger(config, log=lambda *a: print(*a, flush=True))
     print("wrote", path)
@@ -203,19 +231,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=_cmd_train_bc)
 
-    p = sub.add_parser("dagger", help="DAgger: train the small VLA on states it visits, labelled by the scripted expert")
-    p.add_argument("--out", required=True, help="output folder (data/, checkpoints/, policy.pt, progress.jsonl); reruns resume")
+    p = sub.add_parser(
+        "dagger", help="DAgger: train the small VLA on states it visits, labelled by the scripted expert"
+    )
+    p.add_argument(
+        "--out", required=True, help="output folder (data/, checkpoints/, policy.pt, progress.jsonl); reruns resume"
+    )
     p.add_argument("--tasks", required=True, help="task indices the expert solves, e.g. 0,4,6,7")
     p.add_argument("--demos", nargs="*", default=[], help="HDF5 files from record-demos to start the data set")
     p.add_argument("--suite", default="libero_10")
     p.add_argument("--iterations", type=int, default=6)
     p.add_argument("--episodes-per-task", type=int, default=10, help="rollouts per task and iteration")
-    p.add_argument("--expert-episodes-per-task", type=int, help="rollouts per task while beta is 1 (expert demonstrations)")
+    p.add_argument(
+        "--expert-episodes-per-task", type=int, help="rollouts per task while beta is 1 (expert demonstrations)"
+    )
     p.add_argument("--init-states", default="0-39", help="training init states for rollouts (40-49 are held out)")
     p.add_argument("--beta0", type=float, default=1.0, help="expert probability at iteration 0")
     p.add_argument("--beta-decay", type=float, default=0.5, help="beta_i = max(beta_min, beta0 * decay**i)")
     p.add_argument("--beta-min", type=float, default=0.05)
-    p.add_argument("--expert-noise", type=float, default=0.1, help="noise std on executed expert actions (labels clean)")
+    p.add_argument(
+        "--expert-noise", type=float, default=0.1, help="noise std on executed expert actions (labels clean)"
+    )
     p.add_argument("--chunk", type=int, default=4)
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--first-train-steps", type=int, default=4000)

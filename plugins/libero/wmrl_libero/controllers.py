@@ -9,15 +9,23 @@ environment must provide.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from wmrl_libero.gym_env import ACTION_DIM, NOOP_ACTION
 from wmrl_libero.suites import TaskInfo
 
-__all__ = ["Controller", "ControllerFactory", "OpenLoopController", "ConstantController", "RandomController", "simple_factory"]
+__all__ = [
+    "Controller",
+    "ControllerFactory",
+    "OpenLoopController",
+    "ConstantController",
+    "RandomController",
+    "simple_factory",
+]
 
 
 class Controller(Protocol):
@@ -51,7 +59,7 @@ class OpenLoopController:
 
     def act(self, obs, info) -> np.ndarray:
         if self._t < len(self.actions):
-            chunk = self.actions[self._t:]
+            chunk = self.actions[self._t :]
             self._t = len(self.actions)
             return chunk
         last = self.actions[-1:].copy() if len(self.actions) else NOOP_ACTION[None].copy()

@@ -21,8 +21,8 @@ One file per call; demos of several tasks go in one file, each demo naming its t
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -36,7 +36,9 @@ __all__ = ["record_demonstrations", "load_demonstrations", "write_demo", "write_
 def _episode(env: LiberoGymEnv, init_state: int, seed: int):
     obs, info = env.reset(seed=seed, options={"init_state": init_state})
     expert = ScriptedExpert(env.goal_predicates())
-    rows: dict[str, list] = {k: [] for k in ("actions", "states", "proprio", "object_state", "agentview_rgb", "eye_in_hand_rgb")}
+    rows: dict[str, list] = {
+        k: [] for k in ("actions", "states", "proprio", "object_state", "agentview_rgb", "eye_in_hand_rgb")
+    }
     success = False
     while True:
         action = expert.act(obs, info)[0]
@@ -54,8 +56,18 @@ def _episode(env: LiberoGymEnv, init_state: int, seed: int):
     return rows, success
 
 
-def write_demo(data, index: int, rows: dict[str, list], *, init_state: int, task_index: int, success: bool,
-               instruction: str, extra: dict[str, np.ndarray] | None = None, attrs: dict | None = None) -> None:
+def write_demo(
+    data,
+    index: int,
+    rows: dict[str, list],
+    *,
+    init_state: int,
+    task_index: int,
+    success: bool,
+    instruction: str,
+    extra: dict[str, np.ndarray] | None = None,
+    attrs: dict | None = None,
+) -> None:
     """Write one episode as ``data/demo_<index>`` in the layout above.
 
     :param rows: per-step lists ``actions``, ``states``, ``proprio``, ``object_state`` (and
@@ -68,8 +80,14 @@ def write_demo(data, index: int, rows: dict[str, list], *, init_state: int, task
     proprio = np.asarray(rows["proprio"], dtype=np.float64)
     ee_pos, ee_quat, grip, joints = proprio[:, :3], proprio[:, 3:7], proprio[:, 7:9], proprio[:, 9:16]
     ee_ori = Rotation.from_quat(ee_quat).as_rotvec()
-    g.attrs.update(num_samples=T, init_state=init_state, task_index=task_index, success=success,
-                   language_instruction=instruction, **(attrs or {}))
+    g.attrs.update(
+        num_samples=T,
+        init_state=init_state,
+        task_index=task_index,
+        success=success,
+        language_instruction=instruction,
+        **(attrs or {}),
+    )
     g.create_dataset("actions", data=np.asarray(rows["actions"], dtype=np.float64))
     g.create_dataset("states", data=np.asarray(rows["states"]))
     g.create_dataset("robot_states", data=np.concatenate([grip, ee_pos, ee_quat], axis=1))
@@ -92,15 +110,33 @@ def write_demo(data, index: int, rows: dict[str, list], *, init_state: int, task
         g.create_dataset(key, data=np.asarray(value))
 
 
-def write_file_attributes(data, suite: str, instructions: dict[int, str], *, bddl_file_name: str = "",
-                          image_size: int | None = None, num_demos: int, total: int) -> None:
+def write_file_attributes(
+    data,
+    suite: str,
+    instructions: dict[int, str],
+    *,
+    bddl_file_name: str = "",
+    image_size: int | None = None,
+    num_demos: int,
+    total: int,
+) -> None:
     """The ``data`` group's attributes (LIBERO's ``problem_info``, ``env_args``, counts)."""
     first = next(iter(instructions.values()), "")
     data.attrs.update(
         problem_info=json.dumps({"language_instruction": first, "tasks": {str(k): v for k, v in instructions.items()}}),
         bddl_file_name=bddl_file_name,
-        env_args=json.dumps({"env_name": suite, "type": 1, "env_kwargs": {"controller": "OSC_POSE", "control_freq": 20,
-                                                                             "camera_heights": image_size, "camera_widths": image_size}}),
+        env_args=json.dumps(
+            {
+                "env_name": suite,
+                "type": 1,
+                "env_kwargs": {
+                    "controller": "OSC_POSE",
+                    "control_freq": 20,
+                    "camera_heights": image_size,
+                    "camera_widths": image_size,
+                },
+            }
+        ),
         num_demos=num_demos,
         total=total,
     )
@@ -138,15 +174,28 @@ def record_demonstrations(
                     log(f"task {t} init {s}: {'success' if success else 'failure'} ({len(rows['actions'])} steps)")
                     if not success and not keep_failures:
                         continue
-                    write_demo(data, n, rows, init_state=int(s), task_index=t, success=success,
-                               instruction=env.language_instruction)
+                    write_demo(
+                        data,
+                        n,
+                        rows,
+                        init_state=int(s),
+                        task_index=t,
+                        success=success,
+                        instruction=env.language_instruction,
+                    )
                     n += 1
                     total += len(rows["actions"])
             finally:
                 env.close()
-        write_file_attributes(data, suite, {t: p["language_instruction"] for t, p in problems.items()},
-                              bddl_file_name=problems[task_indices[0]]["bddl_file_name"] if task_indices else "",
-                              image_size=image_size, num_demos=n, total=total)
+        write_file_attributes(
+            data,
+            suite,
+            {t: p["language_instruction"] for t, p in problems.items()},
+            bddl_file_name=problems[task_indices[0]]["bddl_file_name"] if task_indices else "",
+            image_size=image_size,
+            num_demos=n,
+            total=total,
+        )
     return out
 
 
@@ -158,8 +207,12 @@ def load_demonstrations(path: str | Path) -> list[dict[str, np.ndarray]]:
     with h5py.File(path, "r") as f:
         for key in sorted(f["data"], key=lambda k: int(k.split("_")[1])):
             g = f["data"][key]
-            demo = {"actions": g["actions"][()], "task_index": int(g.attrs["task_index"]),
-                    "init_state": int(g.attrs["init_state"]), "language_instruction": str(g.attrs["language_instruction"])}
+            demo = {
+                "actions": g["actions"][()],
+                "task_index": int(g.attrs["task_index"]),
+                "init_state": int(g.attrs["init_state"]),
+                "language_instruction": str(g.attrs["language_instruction"]),
+            }
             for k in g["obs"]:
                 demo[k] = g["obs"][k][()]
             demos.append(demo)

@@ -23,8 +23,11 @@ CLOSED_M = 0.003  # push until the slide joint passes this (LIBERO: closed above
 # Push point on the drawer's front panel, cabinet frame, drawer shut (measured: the panel's
 # outer face is at y -0.071, each drawer is 7 cm tall, the bottom one from z 0.010; its
 # handle spans x -0.048..0.041 and sticks out 3 cm, so the push goes 7 cm to its side).
-PUSH_POINT_M = {"bottom": np.array([0.07, -0.071, 0.035]), "middle": np.array([0.07, -0.071, 0.105]),
-                "top": np.array([0.07, -0.071, 0.175])}
+PUSH_POINT_M = {
+    "bottom": np.array([0.07, -0.071, 0.035]),
+    "middle": np.array([0.07, -0.071, 0.105]),
+    "top": np.array([0.07, -0.071, 0.175]),
+}
 FINGER_RADIUS_M = 0.012  # grip site to the fingertips' front surface
 STANDOFF_M = 0.05  # the hand comes down this far in front of the panel
 ABOVE_M = 0.10  # starting this far above the push point

@@ -45,8 +45,16 @@ class Hand:
         return float((Rotation.from_quat(self.quat) * _POINTING_DOWN.inv()).as_rotvec()[2])
 
 
-def move_hand(hand: Hand, target: np.ndarray, yaw: float, gripper: float, gain: float = POSITION_GAIN,
-              lean: np.ndarray | None = None, lean_rad: float = 0.0, speed: float = 1.0) -> np.ndarray:
+def move_hand(
+    hand: Hand,
+    target: np.ndarray,
+    yaw: float,
+    gripper: float,
+    gain: float = POSITION_GAIN,
+    lean: np.ndarray | None = None,
+    lean_rad: float = 0.0,
+    speed: float = 1.0,
+) -> np.ndarray:
     """Action (7,) steering the grip site to ``target`` with the hand down, turned by ``yaw``.
 
     The gripper is symmetric under a half turn, so of ``yaw`` and ``yaw + pi`` the one

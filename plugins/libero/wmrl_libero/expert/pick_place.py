@@ -43,7 +43,16 @@ AT_TARGET_XY_M = 0.012  # carry ends when the object is this close above the tar
 PLACED_XY_M = 0.04  # an object resting this close to its target needs no more work
 ALIGNED_RAD = 0.05  # with ``align_with``, lowering waits until the yaws agree this well
 # Phase time limits in control steps (20 Hz): a phase that has not converged moves on.
-TIMEOUT = {"approach": 80, "descend": 40, "grasp": 12, "lift": 60, "carry": 120, "lower": 80, "release": 10, "retreat": 40}
+TIMEOUT = {
+    "approach": 80,
+    "descend": 40,
+    "grasp": 12,
+    "lift": 60,
+    "carry": 120,
+    "lower": 80,
+    "release": 10,
+    "retreat": 40,
+}
 
 
 @dataclass
@@ -76,7 +85,11 @@ class PickPlace:
         self._rest_z = np.inf  # lowest height the object was seen at: where it rests
 
     def __eq__(self, other):  # plans compare by what they do, not by progress
-        return isinstance(other, PickPlace) and (self.obj, self.target, self.relation) == (other.obj, other.target, other.relation)
+        return isinstance(other, PickPlace) and (self.obj, self.target, self.relation) == (
+            other.obj,
+            other.target,
+            other.relation,
+        )
 
     @property
     def phase(self) -> str:
@@ -135,7 +148,9 @@ class PickPlace:
         if ph == "lift":
             if hand.pos[2] > self._carry_z - 0.03 or t > TIMEOUT[ph]:
                 self._retry_or(obj[2] < self._grasp_obj_z + LIFTED_M, "carry")  # the object stayed behind
-            return move_hand(hand, [hand.pos[0], hand.pos[1], self._carry_z], hand.yaw, CLOSE, speed=carry_speed(self.obj))
+            return move_hand(
+                hand, [hand.pos[0], hand.pos[1], self._carry_z], hand.yaw, CLOSE, speed=carry_speed(self.obj)
+            )
         if ph in ("carry", "lower"):
             if np.linalg.norm(hand.pos - obj) > DROPPED_M:  # dropped on the way: open, rise, regrasp
                 self._retry_or(True, "")

@@ -62,7 +62,11 @@ class TurnKnob:
         angle = float(state[f"{self.fixture}/joints"][0])
         knob_yaw = yaw_of(pose) + angle
         c, s = np.cos(knob_yaw), np.sin(knob_yaw)
-        grip = pose[:3] + [c * RIDGE_POINT_M[0] - s * RIDGE_POINT_M[1], s * RIDGE_POINT_M[0] + c * RIDGE_POINT_M[1], RIDGE_POINT_M[2]]
+        grip = pose[:3] + [
+            c * RIDGE_POINT_M[0] - s * RIDGE_POINT_M[1],
+            s * RIDGE_POINT_M[0] + c * RIDGE_POINT_M[1],
+            RIDGE_POINT_M[2],
+        ]
         # fingers (gripper y) across the ridge: the ridge runs along knob x, so yaw = knob yaw
         yaw = wrap_half_turn(knob_yaw)
         self._t += 1
