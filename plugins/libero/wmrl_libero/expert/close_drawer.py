@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from wmrl_libero.expert.motion import CLOSE, Hand, move_hand, yaw_of
+from wmrl_libero.expert.motion import CLOSE, Hand, PhasedSkill, move_hand, yaw_of
 
 __all__ = ["CloseDrawer"]
 
@@ -37,7 +37,7 @@ TIMEOUT = {"approach": 80, "descend": 40, "push": 100, "back_off": 20}
 
 
 @dataclass
-class CloseDrawer:
+class CloseDrawer(PhasedSkill):
     """Close the drawer of region ``region`` (``<cabinet>_<level>_region``) of ``cabinet``."""
 
     region: str
@@ -52,13 +52,6 @@ class CloseDrawer:
 
     def __eq__(self, other):
         return isinstance(other, CloseDrawer) and self.region == other.region
-
-    @property
-    def phase(self) -> str:
-        return f"{self._phase}#{self._attempt}"
-
-    def _goto(self, phase: str) -> None:
-        self._phase, self._t = phase, 0
 
     def satisfied(self, state: dict[str, np.ndarray]) -> bool:
         return float(state[f"{self.region}/joints"][0]) > 0.0

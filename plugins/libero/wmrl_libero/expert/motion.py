@@ -84,3 +84,20 @@ def wrap_half_turn(angle: float) -> float:
 def yaw_of(pose: np.ndarray) -> float:
     """Yaw (rad about world z) of a privileged pose ``[x, y, z, qx, qy, qz, qw]``."""
     return float(Rotation.from_quat(pose[3:7]).as_euler("xyz")[2])
+
+
+class PhasedSkill:
+    """The phase bookkeeping every skill shares: the current phase, the steps spent in it
+    (``_t``, compared with the skill's per-phase timeouts) and the attempt number."""
+
+    _phase: str
+    _t: int
+    _attempt: int
+
+    @property
+    def phase(self) -> str:
+        """``"<phase>#<attempt>"``, for logs and tests."""
+        return f"{self._phase}#{self._attempt}"
+
+    def _goto(self, phase: str) -> None:
+        self._phase, self._t = phase, 0

@@ -24,6 +24,7 @@ from wmrl_libero.expert.motion import (
     CLOSE,
     OPEN,
     Hand,
+    PhasedSkill,
     move_hand,
     wrap_half_turn,
     yaw_of,
@@ -56,7 +57,7 @@ TIMEOUT = {
 
 
 @dataclass
-class PickPlace:
+class PickPlace(PhasedSkill):
     """Move ``obj`` onto/into ``target`` (an object or a region site).
 
     :param place_offset: world offset (m) from the target's origin where the object goes
@@ -90,13 +91,6 @@ class PickPlace:
             other.target,
             other.relation,
         )
-
-    @property
-    def phase(self) -> str:
-        return f"{self._phase}#{self._attempt}"
-
-    def _goto(self, phase: str) -> None:
-        self._phase, self._t = phase, 0
 
     def _placed(self, hand: Hand, obj: np.ndarray, target: np.ndarray) -> bool:
         near = np.linalg.norm(obj[:2] - target[:2]) < PLACED_XY_M and abs(obj[2] - target[2]) < 0.12

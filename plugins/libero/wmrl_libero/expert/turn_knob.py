@@ -17,6 +17,7 @@ from wmrl_libero.expert.motion import (
     CLOSE,
     OPEN,
     Hand,
+    PhasedSkill,
     move_hand,
     wrap_half_turn,
     yaw_of,
@@ -34,7 +35,7 @@ TIMEOUT = {"approach": 80, "descend": 40, "grasp": 10, "turn": 80, "release": 8,
 
 
 @dataclass
-class TurnKnob:
+class TurnKnob(PhasedSkill):
     """Turn ``fixture``'s knob (privileged ``<fixture>`` pose and ``<fixture>/joints``) on."""
 
     fixture: str
@@ -46,13 +47,6 @@ class TurnKnob:
 
     def __eq__(self, other):
         return isinstance(other, TurnKnob) and self.fixture == other.fixture
-
-    @property
-    def phase(self) -> str:
-        return f"{self._phase}#{self._attempt}"
-
-    def _goto(self, phase: str) -> None:
-        self._phase, self._t = phase, 0
 
     def satisfied(self, state: dict[str, np.ndarray]) -> bool:
         return float(state[f"{self.fixture}/joints"][0]) >= ON_ANGLE_RAD
