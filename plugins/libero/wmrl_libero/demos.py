@@ -67,6 +67,7 @@ def write_demo(
     instruction: str,
     extra: dict[str, np.ndarray] | None = None,
     attrs: dict | None = None,
+    extra_obs: dict[str, np.ndarray] | None = None,
 ) -> None:
     """Write one episode as ``data/demo_<index>`` in the layout above.
 
@@ -74,6 +75,7 @@ def write_demo(
         ``agentview_rgb`` / ``eye_in_hand_rgb``, possibly empty).
     :param extra: more per-step datasets of the demo group (e.g. DAgger's executed actions).
     :param attrs: more attributes of the demo group.
+    :param extra_obs: more datasets of the demo's ``obs`` group (e.g. the state after the last action).
     """
     g = data.create_group(f"demo_{index}")
     T = len(rows["actions"])
@@ -106,6 +108,8 @@ def write_demo(
     if rows.get("agentview_rgb"):
         o.create_dataset("agentview_rgb", data=np.asarray(rows["agentview_rgb"]), compression="gzip")
         o.create_dataset("eye_in_hand_rgb", data=np.asarray(rows["eye_in_hand_rgb"]), compression="gzip")
+    for key, value in (extra_obs or {}).items():
+        o.create_dataset(key, data=np.asarray(value))
     for key, value in (extra or {}).items():
         g.create_dataset(key, data=np.asarray(value))
 

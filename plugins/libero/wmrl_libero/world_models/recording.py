@@ -106,43 +106,33 @@ def _run_episode(env, init_state: int, p: Perturbation):
 def _write(
     f, rows, *, task_index: int, init_state: int, rollout: int, success: bool, p: Perturbation, instruction: str
 ) -> None:
-    from scipy.spatial.transform import Rotation
+    """One episode in LIBERO's layout (``demos.write_demo``), with how it was perturbed and the
+    state after its last action (``obs/final_*``: world models score the final state)."""
+    from wmrl_libero.demos import write_demo
 
     data = f.require_group("data")
-    g = data.create_group(f"demo_{len(data)}")
-    T = len(rows["actions"])
-    proprio = np.asarray(rows["proprio"], dtype=np.float64)
-    ee_pos, ee_quat, grip, joints = proprio[:, :3], proprio[:, 3:7], proprio[:, 7:9], proprio[:, 9:16]
-    g.attrs.update(
-        num_samples=T,
+    write_demo(
+        data,
+        len(data),
+        rows,
         init_state=init_state,
         task_index=task_index,
-        rollout=rollout,
         success=success,
-        language_instruction=instruction,
-        noise_scale=p.noise_scale,
-        burst_start=p.burst_start,
-        step_limit=p.step_limit,
+        instruction=instruction,
+        attrs={
+            "rollout": rollout,
+            "noise_scale": p.noise_scale,
+            "burst_start": p.burst_start,
+            "step_limit": p.step_limit,
+        },
+        extra_obs={
+            "final_proprio": np.asarray(rows["final_proprio"], dtype=np.float32),
+            "final_object_state": np.asarray(rows["final_object_state"], dtype=np.float32),
+        },
     )
-    g.create_dataset("actions", data=np.asarray(rows["actions"], dtype=np.float64))
-    g.create_dataset("states", data=np.asarray(rows["states"]))
-    g.create_dataset("robot_states", data=np.concatenate([grip, ee_pos, ee_quat], axis=1))
-    done = np.zeros(T, dtype=np.uint8)
-    done[-1] = 1 if success else 0
-    g.create_dataset("rewards", data=done.copy())
-    g.create_dataset("dones", data=done)
-    o = g.create_group("obs")
-    o.create_dataset("ee_pos", data=ee_pos)
-    o.create_dataset("ee_ori", data=Rotation.from_quat(ee_quat).as_rotvec())
-    o.create_dataset("gripper_states", data=grip)
-    o.create_dataset("joint_states", data=joints)
-    o.create_dataset("object_state", data=np.asarray(rows["object_state"], dtype=np.float32))
-    o.create_dataset("proprio", data=proprio.astype(np.float32))
-    o.create_dataset("final_proprio", data=np.asarray(rows["final_proprio"], dtype=np.float32))
-    o.create_dataset("final_object_state", data=np.asarray(rows["final_object_state"], dtype=np.float32))
     data.attrs.update(
         num_demos=len(data),
-        total=int(data.attrs.get("total", 0)) + T,
+        total=int(data.attrs.get("total", 0)) + len(rows["actions"]),
         env_args=json.dumps(
             {"env_name": "libero_10", "type": 1, "env_kwargs": {"controller": "OSC_POSE", "control_freq": 20}}
         ),
