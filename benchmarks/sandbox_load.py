@@ -3,7 +3,7 @@
 Runs ``--n`` executions (default 1,000) through one :class:`SandboxPool`, ``max_parallel`` at a
 time, each in its own fresh hardened container. The scripts are mixed: mostly cheap good ones
 (a majority-class prediction with the csv module), and crashing, timing-out (a busy loop killed
-at a short wall-clock limit) and output-flooding ones (8 MiB on stdout, then a valid prediction).
+at a short CPU-time limit) and output-flooding ones (8 MiB on stdout, then a valid prediction).
 
 Figures (printed, and written to ``--out``/summary.json):
 
@@ -270,7 +270,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="24 executions (what the test runs)")
     parser.add_argument("--parallel", type=int, default=None, help="sandboxes at once (default: cores / cpus)")
     parser.add_argument("--cpus", type=float, default=0.5, help="CPU quota of each sandbox (default 0.5)")
-    parser.add_argument("--timeout-s", type=float, default=2.0, help="wall-clock limit of the timing-out scripts")
+    parser.add_argument("--timeout-s", type=float, default=2.0, help="CPU-time limit of the timing-out scripts, CPU seconds")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/sandbox_load"))
     parser.add_argument("--resume", action="store_true", help="skip executions already in outcomes.jsonl")
     args = parser.parse_args()
