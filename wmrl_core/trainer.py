@@ -191,6 +191,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             checkers.check_rollouts(rollouts, B, G)
 
             # 2-4. anchors, world-model scores for every group, real execution of the anchors
+            replayed_before = getattr(c.environment, "replayed", None)  # an execution cache's count
             scored = score_step(c, state, rollouts, B, step)
 
             # 5-9. calibration, advantages, fusion weights, the fused GRPO update, the metrics record
@@ -201,6 +202,8 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
 
             # 10. evaluation, metrics, checkpoint
             record = update.record
+            if replayed_before is not None:  # executions of this step replayed from the cache
+                record["execution/replayed"] = c.environment.replayed - replayed_before
             if should_eval(step):
                 record.update(evaluate(c, eval_tasks, cfg.eval.samples_per_task, seed=cfg.seed * 100003 + step))
             writer.write(record)
