@@ -14,6 +14,11 @@ Replaying makes a noisy execution deterministic per (task, solution): a benchmar
 cache measures the algorithm on one recorded draw of each execution, not a fresh one. That is
 why it is off by default in training and the benchmark says when it is on.
 
+The trainer (``environment.cache``) namespaces keys by the environment's name and kwargs, so
+a file holds apart the records of differently configured environments (the synthetic bandit
+of each seed, drawn from its ``truth_seed``) and shares those of identical ones (the
+AutoResearch sandbox of every arm and seed).
+
 Storage is one append-only JSONL file, loaded when the wrapper is made and flushed after
 each execute call. Concurrent writers (two runs on one file at once) are not supported: their
 lines may interleave. Solutions are strings, numbers, booleans, ``None``, numpy arrays and
@@ -172,7 +177,8 @@ class CachedEnvironment:
                     outcome = Outcome(outcome.status, outcome.score, {**outcome.info, MEASURED_COST_KEY: share_s})
                 outcomes[i] = outcome
                 row = {"namespace": keys[i][0], "task": keys[i][1], "solution_sha256": keys[i][2],
-                       "status": outcome.status, "score": outcome.score, "cost_s": float(outcome.info[MEASURED_COST_KEY]),
+                       "status": str(outcome.status), "score": None if outcome.score is None else float(outcome.score),
+                       "cost_s": float(outcome.info[MEASURED_COST_KEY]),
                        "info": _recordable_info(outcome.info)}
                 self._records[keys[i]] = row
                 rows.append(json.dumps(row))
