@@ -136,3 +136,29 @@ def test_a_resumed_run_with_the_cache_gives_the_same_metrics(synthetic_config, t
     def records(path):  # cost_s is measured wall time here, so it differs between the two files
         return [(r["task"], r["solution_sha256"], r["status"], r["score"]) for r in map(json.loads, path.read_text().splitlines())]
     assert records(tmp_path / "full.jsonl") == records(tmp_path / "part.jsonl")
+
+
+@pytest.mark.filterwarnings("ignore:.*NOT ISOLATED")
+def test_an_autoresearch_replay_is_charged_the_recorded_cpu_seconds(tmp_path):
+    pytest.importorskip("wmrl_autoresearch")
+    from wmrl_core.plugins import build_registry
+
+    env = build_registry().environments.make("autoresearch", sandbox="local-unsafe", task_sets=["autoresearch-builtin"],
+                                             limits={"timeout_s": 30})
+    cache = CachedEnvironment(env, tmp_path / "c.jsonl")
+    task, script = env.tasks("train")[0], "print('z' * 5000)\nsum(range(10**6))\n"  # no predictions: graded as a failure
+    ledger, outcomes = ComputeLedger(), []
+    try:
+        for _ in range(2):
+            ledger.new_step()
+            with ledger.measure("execution", n_items=1, cost=getattr(cache, "cost", None)) as call:
+                outcomes += cache.execute([task], [script])
+                call.measured_s = measured_cost_s(outcomes[-1:])
+            outcomes[-1].info["charged_s"] = ledger.step["execution"].charged_s
+    finally:
+        cache.close()
+    first, replay = outcomes
+    assert first.info["cost_s"] > 0 and "replayed" not in first.info and replay.info["replayed"] is True
+    assert (replay.status, replay.score, replay.info["cost_s"]) == (first.status, first.score, first.info["cost_s"])
+    assert replay.info["charged_s"] == first.info["charged_s"] == first.info["cost_s"]  # CPU seconds, not wall time
+    assert len(first.info["logs"]["stdout"]) > 2000 and "logs" not in replay.info  # bulky logs are not recorded
