@@ -196,14 +196,14 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
 
             # 5-9. calibration, advantages, fusion weights, the fused GRPO update, the metrics record
             update = update_step(c.policy, cfg, state, scored, step)
+            if replayed_before is not None:  # executions of this step replayed from the cache
+                update.record["execution/replayed"] = c.environment.replayed - replayed_before
             if update.anchor_pairs is not None:
                 with (run_dir / "anchor_pairs.jsonl").open("a") as f:
                     f.write(json.dumps(update.anchor_pairs) + "\n")
 
             # 10. evaluation, metrics, checkpoint
             record = update.record
-            if replayed_before is not None:  # executions of this step replayed from the cache
-                record["execution/replayed"] = c.environment.replayed - replayed_before
             if should_eval(step):
                 record.update(evaluate(c, eval_tasks, cfg.eval.samples_per_task, seed=cfg.seed * 100003 + step))
             writer.write(record)
