@@ -11,6 +11,7 @@ compute by stage, compute to reach the ``real`` arm's final score, and the paire
     python benchmarks/compute_to_target.py --suite synthetic --sweep    # cost ratio x anchor fraction
     python benchmarks/compute_to_target.py --suite autoresearch         # real Docker execution (minutes)
     ... --quick                                                        # every arm end to end, tiny budget (CI)
+    ... --cache runs/bench/executions.jsonl                            # replay recorded executions (said in the table)
 """
 
 from __future__ import annotations
@@ -96,7 +97,14 @@ def plot_calibration(run_dir: Path, path: Path) -> None:
     plt.close(fig)
 
 
-def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | None = None, reuse: bool = False) -> dict:
+def cache_note(cache: Path | None) -> str:
+    return f"execution cache: on ({cache})" if cache else "execution cache: off"
+
+
+def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | None = None, reuse: bool = False,
+              cache: Path | None = None) -> dict:
+    """Every arm of ``suite`` for ``seeds`` seeds; ``cache``: every arm replays and records
+    executions there (``environment.cache``, see ``wmrl_core/execution_cache.py``)."""
     spec = SUITES[suite]
     if not spec["config"].is_file():
         sys.exit(f"{spec['config']} is missing: the {suite} suite needs its plugin's configs (see README)")
@@ -109,10 +117,15 @@ def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | 
     if quick:
         arms = _scale_steps(arms, spec["quick_steps"], default_steps=60)
         overrides += spec["quick"]
+    if cache:
+        overrides.append(f"environment.cache={cache}")
+    print(cache_note(cache), flush=True)
     started = time.perf_counter()
     results = run_arms(spec["config"], arms, seeds=range(seeds), out_dir=out, overrides=overrides, metric=spec["metric"],
                        reuse=reuse)
-    summary = write_report(results, out, title=f"compute to target: {suite}", fraction=1.0, metric_label=spec["label"])
+    summary = write_report(results, out, title=f"compute to target: {suite} ({cache_note(cache)})", fraction=1.0,
+                           metric_label=spec["label"])
+    summary["execution_cache"] = str(cache) if cache else None
     plot_calibration(out / "runs" / "wmrl-seed0", out / "calibration.png")
     (out / "curves.md").write_text(curves_table(results, spec["label"].replace("final ", "")))
     if "world_model_corpus" in spec:
@@ -254,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true", help="synthetic only: cost ratio x anchor fraction")
     parser.add_argument("--arms", nargs="*", help="subset of arms (default: all; `real` is always needed)")
     parser.add_argument("--reuse", action="store_true", help="keep finished runs in --out (resume an interrupted benchmark)")
+    parser.add_argument("--cache", type=Path, default=None, metavar="PATH",
+                        help="execution cache for every arm: a (task, solution) executed before, in any run or seed, "
+                             "replays its recorded outcome and cost (default: off)")
     args = parser.parse_args(argv)
     out = args.out or ROOT / "runs" / "bench" / (f"{args.suite}-sweep" if args.sweep else args.suite)
     out.mkdir(parents=True, exist_ok=True)
@@ -261,9 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep:
         if args.suite != "synthetic":
             parser.error("--sweep runs on the synthetic suite only")
+        if args.cache:
+            parser.error("--cache applies to the suite runs, not to --sweep")
         run_sweep(out, seeds, args.quick)
     else:
-        run_suite(args.suite, out, seeds, args.quick, args.arms, args.reuse)
+        run_suite(args.suite, out, seeds, args.quick, args.arms, args.reuse, args.cache)
         print((out / "table.md").read_text())
     print(f"outputs in {out}")
     return 0

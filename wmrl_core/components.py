@@ -9,6 +9,7 @@ fails with an error that names the component and the fix, before it is called.
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,4 +88,9 @@ def make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManag
         d = cfg.distributed
         env = RayExecutionPool(cfg.environment.name, cfg.environment.kwargs, num_workers=d.num_workers,
                                address=d.address, worker_cpus=d.worker_cpus, local_env=env)
+    if cfg.environment.cache:  # outermost, so that only misses reach the workers
+        from wmrl_core.execution_cache import CachedEnvironment
+
+        namespace = json.dumps([cfg.environment.name, cfg.environment.kwargs], sort_keys=True, default=str)
+        env = CachedEnvironment(env, cfg.environment.cache, namespace=namespace)
     return Components(env, policy, world_model, reward, reward_name)

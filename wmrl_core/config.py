@@ -34,6 +34,14 @@ class ComponentConfig:
 
 
 @dataclass
+class EnvironmentConfig(ComponentConfig):
+    cache: Optional[str] = None
+    """Path of an execution cache (JSONL, shared across runs and seeds): a (task, solution)
+    executed before replays its recorded outcome and is charged its recorded cost, counted in
+    ``execution/replayed``. For benchmarks (``wmrl_core/execution_cache.py``); ``None``: off."""
+
+
+@dataclass
 class RewardConfig:
     name: Optional[str] = None
     """Reward extractor; ``None`` asks the environment's plugin for its default."""
@@ -161,7 +169,7 @@ class TrainConfig:
     world_model_timeout_s: Optional[float] = None
     """Seconds one world-model ``predict`` call may take; past it the call is abandoned and its
     rewards dropped (counted in ``faults/world_model_timeouts``). ``None`` waits forever."""
-    environment: ComponentConfig = field(default_factory=ComponentConfig)
+    environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
     policy: ComponentConfig = field(default_factory=ComponentConfig)
     world_model: Optional[ComponentConfig] = None
     """Required in ``world_model`` and ``wmrl`` modes."""

@@ -195,10 +195,13 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             checkers.check_rollouts(rollouts, B, G)
 
             # 2-4. anchors, world-model scores for every group, real execution of the anchors
+            replayed_before = getattr(c.environment, "replayed", None)  # an execution cache's count
             scored = score_step(c, state, rollouts, B, step)
 
             # 5-9. calibration, advantages, fusion weights, the fused GRPO update, the metrics record
             update = update_step(c.policy, cfg, state, scored, step)
+            if replayed_before is not None:  # executions of this step replayed from the cache
+                update.record["execution/replayed"] = c.environment.replayed - replayed_before
             if update.anchor_pairs is not None:
                 with (run_dir / "anchor_pairs.jsonl").open("a") as f:
                     f.write(json.dumps(update.anchor_pairs) + "\n")
