@@ -73,7 +73,7 @@ def replay(rows: list[dict], tasks_by_id: dict, checkpoints: dict[str, str | Non
     by_task = {t: [r for r in rows if r["task_id"] == t] for t in sorted({r["task_id"] for r in rows})}
     order = {t: list(rng.permutation(len(rs))) for t, rs in by_task.items()}
     seen = {t: 0 for t in by_task}
-    models = {t: LearnedWorldModel(checkpoint=checkpoints[t], shrinkage=shrinkage) for t in by_task}
+    models = {t: LearnedWorldModel(checkpoint=checkpoints[t], learn_from_anchors=True, shrinkage=shrinkage) for t in by_task}
     out: dict[int, dict[str, tuple[float, float]]] = {}
     groups = 0
     for mark in sorted(marks):
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shuffles", type=int, default=20)
     parser.add_argument("--group-size", type=int, default=2)
     parser.add_argument("--marks", type=int, nargs="+", default=[0, 4, 8, 16, 32, 64, 80])
-    parser.add_argument("--shrinkage", type=float, nargs="+", default=[2.0, 8.0, 32.0])
+    parser.add_argument("--shrinkage", type=float, nargs="+", default=[2.0, 8.0, 32.0, 128.0])
     parser.add_argument("--priors", nargs="+", default=["loto", "shipped"], choices=["loto", "shipped"])
     parser.add_argument("--quick", action="store_true", help="2 shuffles, marks 0 4 8, shrinkage 8, loto prior")
     parser.add_argument("--out", type=Path, default=None, help="write table.md and summary.json here")

@@ -42,7 +42,7 @@ def test_corrections_hand_computed():
 
 
 def test_learns_real_rewards_and_skips_what_is_not_the_solutions_doing(tasks):
-    wm = LearnedWorldModel(shrinkage=1.0)
+    wm = LearnedWorldModel(learn_from_anchors=True, shrinkage=1.0)
     assert isinstance(wm, LearnsFromAnchors)
     task, p = tasks[0], Program((0, 1, 0, 2, 1, 0, 0, 1))
     prior = wm.predict_rewards([task], [p])[0]
@@ -58,7 +58,7 @@ def test_learns_real_rewards_and_skips_what_is_not_the_solutions_doing(tasks):
     # a failure teaches the penalty, -1
     wm.learn_from_anchors([tasks[1]], [_script(p)], [Outcome(status="timeout", score=None)])
     assert wm.predict_rewards([tasks[1]], [p])[0] < wm.prior_rewards([tasks[1]], [p])[0]
-    fixed = LearnedWorldModel(learn_from_anchors=False)
+    fixed = LearnedWorldModel()  # the default: the shipped model stays fixed
     fixed.learn_from_anchors([task], [_script(p)], [ok])
     assert fixed.corrections.count == {}
 
@@ -76,14 +76,14 @@ def test_interrupted_and_resumed_predicts_as_uninterrupted(tasks, tmp_path):
     probe_tasks = [tasks[i % len(tasks)] for i in range(30)]
     probe = [Program.sample(rng) for _ in range(30)]
 
-    full = LearnedWorldModel()
+    full = LearnedWorldModel(learn_from_anchors=True)
     for batch in batches:
         full.learn_from_anchors(*batch)
-    first = LearnedWorldModel()
+    first = LearnedWorldModel(learn_from_anchors=True)
     for batch in batches[:3]:
         first.learn_from_anchors(*batch)
     torch.save(first.state_dict(), tmp_path / "wm.pt")  # as the trainer's checkpoint does
-    resumed = LearnedWorldModel()
+    resumed = LearnedWorldModel(learn_from_anchors=True)
     resumed.load_state_dict(torch.load(tmp_path / "wm.pt", weights_only=False))
     for batch in batches[3:]:
         resumed.learn_from_anchors(*batch)

@@ -166,13 +166,16 @@ class LearnedWorldModel:
     :param checkpoint: path of a ``build.py`` checkpoint; default: the one shipped with the plugin.
     :param cost_per_call_s: declared cost of one batched call (``None``: wall time is charged).
     :param learn_from_anchors: learn per-task corrections from the run's anchor executions
-        (:class:`TaskCorrections`); ``False`` keeps the shipped model fixed.
+        (:class:`TaskCorrections`). Off by default: replayed on the shipped corpus
+        (``benchmarks/wm_online_update.py``) it did not raise the within-task Spearman on a task's
+        unseen programs at any shrinkage tried (2-128; small ones lowered it), and turning it on
+        would change every existing run; ``world_model.kwargs.learn_from_anchors=true`` turns it on.
     :param shrinkage: :math:`\lambda` of :class:`TaskCorrections`, in executions' worth of prior.
     :param failure_reward: the reward a failed execution teaches (the ``autoresearch-score`` penalty).
     """
 
     def __init__(self, env: Any = None, *, checkpoint: str | None = None, cost_per_call_s: float | None = None,
-                 learn_from_anchors: bool = True, shrinkage: float = 8.0, failure_reward: float = -1.0):
+                 learn_from_anchors: bool = False, shrinkage: float = 32.0, failure_reward: float = -1.0):
         path = Path(checkpoint) if checkpoint else resources.files("wmrl_autoresearch.program") / "data" / SHIPPED_CHECKPOINT
         if not Path(str(path)).is_file():
             raise FileNotFoundError(f"world-model checkpoint {path} not found; build one with "
