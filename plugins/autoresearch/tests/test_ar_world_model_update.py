@@ -3,14 +3,13 @@ shipped model's residuals (``TaskCorrections``), hand-checked, and resumed exact
 
 import numpy as np
 import pytest
-
-from wmrl_core.contracts import LearnsFromAnchors
-from wmrl_core.types import Outcome
-
 from wmrl_autoresearch.program.grammar import N_DECISIONS, ONE_HOT_SIZE, Program, ProgramScript
 from wmrl_autoresearch.program.render import render_script
 from wmrl_autoresearch.program.world_model import LearnedWorldModel, TaskCorrections, raw_score_for_reward
 from wmrl_autoresearch.tasks.builtin_suite import builtin_tasks
+
+from wmrl_core.contracts import LearnsFromAnchors
+from wmrl_core.types import Outcome
 
 
 @pytest.fixture(scope="module")
