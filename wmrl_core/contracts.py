@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Environment", "Policy", "WorldModel", "RewardExtractor",
     "HasCost", "KnowsTrueReward", "HasReferenceLogProbs", "HasEntropy", "SyncsAfterUpdate", "Closeable", "Stateful",
+    "LearnsFromAnchors",
     "required_methods",
     "StatusSpec", "STATUSES", "REWARDED_STATUSES", "check_status", "is_rewarded",
     "ComponentKind", "COMPONENT_KINDS", "component_kind",
@@ -146,6 +147,19 @@ class Stateful(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> Any: ...
+
+
+@runtime_checkable
+class LearnsFromAnchors(Protocol):
+    """World models that keep learning from the real executions they are paid with."""
+
+    def learn_from_anchors(self, tasks: Sequence[Task], solutions: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
+        """Called by the trainer once per step, right after the anchor groups are executed,
+        with those tasks, solutions and real outcomes (every status: skip those that are not
+        :func:`is_rewarded`). This step's predictions were made before, so an anchor never
+        judges a prediction it taught; the next step's predictions may use it. State it learns
+        belongs in ``state_dict()`` so that a resumed run predicts exactly as an uninterrupted one."""
+        ...
 
 
 def required_methods(protocol: type) -> tuple[str, ...]:

@@ -48,7 +48,14 @@ Policy (factory called as ``factory(env=env, **kwargs)``; usually a ``torch.nn.M
 
 World model (factory called as ``factory(env=env, **kwargs)``)
     ``predict(tasks, solutions) -> list[Outcome | float]``: one batched call predicting the
-    outcome of every solution. Optional: ``cost: CostModel``, ``close()``. The predictions
+    outcome of every solution. Optional: ``cost: CostModel``, ``close()``,
+    ``learn_from_anchors(tasks, solutions, outcomes) -> None`` (a world model that keeps
+    learning: in ``wmrl`` mode the trainer calls it once per step, right after the anchor
+    groups are executed, with those tasks, solutions and real outcomes of every status; the
+    step's predictions were made before it, so no anchor judges a prediction it taught; its
+    wall time is charged to the ``world_model`` stage; ``real`` mode has no world model and
+    ``world_model`` mode no anchors, so neither calls it), ``state_dict()``/``load_state_dict()``
+    (checkpointed and restored, so learned state resumes exactly). The predictions
     need not be calibrated or even on the real reward's scale: the engine calibrates them
     monotonically on earlier steps' anchors (``debias.calibrator``: ``isotonic`` or
     ``smoothed``), and with ``denoise.method=rectified`` (the default) the update stays

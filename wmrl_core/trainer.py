@@ -30,7 +30,7 @@ from wmrl_core import checkers
 from wmrl_core.checkpoint import has_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
-from wmrl_core.contracts import is_rewarded
+from wmrl_core.contracts import LearnsFromAnchors, is_rewarded
 from wmrl_core.errors import ConfigError
 from wmrl_core.faults import atomic_write_text, raise_if_disk_full
 from wmrl_core.ledger import measured_cost_s
@@ -88,8 +88,8 @@ def _stateful(obj: Any) -> bool:
 
 def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, step: int) -> ScoredStep:
     """Steps 2-4 of the loop: pick the anchor groups among the ``B`` groups, score every rollout
-    with the world model in one batched call, execute the anchor groups for real; compute is
-    charged to the ledger."""
+    with the world model in one batched call, execute the anchor groups for real (and hand them
+    to a world model with ``learn_from_anchors``); compute is charged to the ledger."""
     ledger = state.ledger
     group_ids = np.asarray(rollouts.group_ids)
     n = len(rollouts)
@@ -116,6 +116,9 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
             outcomes = c.environment.execute(anchor_tasks, [rollouts.solutions[i] for i in anchor_idx])
             call.measured_s = measured_cost_s(outcomes)  # e.g. sandbox CPU seconds, independent of machine load
         real_rewards[anchor_idx] = state.faults.rewards(c.reward, anchor_tasks, outcomes)
+        if isinstance(c.world_model, LearnsFromAnchors):  # after its predictions: no anchor judges what it taught
+            with ledger.measure("world_model", n_items=anchor_idx.size, cost=None):
+                c.world_model.learn_from_anchors(anchor_tasks, [rollouts.solutions[i] for i in anchor_idx], outcomes)
     return ScoredStep(rollouts=rollouts, anchor_groups=anchor_groups, wm_rewards=wm_rewards, real_rewards=real_rewards)
 
 

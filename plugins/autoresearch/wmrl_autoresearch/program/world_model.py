@@ -9,7 +9,12 @@ task's meta-features and the program's one-hot decisions and predicts the normal
 fitted in closed form on executions of the **training suite only** (``build.py``, which chose
 the linear model over MLPs by cross-validation). ``hidden > 0`` gives a small MLP instead,
 kept for that comparison.
-All rollouts of a step go through one batched forward pass. The prediction is returned as
+All rollouts of a step go through one batched forward pass.
+
+In a run the model keeps learning from the anchors it is paid with
+(:meth:`LearnedWorldModel.learn_from_anchors`): the ridge model stays the prior, and each task
+learns a correction of its residuals on the program's decisions (:class:`TaskCorrections`),
+shrunk towards 0 (the global model) less and less as the task's executions accumulate. The prediction is returned as
 an :class:`~wmrl_core.types.Outcome` holding the raw metric value that would give
 :math:`\hat r`, so the same reward extractor serves real and predicted outcomes.
 """
@@ -17,19 +22,21 @@ an :class:`~wmrl_core.types.Outcome` holding the raw metric value that would giv
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
+from wmrl_autoresearch.program.grammar import ONE_HOT_SIZE, Program, programs_of
+from wmrl_core.contracts import is_rewarded
 from wmrl_core.types import CostModel, Outcome, Task
 
-from wmrl_autoresearch.program.grammar import ONE_HOT_SIZE, Program, programs_of
-
-__all__ = ["RewardModel", "LearnedWorldModel", "fit_reward_model", "raw_score_for_reward", "SHIPPED_CHECKPOINT"]
+__all__ = ["RewardModel", "LearnedWorldModel", "TaskCorrections", "fit_reward_model", "raw_score_for_reward", "SHIPPED_CHECKPOINT"]
 
 SHIPPED_CHECKPOINT = "world_model.pt"
 
@@ -92,15 +99,83 @@ def raw_score_for_reward(task: Any, reward: float) -> float:
     return float((1.0 - reward) * task.baseline)
 
 
+class TaskCorrections:
+    r"""Per-task ridge corrections of a global model's residuals, from sufficient statistics.
+
+    Task :math:`t` has seen programs with one-hot decisions :math:`z_i` and residuals
+    :math:`e_i = r_i - \hat r^{\,prior}_i` (real reward minus the global model's prediction).
+    Its correction is the posterior mean of :math:`\beta_t \sim \mathcal N(0, \tau^2 I)`,
+    :math:`e_i = z_i^\top \beta_t + \varepsilon_i`, :math:`\varepsilon_i \sim \mathcal N(0, \sigma^2)`:
+
+    .. math:: \beta_t = (Z_t^\top Z_t + \lambda I)^{-1} Z_t^\top e_t, \qquad \lambda = \sigma^2 / \tau^2
+
+    so a task with no executions is predicted by the global model (:math:`\beta_t = 0`), and the
+    fixed penalty :math:`\lambda` weighs less against :math:`Z_t^\top Z_t` as the task's
+    executions accumulate (a decision option seen :math:`n` times alone keeps about
+    :math:`n / (n + \lambda)` of its mean residual). Only :math:`Z_t^\top Z_t`,
+    :math:`Z_t^\top e_t` and the count are kept, so learning is order-free and resumes exactly.
+
+    :param dim: the length of :math:`z` (``ONE_HOT_SIZE``).
+    :param shrinkage: :math:`\lambda > 0`, in executions.
+    """
+
+    def __init__(self, dim: int, shrinkage: float):
+        if not (math.isfinite(shrinkage) and shrinkage > 0):
+            raise ValueError(f"shrinkage must be a finite number > 0 (executions' worth of prior), got {shrinkage}")
+        self.dim, self.shrinkage = int(dim), float(shrinkage)
+        self.gram: dict[str, np.ndarray] = {}
+        self.moment: dict[str, np.ndarray] = {}
+        self.count: dict[str, int] = {}
+
+    def add(self, task_id: str, z: np.ndarray, residual: float) -> None:
+        z = np.asarray(z, dtype=np.float64)
+        if task_id not in self.gram:
+            self.gram[task_id], self.moment[task_id], self.count[task_id] = np.zeros((self.dim, self.dim)), np.zeros(self.dim), 0
+        self.gram[task_id] += np.outer(z, z)
+        self.moment[task_id] += residual * z
+        self.count[task_id] += 1
+
+    def coefficients(self, task_id: str) -> np.ndarray:
+        r""":math:`\beta_t`; zeros for a task never seen."""
+        if task_id not in self.gram:
+            return np.zeros(self.dim)
+        return np.linalg.solve(self.gram[task_id] + self.shrinkage * np.eye(self.dim), self.moment[task_id])
+
+    def correction(self, task_ids: Sequence[str], z: np.ndarray) -> np.ndarray:
+        r""":math:`z_i^\top \beta_{t_i}` for each row."""
+        betas = {t: self.coefficients(t) for t in set(task_ids)}
+        return np.array([np.asarray(row, dtype=np.float64) @ betas[t] for t, row in zip(task_ids, z)])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"shrinkage": self.shrinkage, "tasks": {t: {"gram": torch.from_numpy(self.gram[t].copy()),
+                                                           "moment": torch.from_numpy(self.moment[t].copy()),
+                                                           "count": self.count[t]} for t in self.gram}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.shrinkage = float(state["shrinkage"])
+        tasks = state["tasks"]
+        self.gram = {t: v["gram"].numpy().astype(np.float64) for t, v in tasks.items()}
+        self.moment = {t: v["moment"].numpy().astype(np.float64) for t, v in tasks.items()}
+        self.count = {t: int(v["count"]) for t, v in tasks.items()}
+
+
 class LearnedWorldModel:
-    """Registered as ``program-world-model``.
+    r"""Registered as ``program-world-model``.
 
     :param env: the AutoResearch environment (unused; factory contract).
     :param checkpoint: path of a ``build.py`` checkpoint; default: the one shipped with the plugin.
     :param cost_per_call_s: declared cost of one batched call (``None``: wall time is charged).
+    :param learn_from_anchors: learn per-task corrections from the run's anchor executions
+        (:class:`TaskCorrections`). Off by default: replayed on the shipped corpus
+        (``benchmarks/wm_online_update.py``) it did not raise the within-task Spearman on a task's
+        unseen programs at any shrinkage tried (2-128; small ones lowered it), and turning it on
+        would change every existing run; ``world_model.kwargs.learn_from_anchors=true`` turns it on.
+    :param shrinkage: :math:`\lambda` of :class:`TaskCorrections`, in executions' worth of prior.
+    :param failure_reward: the reward a failed execution teaches (the ``autoresearch-score`` penalty).
     """
 
-    def __init__(self, env: Any = None, *, checkpoint: str | None = None, cost_per_call_s: float | None = None):
+    def __init__(self, env: Any = None, *, checkpoint: str | None = None, cost_per_call_s: float | None = None,
+                 learn_from_anchors: bool = False, shrinkage: float = 32.0, failure_reward: float = -1.0):
         path = Path(checkpoint) if checkpoint else resources.files("wmrl_autoresearch.program") / "data" / SHIPPED_CHECKPOINT
         if not Path(str(path)).is_file():
             raise FileNotFoundError(f"world-model checkpoint {path} not found; build one with "
@@ -111,12 +186,44 @@ class LearnedWorldModel:
         self.model.eval()
         self.info = state.get("info", {})
         self.cost = CostModel(per_call_s=cost_per_call_s) if cost_per_call_s is not None else None
+        self.learns = bool(learn_from_anchors)
+        self.corrections = TaskCorrections(ONE_HOT_SIZE, shrinkage)
+        self.reward = AutoResearchScoreReward(penalty=failure_reward)
 
     @torch.no_grad()
-    def predict_rewards(self, tasks: Sequence[Task], programs: Sequence[Program]) -> np.ndarray:
+    def prior_rewards(self, tasks: Sequence[Task], programs: Sequence[Program]) -> np.ndarray:
+        """The shipped (global) model's prediction, in ``[-1, 1]``."""
         features = torch.as_tensor(np.stack([np.asarray(t.features, dtype=np.float32) for t in tasks]))
         one_hot = torch.as_tensor(np.stack([p.one_hot() for p in programs]))
-        return self.model(features, one_hot).clamp(-1.0, 1.0).numpy()
+        return self.model(features, one_hot).clamp(-1.0, 1.0).numpy().astype(np.float64)
+
+    def predict_rewards(self, tasks: Sequence[Task], programs: Sequence[Program]) -> np.ndarray:
+        r""":math:`\operatorname{clip}(\hat r^{\,prior} + z^\top \beta_t, -1, 1)` (:class:`TaskCorrections`)."""
+        prior = self.prior_rewards(tasks, programs)
+        z = np.stack([p.one_hot() for p in programs])
+        return np.clip(prior + self.corrections.correction([t.id for t in tasks], z), -1.0, 1.0)
+
+    def learn_from_anchors(self, tasks: Sequence[Task], solutions: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
+        """Add each rewarded real outcome of a program (normalized reward; failures
+        ``failure_reward``) to its task's corrections; ``sandbox_error``/``no_prediction`` and
+        non-programs teach nothing."""
+        if not self.learns:
+            return
+        programs = programs_of(solutions)
+        keep = [i for i, (p, o) in enumerate(zip(programs, outcomes)) if p is not None and is_rewarded(o.status)]
+        if not keep:
+            return
+        prior = self.prior_rewards([tasks[i] for i in keep], [programs[i] for i in keep])
+        for i, r_prior in zip(keep, prior):
+            reward = self.reward(tasks[i], outcomes[i])
+            if reward is not None:
+                self.corrections.add(tasks[i].id, programs[i].one_hot(), reward - r_prior)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"corrections": self.corrections.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.corrections.load_state_dict(state["corrections"])
 
     def predict(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
         programs = programs_of(solutions)
