@@ -36,25 +36,36 @@ ROOT = Path(__file__).resolve().parents[1]
 SUITES = {
     "synthetic": {
         "config": ROOT / "configs/synthetic/wmrl.yaml",
-        "metric": "eval/true_reward", "label": "final true reward",
-        "arms": {"real": ["mode=real", "steps=60"], "world_model": ["mode=world_model", "steps=120"],
-                 "wmrl": ["mode=wmrl", "steps=120"],
-                 "wmrl_inverse_variance": ["mode=wmrl", "steps=120", "denoise.method=inverse_variance"],
-                 "wmrl_no_debias": ["mode=wmrl", "steps=120", "debias.enabled=false"],
-                 "wmrl_no_denoise": ["mode=wmrl", "steps=120", "denoise.enabled=false"]},
+        "metric": "eval/true_reward",
+        "label": "final true reward",
+        "arms": {
+            "real": ["mode=real", "steps=60"],
+            "world_model": ["mode=world_model", "steps=120"],
+            "wmrl": ["mode=wmrl", "steps=120"],
+            "wmrl_inverse_variance": ["mode=wmrl", "steps=120", "denoise.method=inverse_variance"],
+            "wmrl_no_debias": ["mode=wmrl", "steps=120", "debias.enabled=false"],
+            "wmrl_no_denoise": ["mode=wmrl", "steps=120", "denoise.enabled=false"],
+        },
         "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=2"],
-        "quick": ["eval.every=2", "rollout.batch_tasks=10"], "quick_steps": 0.5, "seeds": 5,
+        "quick": ["eval.every=2", "rollout.batch_tasks=10"],
+        "quick_steps": 0.5,
+        "seeds": 5,
     },
     "autoresearch": {
         "config": ROOT / "configs/autoresearch/quickstart.yaml",
-        "metric": "eval/reward", "label": "final held-out score",
-        "arms": {"real": ["mode=real", "steps=8"], "world_model": ["mode=world_model", "steps=16"],
-                 "wmrl": ["mode=wmrl", "steps=16"],
-                 "wmrl_no_debias": ["mode=wmrl", "steps=16", "debias.enabled=false"],
-                 "wmrl_no_denoise": ["mode=wmrl", "steps=16", "denoise.enabled=false"]},
+        "metric": "eval/reward",
+        "label": "final held-out score",
+        "arms": {
+            "real": ["mode=real", "steps=8"],
+            "world_model": ["mode=world_model", "steps=16"],
+            "wmrl": ["mode=wmrl", "steps=16"],
+            "wmrl_no_debias": ["mode=wmrl", "steps=16", "debias.enabled=false"],
+            "wmrl_no_denoise": ["mode=wmrl", "steps=16", "denoise.enabled=false"],
+        },
         "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=4", "eval.samples_per_task=4"],
         "quick": ["eval.every=1", "eval.samples_per_task=1", "rollout.batch_tasks=2", "rollout.group_size=2"],
-        "quick_steps": 0.125, "seeds": 3,
+        "quick_steps": 0.125,
+        "seeds": 3,
         # the learned world model was fitted on real executions of the training suite: a one-off
         # cost that a single run would pay too, reported beside the per-run figures
         "world_model_corpus": ("wmrl_autoresearch.program", "data/corpus_train.jsonl"),
@@ -101,8 +112,15 @@ def cache_note(cache: Path | None) -> str:
     return f"execution cache: on ({cache})" if cache else "execution cache: off"
 
 
-def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | None = None, reuse: bool = False,
-              cache: Path | None = None) -> dict:
+def run_suite(
+    suite: str,
+    out: Path,
+    seeds: int,
+    quick: bool,
+    only: list[str] | None = None,
+    reuse: bool = False,
+    cache: Path | None = None,
+) -> dict:
     """Every arm of ``suite`` for ``seeds`` seeds; ``cache``: every arm replays and records
     executions there (``environment.cache``, see ``wmrl_core/execution_cache.py``)."""
     spec = SUITES[suite]
@@ -121,10 +139,16 @@ def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | 
         overrides.append(f"environment.cache={cache}")
     print(cache_note(cache), flush=True)
     started = time.perf_counter()
-    results = run_arms(spec["config"], arms, seeds=range(seeds), out_dir=out, overrides=overrides, metric=spec["metric"],
-                       reuse=reuse)
-    summary = write_report(results, out, title=f"compute to target: {suite} ({cache_note(cache)})", fraction=1.0,
-                           metric_label=spec["label"])
+    results = run_arms(
+        spec["config"], arms, seeds=range(seeds), out_dir=out, overrides=overrides, metric=spec["metric"], reuse=reuse
+    )
+    summary = write_report(
+        results,
+        out,
+        title=f"compute to target: {suite} ({cache_note(cache)})",
+        fraction=1.0,
+        metric_label=spec["label"],
+    )
     summary["execution_cache"] = str(cache) if cache else None
     plot_calibration(out / "runs" / "wmrl-seed0", out / "calibration.png")
     (out / "curves.md").write_text(curves_table(results, spec["label"].replace("final ", "")))
@@ -134,11 +158,20 @@ def run_suite(suite: str, out: Path, seeds: int, quick: bool, only: list[str] | 
             f.write("\n" + corpus_note(summary["world_model_corpus"]) + "\n")
         if "wmrl" in results:
             cost = summary["world_model_corpus"]["cost_s"]
-            plot_curves(results, out / "reward_vs_compute.png", ylabel=spec["label"].replace("final ", ""),
-                        target=summary["target"], target_label="real's final",
-                        shifted={"wmrl": (cost, f"wmrl + world-model corpus ({cost:.0f} s, one-off)")}, xscale="linear")
-    summary["machine"] = {"cpus": __import__("os").cpu_count(), "processor": platform.processor() or platform.machine(),
-                          "python": platform.python_version()}
+            plot_curves(
+                results,
+                out / "reward_vs_compute.png",
+                ylabel=spec["label"].replace("final ", ""),
+                target=summary["target"],
+                target_label="real's final",
+                shifted={"wmrl": (cost, f"wmrl + world-model corpus ({cost:.0f} s, one-off)")},
+                xscale="linear",
+            )
+    summary["machine"] = {
+        "cpus": __import__("os").cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
     summary["wall_s"] = time.perf_counter() - started
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -177,16 +210,26 @@ def corpus_cost(corpus: tuple[str, str], out: Path, results: dict, summary: dict
             if base is not None and arm is not None:
                 ratios.append(base / (arm + cost))
     speed, ci = mean_ci95(ratios) if ratios and len(ratios) == len(results["real"].curves) else (None, None)
-    return {"executions": n, "execution_s_per_rollout": float(np.mean(per_rollout)), "cost_s": cost,
-            "speedup_including_corpus": speed, "speedup_including_corpus_ci95": ci}
+    return {
+        "executions": n,
+        "execution_s_per_rollout": float(np.mean(per_rollout)),
+        "cost_s": cost,
+        "speedup_including_corpus": speed,
+        "speedup_including_corpus_ci95": ci,
+    }
 
 
 def corpus_note(c: dict) -> str:
-    speed = (f"{c['speedup_including_corpus']:.1f}x ± {c['speedup_including_corpus_ci95']:.1f}"
-             if c["speedup_including_corpus"] is not None else "undefined (an arm did not reach the target)")
-    return (f"World model corpus (one-off, not in the table): {c['executions']} real executions of the training suite, "
-            f"{c['cost_s']:.0f} s at the real arm's measured {c['execution_s_per_rollout']:.2f} s per rollout. "
-            f"real / wmrl if a single run paid for it: {speed}.")
+    speed = (
+        f"{c['speedup_including_corpus']:.1f}x ± {c['speedup_including_corpus_ci95']:.1f}"
+        if c["speedup_including_corpus"] is not None
+        else "undefined (an arm did not reach the target)"
+    )
+    return (
+        f"World model corpus (one-off, not in the table): {c['executions']} real executions of the training suite, "
+        f"{c['cost_s']:.0f} s at the real arm's measured {c['execution_s_per_rollout']:.2f} s per rollout. "
+        f"real / wmrl if a single run paid for it: {speed}."
+    )
 
 
 def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
@@ -208,28 +251,50 @@ def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
     for i, ratio in enumerate(cost_ratios):
         e = g * ratio
         over = [*base_over, f"environment.kwargs.execution_cost_s={e}"]
-        real = run_arms(spec["config"], {"real": ["mode=real", f"steps={steps['real']}"]}, range(seeds),
-                        out / "sweep" / f"cost{ratio}", over, spec["metric"])["real"]
+        real = run_arms(
+            spec["config"],
+            {"real": ["mode=real", f"steps={steps['real']}"]},
+            range(seeds),
+            out / "sweep" / f"cost{ratio}",
+            over,
+            spec["metric"],
+        )["real"]
         target = float(np.mean(real.finals))
         for j, rho in enumerate(fractions):
             n_anchor = max(1, round(rho * B))
             ideal[i, j] = B * G * (g + e) / (B * G * g + n_anchor * G * e + w_call + w_item * B * G)
-            arm = run_arms(spec["config"], {"wmrl": ["mode=wmrl", f"steps={steps['wmrl']}", f"anchors.fraction={rho}"]},
-                           range(seeds), out / "sweep" / f"cost{ratio}-rho{rho}", over, spec["metric"])["wmrl"]
-            ratios = [compute_to_reach(rc, target) / c for rc, c in
-                      ((r_curve, compute_to_reach(a_curve, target)) for r_curve, a_curve in zip(real.curves, arm.curves))
-                      if c and compute_to_reach(rc, target)]
+            arm = run_arms(
+                spec["config"],
+                {"wmrl": ["mode=wmrl", f"steps={steps['wmrl']}", f"anchors.fraction={rho}"]},
+                range(seeds),
+                out / "sweep" / f"cost{ratio}-rho{rho}",
+                over,
+                spec["metric"],
+            )["wmrl"]
+            ratios = [
+                compute_to_reach(rc, target) / c
+                for rc, c in (
+                    (r_curve, compute_to_reach(a_curve, target)) for r_curve, a_curve in zip(real.curves, arm.curves)
+                )
+                if c and compute_to_reach(rc, target)
+            ]
             measured[i, j] = float(np.mean(ratios)) if len(ratios) == seeds else np.nan
     _plot_sweep(cost_ratios, fractions, measured, ideal, out / "sweep.png")
-    lines = ["| exec/gen cost | " + " | ".join(f"rho={f}" for f in fractions) + " |",
-             "|---|" + "---|" * len(fractions)]
+    lines = ["| exec/gen cost | " + " | ".join(f"rho={f}" for f in fractions) + " |", "|---|" + "---|" * len(fractions)]
     for i, ratio in enumerate(cost_ratios):
-        cells = [("not reached" if math.isnan(measured[i, j]) else f"{measured[i, j]:.1f}x") + f" (ideal {ideal[i, j]:.1f}x)"
-                 for j in range(len(fractions))]
+        cells = [
+            ("not reached" if math.isnan(measured[i, j]) else f"{measured[i, j]:.1f}x") + f" (ideal {ideal[i, j]:.1f}x)"
+            for j in range(len(fractions))
+        ]
         lines.append(f"| {ratio} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     (out / "sweep.md").write_text("# real / wmrl compute to reach real's final true reward\n\n" + table + "\n")
-    result = {"cost_ratios": cost_ratios, "fractions": fractions, "measured": measured.tolist(), "ideal": ideal.tolist()}
+    result = {
+        "cost_ratios": cost_ratios,
+        "fractions": fractions,
+        "measured": measured.tolist(),
+        "ideal": ideal.tolist(),
+    }
     (out / "sweep.json").write_text(json.dumps(result, indent=2))
     print(table)
     return result
@@ -243,7 +308,7 @@ def _plot_sweep(cost_ratios, fractions, measured, ideal, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for j, rho in enumerate(fractions):
-        line, = ax.plot(cost_ratios, measured[:, j], "o-", label=f"measured, rho={rho}")
+        (line,) = ax.plot(cost_ratios, measured[:, j], "o-", label=f"measured, rho={rho}")
         ax.plot(cost_ratios, ideal[:, j], "--", color=line.get_color(), alpha=0.6)
     ax.axhline(1.0, color="black", lw=1)
     ax.set_xscale("log")
@@ -266,10 +331,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny budget, every arm end to end (CI)")
     parser.add_argument("--sweep", action="store_true", help="synthetic only: cost ratio x anchor fraction")
     parser.add_argument("--arms", nargs="*", help="subset of arms (default: all; `real` is always needed)")
-    parser.add_argument("--reuse", action="store_true", help="keep finished runs in --out (resume an interrupted benchmark)")
-    parser.add_argument("--cache", type=Path, default=None, metavar="PATH",
-                        help="execution cache for every arm: a (task, solution) executed before, in any run or seed, "
-                             "replays its recorded outcome and cost (default: off)")
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep finished runs in --out (resume an interrupted benchmark)"
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="execution cache for every arm: a (task, solution) executed before, in any run or seed, "
+        "replays its recorded outcome and cost (default: off)",
+    )
     args = parser.parse_args(argv)
     out = args.out or ROOT / "runs" / "bench" / (f"{args.suite}-sweep" if args.sweep else args.suite)
     out.mkdir(parents=True, exist_ok=True)

@@ -270,7 +270,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="24 executions (what the test runs)")
     parser.add_argument("--parallel", type=int, default=None, help="sandboxes at once (default: cores / cpus)")
     parser.add_argument("--cpus", type=float, default=0.5, help="CPU quota of each sandbox (default 0.5)")
-    parser.add_argument("--timeout-s", type=float, default=2.0, help="CPU-time limit of the timing-out scripts, CPU seconds")
+    parser.add_argument(
+        "--timeout-s", type=float, default=2.0, help="CPU-time limit of the timing-out scripts, CPU seconds"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/sandbox_load"))
     parser.add_argument("--resume", action="store_true", help="skip executions already in outcomes.jsonl")
     args = parser.parse_args()

@@ -62,8 +62,16 @@ def _within_task_spearman(pred: np.ndarray, real: np.ndarray) -> float:
     return float(spearmanr(pred, real).statistic)
 
 
-def replay(rows: list[dict], tasks_by_id: dict, checkpoints: dict[str, str | None], *, shrinkage: float,
-           group_size: int, marks: list[int], seed: int) -> dict[int, dict[str, tuple[float, float]]]:
+def replay(
+    rows: list[dict],
+    tasks_by_id: dict,
+    checkpoints: dict[str, str | None],
+    *,
+    shrinkage: float,
+    group_size: int,
+    marks: list[int],
+    seed: int,
+) -> dict[int, dict[str, tuple[float, float]]]:
     """One shuffle: ``{groups_seen: {task_id: (spearman_updated, spearman_prior)}}`` on unseen programs.
 
     Each task gets its own world model (its prior may be leave-that-task-out); a group teaches only
@@ -73,7 +81,9 @@ def replay(rows: list[dict], tasks_by_id: dict, checkpoints: dict[str, str | Non
     by_task = {t: [r for r in rows if r["task_id"] == t] for t in sorted({r["task_id"] for r in rows})}
     order = {t: list(rng.permutation(len(rs))) for t, rs in by_task.items()}
     seen = {t: 0 for t in by_task}
-    models = {t: LearnedWorldModel(checkpoint=checkpoints[t], learn_from_anchors=True, shrinkage=shrinkage) for t in by_task}
+    models = {
+        t: LearnedWorldModel(checkpoint=checkpoints[t], learn_from_anchors=True, shrinkage=shrinkage) for t in by_task
+    }
     out: dict[int, dict[str, tuple[float, float]]] = {}
     groups = 0
     for mark in sorted(marks):
@@ -82,18 +92,20 @@ def replay(rows: list[dict], tasks_by_id: dict, checkpoints: dict[str, str | Non
             if not open_tasks:
                 break
             t = open_tasks[int(rng.integers(len(open_tasks)))]
-            batch = [by_task[t][i] for i in order[t][seen[t]:seen[t] + group_size]]
+            batch = [by_task[t][i] for i in order[t][seen[t] : seen[t] + group_size]]
             seen[t] += group_size
             task = tasks_by_id[t]
-            models[t].learn_from_anchors([task] * len(batch),
-                                         [ProgramScript("", Program(tuple(r["choices"]))) for r in batch],
-                                         [Outcome(status=r["status"], score=r["score"]) for r in batch])
+            models[t].learn_from_anchors(
+                [task] * len(batch),
+                [ProgramScript("", Program(tuple(r["choices"]))) for r in batch],
+                [Outcome(status=r["status"], score=r["score"]) for r in batch],
+            )
             groups += 1
         if groups < mark:
             break  # the corpus ran out of programs to hold out
         out[mark] = {}
         for t, rs in by_task.items():
-            unseen = [rs[i] for i in order[t][seen[t]:]]
+            unseen = [rs[i] for i in order[t][seen[t] :]]
             task = tasks_by_id[t]
             programs = [Program(tuple(r["choices"])) for r in unseen]
             real = np.array([reward(task, Outcome(status=r["status"], score=r["score"])) for r in unseen], dtype=float)
@@ -112,10 +124,18 @@ def summarize(shuffles: list[dict], group_size: int, n_tasks: int) -> list[dict]
         diff = upd - pri
         per_shuffle = [np.nanmean(row) for row in diff]
         per_task = [np.nanmean(col) for col in diff.T if np.isfinite(col).any()]
-        table.append({"groups": mark, "seen_per_task": mark * group_size / n_tasks,
-                      "prior_rho": float(np.nanmean(pri)), "updated_rho": float(np.nanmean(upd)),
-                      "diff_over_tasks": mean_ci95(per_task), "diff_over_shuffles": mean_ci95(per_shuffle),
-                      "tasks_better": int(sum(d > 0 for d in per_task)), "tasks": len(per_task)})
+        table.append(
+            {
+                "groups": mark,
+                "seen_per_task": mark * group_size / n_tasks,
+                "prior_rho": float(np.nanmean(pri)),
+                "updated_rho": float(np.nanmean(upd)),
+                "diff_over_tasks": mean_ci95(per_task),
+                "diff_over_shuffles": mean_ci95(per_shuffle),
+                "tasks_better": int(sum(d > 0 for d in per_task)),
+                "tasks": len(per_task),
+            }
+        )
     return table
 
 
@@ -138,30 +158,47 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for prior in args.priors:
-            checkpoints = {t: (_loto_checkpoint(rows, tasks_by_id, t, Path(tmp)) if prior == "loto" else None)
-                           for t in task_ids}
+            checkpoints = {
+                t: (_loto_checkpoint(rows, tasks_by_id, t, Path(tmp)) if prior == "loto" else None) for t in task_ids
+            }
             for lam in args.shrinkage:
-                shuffles = [replay(rows, tasks_by_id, checkpoints, shrinkage=lam, group_size=args.group_size,
-                                   marks=args.marks, seed=s) for s in range(args.shuffles)]
+                shuffles = [
+                    replay(
+                        rows,
+                        tasks_by_id,
+                        checkpoints,
+                        shrinkage=lam,
+                        group_size=args.group_size,
+                        marks=args.marks,
+                        seed=s,
+                    )
+                    for s in range(args.shuffles)
+                ]
                 for row in summarize(shuffles, args.group_size, len(task_ids)):
                     results.append({"prior": prior, "shrinkage": lam, **row})
 
-    lines = [f"Within-task Spearman on each task's unseen programs, {args.shuffles} shuffles, groups of "
-             f"{args.group_size} ({len(task_ids)} tasks, {len(rows)} executions)", "",
-             "| prior | λ | anchor groups | seen/task | prior ρ | updated ρ | Δ (95% CI over tasks) | Δ (95% CI over shuffles) | tasks better |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Within-task Spearman on each task's unseen programs, {args.shuffles} shuffles, groups of "
+        f"{args.group_size} ({len(task_ids)} tasks, {len(rows)} executions)",
+        "",
+        "| prior | λ | anchor groups | seen/task | prior ρ | updated ρ | Δ (95% CI over tasks) | Δ (95% CI over shuffles) | tasks better |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         (dt, ht), (ds, hs) = r["diff_over_tasks"], r["diff_over_shuffles"]
-        lines.append(f"| {r['prior']} | {r['shrinkage']:g} | {r['groups']} | {r['seen_per_task']:.1f} | "
-                     f"{r['prior_rho']:.3f} | {r['updated_rho']:.3f} | {dt:+.3f} ± {ht:.3f} | {ds:+.3f} ± {hs:.3f} | "
-                     f"{r['tasks_better']}/{r['tasks']} |")
+        lines.append(
+            f"| {r['prior']} | {r['shrinkage']:g} | {r['groups']} | {r['seen_per_task']:.1f} | "
+            f"{r['prior_rho']:.3f} | {r['updated_rho']:.3f} | {dt:+.3f} ± {ht:.3f} | {ds:+.3f} ± {hs:.3f} | "
+            f"{r['tasks_better']}/{r['tasks']} |"
+        )
     text = "\n".join(lines)
     print(text)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "table.md").write_text(text + "\n")
-        (args.out / "summary.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                                           "results": results}, indent=2))
+        (args.out / "summary.json").write_text(
+            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=2)
+        )
     return 0
 
 

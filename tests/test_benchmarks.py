@@ -39,15 +39,36 @@ def test_synthetic_quick_benchmark_writes_table_json_and_plots(tmp_path):
 
 def test_the_benchmark_says_when_the_execution_cache_is_on(tmp_path):
     cache = tmp_path / "executions.jsonl"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--suite", "synthetic", "--quick", "--seeds", "1", "--arms", "real",
-                           "wmrl", "--cache", str(cache), "--out", str(tmp_path / "out")], capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--suite",
+            "synthetic",
+            "--quick",
+            "--seeds",
+            "1",
+            "--arms",
+            "real",
+            "wmrl",
+            "--cache",
+            str(cache),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"execution cache: on ({cache})" in proc.stdout
     assert f"execution cache: on ({cache})" in (tmp_path / "out" / "table.md").read_text()
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["execution_cache"] == str(cache)
     assert len(cache.read_text().splitlines()) > 0
-    records = [json.loads(line) for line in (tmp_path / "out" / "runs" / "wmrl-seed0" / "metrics.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "out" / "runs" / "wmrl-seed0" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert all("execution/replayed" in r for r in records if r["step"] > 0)
 
 

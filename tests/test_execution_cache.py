@@ -28,8 +28,13 @@ class CountingEnv:
             info = {"stdout": self.log, "metric": "len"}
             if self.cost_s is not None:
                 info["cost_s"] = self.cost_s
-            out.append(Outcome(status="ok" if s != "crash" else "crashed",
-                               score=float(len(s)) if isinstance(s, str) and s != "crash" else None, info=info))
+            out.append(
+                Outcome(
+                    status="ok" if s != "crash" else "crashed",
+                    score=float(len(s)) if isinstance(s, str) and s != "crash" else None,
+                    info=info,
+                )
+            )
         return out
 
     def state_dict(self):
@@ -99,8 +104,19 @@ def test_delegates_to_the_environment_and_names_a_corrupt_file(tmp_path):
 
 
 def _synthetic(config, run_dir, cache, *over):
-    return load_config(config, [f"run_dir={run_dir}", f"environment.cache={cache}", "mode=real", "rollout.batch_tasks=4",
-                                "eval.every=2", "logging.progress=false", "logging.tensorboard=false", *over])
+    return load_config(
+        config,
+        [
+            f"run_dir={run_dir}",
+            f"environment.cache={cache}",
+            "mode=real",
+            "rollout.batch_tasks=4",
+            "eval.every=2",
+            "logging.progress=false",
+            "logging.tensorboard=false",
+            *over,
+        ],
+    )
 
 
 def test_the_synthetic_domain_replays_through_the_trainer_at_its_declared_cost(synthetic_config, tmp_path):
@@ -116,8 +132,19 @@ def test_the_synthetic_domain_replays_through_the_trainer_at_its_declared_cost(s
     assert [r["compute/execution_s"] for r in one] == [r["compute/execution_s"] for r in two]
     assert [r["reward/real_mean"] for r in one[1:]] == [r["reward/real_mean"] for r in two[1:]]
     assert "execution/replayed" not in read_metrics(tmp_path / "one")[0]
-    off = train(load_config(synthetic_config, [f"run_dir={tmp_path / 'off'}", "mode=real", "steps=1", "rollout.batch_tasks=4",
-                                               "logging.progress=false", "logging.tensorboard=false"]))
+    off = train(
+        load_config(
+            synthetic_config,
+            [
+                f"run_dir={tmp_path / 'off'}",
+                "mode=real",
+                "steps=1",
+                "rollout.batch_tasks=4",
+                "logging.progress=false",
+                "logging.tensorboard=false",
+            ],
+        )
+    )
     assert "execution/replayed" not in off["final"]  # off by default
 
 
@@ -129,12 +156,17 @@ def test_a_resumed_run_with_the_cache_gives_the_same_metrics(synthetic_config, t
 
     def strip(r):
         return {k: v for k, v in r.items() if not k.startswith("wall/")}
+
     a, b = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")
     assert [strip(r) for r in a] == [strip(r) for r in b]
     assert sum(r.get("execution/replayed", 0) for r in a) > 0  # the check covers replays, not only misses
 
     def records(path):  # cost_s is measured wall time here, so it differs between the two files
-        return [(r["task"], r["solution_sha256"], r["status"], r["score"]) for r in map(json.loads, path.read_text().splitlines())]
+        return [
+            (r["task"], r["solution_sha256"], r["status"], r["score"])
+            for r in map(json.loads, path.read_text().splitlines())
+        ]
+
     assert records(tmp_path / "full.jsonl") == records(tmp_path / "part.jsonl")
 
 
@@ -143,10 +175,14 @@ def test_an_autoresearch_replay_is_charged_the_recorded_cpu_seconds(tmp_path):
     pytest.importorskip("wmrl_autoresearch")
     from wmrl_core.plugins import build_registry
 
-    env = build_registry().environments.make("autoresearch", sandbox="local-unsafe", task_sets=["autoresearch-builtin"],
-                                             limits={"timeout_s": 30})
+    env = build_registry().environments.make(
+        "autoresearch", sandbox="local-unsafe", task_sets=["autoresearch-builtin"], limits={"timeout_s": 30}
+    )
     cache = CachedEnvironment(env, tmp_path / "c.jsonl")
-    task, script = env.tasks("train")[0], "print('z' * 5000)\nsum(range(10**6))\n"  # no predictions: graded as a failure
+    task, script = (
+        env.tasks("train")[0],
+        "print('z' * 5000)\nsum(range(10**6))\n",
+    )  # no predictions: graded as a failure
     ledger, outcomes = ComputeLedger(), []
     try:
         for _ in range(2):

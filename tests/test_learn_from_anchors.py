@@ -27,8 +27,10 @@ class TableWorldModel:
 
     def predict(self, tasks, solutions):
         self.log.append(("predict", len(solutions)))
-        return [self.sums[k] / self.counts[k] if self.counts[k] else 0.5
-                for k in (self._key(t, s) for t, s in zip(tasks, solutions))]
+        return [
+            self.sums[k] / self.counts[k] if self.counts[k] else 0.5
+            for k in (self._key(t, s) for t, s in zip(tasks, solutions))
+        ]
 
     def learn_from_anchors(self, tasks, solutions, outcomes):
         self.log.append(("learn", [t.id for t in tasks], [int(s) for s in solutions], [o.score for o in outcomes]))
@@ -60,13 +62,16 @@ class TablePlugin:
         def make(env=None, **_synthetic_kwargs):  # the config merges the synthetic model's kwargs in
             self.made.append(self.cls(env))
             return self.made[-1]
+
         table.add("learning-table", make)
 
 
 def _train(synthetic_config, run_dir, *overrides, plugin=None):
     plugin = plugin or TablePlugin()
-    cfg = load_config(synthetic_config, [f"run_dir={run_dir}", "world_model.name=learning-table",
-                                         "eval.every=0", "logging.progress=false", *overrides])
+    cfg = load_config(
+        synthetic_config,
+        [f"run_dir={run_dir}", "world_model.name=learning-table", "eval.every=0", "logging.progress=false", *overrides],
+    )
     train(cfg, plugin_manager=get_plugin_manager(entry_points=False, extra_plugins=[plugin]))
     return plugin
 
@@ -103,13 +108,23 @@ def test_learned_state_resumes_exactly(synthetic_config, tmp_path):
     assert sum(resumed.counts.values()) == 10 * 2 * 8  # steps 1-4 from the checkpoint, 5-10 learned after resuming
 
     def strip(r):
-        return {k: v for k, v in r.items()  # the learning call is charged its wall time
-                if not k.startswith("wall/") and not (k.startswith("compute/") and k.endswith("_s"))}
+        return {
+            k: v
+            for k, v in r.items()  # the learning call is charged its wall time
+            if not k.startswith("wall/") and not (k.startswith("compute/") and k.endswith("_s"))
+        }
+
     full, part = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")
     assert [strip(r) for r in full] == [strip(r) for r in part]
     # and the restored state mattered: a resume that forgets it predicts differently
     (checkpoints / "last.pt").unlink()
     (checkpoints / "step_000008.pt").rename(checkpoints / "last.pt")
-    _train(synthetic_config, tmp_path / "part", "steps=10", *common, "resume=true",
-           plugin=TablePlugin(ForgetfulTableWorldModel))
+    _train(
+        synthetic_config,
+        tmp_path / "part",
+        "steps=10",
+        *common,
+        "resume=true",
+        plugin=TablePlugin(ForgetfulTableWorldModel),
+    )
     assert [strip(r) for r in full] != [strip(r) for r in read_metrics(tmp_path / "part")]

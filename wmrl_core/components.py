@@ -46,8 +46,10 @@ def _named_parameters(factory: Any) -> tuple[set[str], bool] | None:
         params = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):
         return None
-    return ({p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD},
-            any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params))
+    return (
+        {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD},
+        any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params),
+    )
 
 
 def make_with_env(table: ComponentTable, name: str, env: Any, kwargs: dict[str, Any], **injected: Any) -> Any:
@@ -58,7 +60,9 @@ def make_with_env(table: ComponentTable, name: str, env: Any, kwargs: dict[str, 
     signature = _named_parameters(factory)
     names, takes_any = signature if signature is not None else (set(), True)
     if "env" not in names and not takes_any:
-        where = spec.entry_point if isinstance(spec.entry_point, str) else getattr(factory, "__qualname__", repr(factory))
+        where = (
+            spec.entry_point if isinstance(spec.entry_point, str) else getattr(factory, "__qualname__", repr(factory))
+        )
         raise ContractError(
             f"{table.kind} `{name}` (plugin {spec.plugin}): its factory {where} has no `env` parameter, but every "
             f"factory except the environment's is called as factory(env=<the environment>, **kwargs); add "
@@ -76,18 +80,27 @@ def make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManag
     checkers.check_policy(policy)
     world_model = None
     if cfg.mode != "real" and cfg.world_model is not None:
-        world_model = make_with_env(registry.world_models, cfg.world_model.name, env, cfg.world_model.kwargs,
-                                    policy=policy)
+        world_model = make_with_env(
+            registry.world_models, cfg.world_model.name, env, cfg.world_model.kwargs, policy=policy
+        )
         checkers.check_world_model(world_model)
-    reward_name = cfg.reward.name or pm.hook.wmrl_default_reward_extractor(environment_name=cfg.environment.name) or "score"
+    reward_name = (
+        cfg.reward.name or pm.hook.wmrl_default_reward_extractor(environment_name=cfg.environment.name) or "score"
+    )
     reward = make_with_env(registry.reward_extractors, reward_name, env, cfg.reward.kwargs)
     checkers.check_reward_extractor(reward)
     if cfg.distributed.backend == "ray":  # execution on Ray workers; the others keep the local instance
         from wmrl_core.distributed import RayExecutionPool
 
         d = cfg.distributed
-        env = RayExecutionPool(cfg.environment.name, cfg.environment.kwargs, num_workers=d.num_workers,
-                               address=d.address, worker_cpus=d.worker_cpus, local_env=env)
+        env = RayExecutionPool(
+            cfg.environment.name,
+            cfg.environment.kwargs,
+            num_workers=d.num_workers,
+            address=d.address,
+            worker_cpus=d.worker_cpus,
+            local_env=env,
+        )
     if cfg.environment.cache:  # outermost, so that only misses reach the workers
         from wmrl_core.execution_cache import CachedEnvironment
 

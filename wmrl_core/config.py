@@ -200,7 +200,9 @@ def validate(cfg: TrainConfig) -> None:
     if not 0.0 <= cfg.anchors.fraction <= 1.0:
         raise ConfigError(f"anchors.fraction={cfg.anchors.fraction} must be in [0, 1]")
     if cfg.world_model_timeout_s is not None and not cfg.world_model_timeout_s > 0:
-        raise ConfigError(f"world_model_timeout_s must be > 0 seconds (or null to wait forever), got {cfg.world_model_timeout_s}")
+        raise ConfigError(
+            f"world_model_timeout_s must be > 0 seconds (or null to wait forever), got {cfg.world_model_timeout_s}"
+        )
     if cfg.denoise.method not in FUSION_METHODS:
         raise ConfigError(f"denoise.method={cfg.denoise.method!r} is unknown; use one of {', '.join(FUSION_METHODS)}")
     if cfg.denoise.lambda_window < 1:
@@ -209,10 +211,16 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"debias.calibrator={cfg.debias.calibrator!r} is unknown; use isotonic or smoothed")
     if cfg.debias.slope < 0:
         raise ConfigError(f"debias.slope must be >= 0, got {cfg.debias.slope}")
-    if (cfg.mode == "wmrl" and cfg.denoise.enabled and cfg.denoise.method == "rectified"
-            and max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks)) < 1):
-        raise ConfigError("denoise.method=rectified needs at least one anchor group per step: raise anchors.fraction "
-                          "or set anchors.min_groups >= 1 (or use denoise.method=inverse_variance)")
+    if (
+        cfg.mode == "wmrl"
+        and cfg.denoise.enabled
+        and cfg.denoise.method == "rectified"
+        and max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks)) < 1
+    ):
+        raise ConfigError(
+            "denoise.method=rectified needs at least one anchor group per step: raise anchors.fraction "
+            "or set anchors.min_groups >= 1 (or use denoise.method=inverse_variance)"
+        )
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
     if not cfg.grpo.lr > 0:
@@ -224,11 +232,15 @@ def validate(cfg: TrainConfig) -> None:
     if dist.backend not in BACKENDS:
         raise ConfigError(f"distributed.backend={dist.backend!r} is unknown; use one of {', '.join(BACKENDS)}")
     if dist.num_workers < 1 or dist.worker_cpus < 0:
-        raise ConfigError(f"distributed.num_workers must be >= 1 and distributed.worker_cpus >= 0, "
-                          f"got {dist.num_workers} and {dist.worker_cpus}")
+        raise ConfigError(
+            f"distributed.num_workers must be >= 1 and distributed.worker_cpus >= 0, "
+            f"got {dist.num_workers} and {dist.worker_cpus}"
+        )
     if dist.backend == "ray" and importlib.util.find_spec("ray") is None:
-        raise ConfigError("distributed.backend=ray needs Ray, which is not installed: pip install 'wmrl[ray]' "
-                          "(or use distributed.backend=local)")
+        raise ConfigError(
+            "distributed.backend=ray needs Ray, which is not installed: pip install 'wmrl[ray]' "
+            "(or use distributed.backend=local)"
+        )
 
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> TrainConfig:
@@ -254,12 +266,16 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         OmegaConf.resolve(merged)
         missing = sorted(OmegaConf.missing_keys(merged))
         if missing:
-            raise ConfigError(f"required config values are missing: {', '.join(missing)}; set them in the YAML or as key=value")
+            raise ConfigError(
+                f"required config values are missing: {', '.join(missing)}; set them in the YAML or as key=value"
+            )
         cfg: TrainConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None)
-        raise ConfigError(f"invalid config{f' at `{key}`' if key else ''}: {str(exc).splitlines()[0]}. "
-                          "Check the key's spelling and type against `wmrl_core/config.py` (TrainConfig).") from None
+        raise ConfigError(
+            f"invalid config{f' at `{key}`' if key else ''}: {str(exc).splitlines()[0]}. "
+            "Check the key's spelling and type against `wmrl_core/config.py` (TrainConfig)."
+        ) from None
     validate(cfg)
     return cfg
 

@@ -26,12 +26,27 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "Environment", "Policy", "WorldModel", "RewardExtractor",
-    "HasCost", "KnowsTrueReward", "HasReferenceLogProbs", "HasEntropy", "SyncsAfterUpdate", "Closeable", "Stateful",
+    "Environment",
+    "Policy",
+    "WorldModel",
+    "RewardExtractor",
+    "HasCost",
+    "KnowsTrueReward",
+    "HasReferenceLogProbs",
+    "HasEntropy",
+    "SyncsAfterUpdate",
+    "Closeable",
+    "Stateful",
     "LearnsFromAnchors",
     "required_methods",
-    "StatusSpec", "STATUSES", "REWARDED_STATUSES", "check_status", "is_rewarded",
-    "ComponentKind", "COMPONENT_KINDS", "component_kind",
+    "StatusSpec",
+    "STATUSES",
+    "REWARDED_STATUSES",
+    "check_status",
+    "is_rewarded",
+    "ComponentKind",
+    "COMPONENT_KINDS",
+    "component_kind",
 ]
 
 # --------------------------------------------------------------------------- protocols
@@ -187,17 +202,28 @@ class StatusSpec:
     meaning: str
 
 
-STATUSES: dict[str, StatusSpec] = {s.name: s for s in (
-    StatusSpec("ok", True, "ran to the end and was graded; `score` is the domain's result"),
-    StatusSpec("timeout", True, "used up its time budget (CPU time; or wall time that its CPU time explains)"),
-    StatusSpec("oom", True, "killed by the memory limit"),
-    StatusSpec("crashed", True, "failed while running (non-zero exit, exception, signal)"),
-    StatusSpec("missing_output", True, "finished but produced nothing to grade"),
-    StatusSpec("invalid_output", True, "produced output that cannot be graded (wrong shape, NaN, unparsable, too large)"),
-    StatusSpec("invalid_solution", True, "not a runnable solution at all (no script, wrong action shape); never executed"),
-    StatusSpec("sandbox_error", False, "the infrastructure failed (engine down, simulator worker died); not the solution's fault"),
-    StatusSpec("no_prediction", False, "a world model gave no usable prediction (unparsable answer, NaN, error)"),
-)}
+STATUSES: dict[str, StatusSpec] = {
+    s.name: s
+    for s in (
+        StatusSpec("ok", True, "ran to the end and was graded; `score` is the domain's result"),
+        StatusSpec("timeout", True, "used up its time budget (CPU time; or wall time that its CPU time explains)"),
+        StatusSpec("oom", True, "killed by the memory limit"),
+        StatusSpec("crashed", True, "failed while running (non-zero exit, exception, signal)"),
+        StatusSpec("missing_output", True, "finished but produced nothing to grade"),
+        StatusSpec(
+            "invalid_output", True, "produced output that cannot be graded (wrong shape, NaN, unparsable, too large)"
+        ),
+        StatusSpec(
+            "invalid_solution", True, "not a runnable solution at all (no script, wrong action shape); never executed"
+        ),
+        StatusSpec(
+            "sandbox_error",
+            False,
+            "the infrastructure failed (engine down, simulator worker died); not the solution's fault",
+        ),
+        StatusSpec("no_prediction", False, "a world model gave no usable prediction (unparsable answer, NaN, error)"),
+    )
+}
 """Every ``Outcome.status`` a component may return, with its meaning."""
 
 REWARDED_STATUSES = frozenset(name for name, spec in STATUSES.items() if spec.rewarded)
@@ -244,16 +270,45 @@ class ComponentKind:
 
 
 COMPONENT_KINDS: tuple[ComponentKind, ...] = (
-    ComponentKind("environment", "environments", "wmrl_register_environments", "environment", Environment, False,
-                  "the real, expensive execution that anchors training"),
-    ComponentKind("task_set", "tasks", "wmrl_register_tasks", None, None, False,
-                  "extra tasks offered to an installed environment"),
-    ComponentKind("policy", "policies", "wmrl_register_policies", "policy", Policy, True,
-                  "the model that generates G solutions per task"),
-    ComponentKind("world_model", "world_models", "wmrl_register_world_models", "world_model", WorldModel, True,
-                  "the cheap, batched predictor of an execution's outcome"),
-    ComponentKind("reward_extractor", "reward_extractors", "wmrl_register_reward_extractors", "reward", RewardExtractor,
-                  True, "outcome (real or predicted) to reward"),
+    ComponentKind(
+        "environment",
+        "environments",
+        "wmrl_register_environments",
+        "environment",
+        Environment,
+        False,
+        "the real, expensive execution that anchors training",
+    ),
+    ComponentKind(
+        "task_set", "tasks", "wmrl_register_tasks", None, None, False, "extra tasks offered to an installed environment"
+    ),
+    ComponentKind(
+        "policy",
+        "policies",
+        "wmrl_register_policies",
+        "policy",
+        Policy,
+        True,
+        "the model that generates G solutions per task",
+    ),
+    ComponentKind(
+        "world_model",
+        "world_models",
+        "wmrl_register_world_models",
+        "world_model",
+        WorldModel,
+        True,
+        "the cheap, batched predictor of an execution's outcome",
+    ),
+    ComponentKind(
+        "reward_extractor",
+        "reward_extractors",
+        "wmrl_register_reward_extractors",
+        "reward",
+        RewardExtractor,
+        True,
+        "outcome (real or predicted) to reward",
+    ),
 )
 """The one table of component kinds; the registry, the plugin manager and the CLI read it."""
 

@@ -74,7 +74,8 @@ def _canonical(value: Any) -> Any:
     raise ContractError(
         f"the execution cache cannot key a solution of type {type(value).__name__}: it keys strings, numbers, "
         f"booleans, None, numpy arrays, and lists, tuples and str-keyed dicts of these; "
-        f"turn the cache off for this domain (environment.cache=null)")
+        f"turn the cache off for this domain (environment.cache=null)"
+    )
 
 
 def solution_digest(solution: Any) -> str:
@@ -132,8 +133,10 @@ class CachedEnvironment:
                     row = json.loads(line)
                     self._records[(row["namespace"], row["task"], row["solution_sha256"])] = row
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise ContractError(f"execution cache {self.path}, line {number}, is not a record ({exc}); "
-                                        f"delete the file or that line (an interrupted write leaves a partial last line)") from None
+                    raise ContractError(
+                        f"execution cache {self.path}, line {number}, is not a record ({exc}); "
+                        f"delete the file or that line (an interrupted write leaves a partial last line)"
+                    ) from None
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -150,8 +153,11 @@ class CachedEnvironment:
 
     def _replay(self, key: tuple[str, str, str]) -> Outcome:
         row = self._records[key]
-        return Outcome(status=row["status"], score=row["score"],
-                       info={**row["info"], MEASURED_COST_KEY: row["cost_s"], REPLAYED_KEY: True})
+        return Outcome(
+            status=row["status"],
+            score=row["score"],
+            info={**row["info"], MEASURED_COST_KEY: row["cost_s"], REPLAYED_KEY: True},
+        )
 
     def execute(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Any]:
         """Outcomes in order: recorded ones replayed, the others executed in one call to ``env``.
@@ -159,7 +165,9 @@ class CachedEnvironment:
         A (task, solution) that appears twice in one call is executed once; the repeat replays it.
         """
         if len(tasks) != len(solutions):
-            raise ValueError(f"execute got {len(tasks)} tasks and {len(solutions)} solutions; pass one task per solution")
+            raise ValueError(
+                f"execute got {len(tasks)} tasks and {len(solutions)} solutions; pass one task per solution"
+            )
         keys = [self._key(t, s) for t, s in zip(tasks, solutions)]
         misses = list({key: i for i, key in reversed(list(enumerate(keys))) if key not in self._records}.values())
         misses.sort()  # first occurrence of each unrecorded key, in call order
@@ -176,10 +184,15 @@ class CachedEnvironment:
                 if not _has_cost(outcome.info):  # charge this and every replay what the call measured
                     outcome = Outcome(outcome.status, outcome.score, {**outcome.info, MEASURED_COST_KEY: share_s})
                 outcomes[i] = outcome
-                row = {"namespace": keys[i][0], "task": keys[i][1], "solution_sha256": keys[i][2],
-                       "status": str(outcome.status), "score": None if outcome.score is None else float(outcome.score),
-                       "cost_s": float(outcome.info[MEASURED_COST_KEY]),
-                       "info": _recordable_info(outcome.info)}
+                row = {
+                    "namespace": keys[i][0],
+                    "task": keys[i][1],
+                    "solution_sha256": keys[i][2],
+                    "status": str(outcome.status),
+                    "score": None if outcome.score is None else float(outcome.score),
+                    "cost_s": float(outcome.info[MEASURED_COST_KEY]),
+                    "info": _recordable_info(outcome.info),
+                }
                 self._records[keys[i]] = row
                 rows.append(json.dumps(row))
             with self.path.open("a") as f:  # one write per call: a crash loses at most this call

@@ -69,8 +69,11 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
     start = time.perf_counter()
     outcomes = c.environment.execute(rollouts.tasks, rollouts.solutions)
     rewards = extract_rewards(c.reward, rollouts.tasks, outcomes)
-    return {"eval/reward": _nanmean(rewards), "eval/execution_s": time.perf_counter() - start,
-            "eval/ok_fraction": float(np.mean([as_outcome(o).ok for o in outcomes]))}
+    return {
+        "eval/reward": _nanmean(rewards),
+        "eval/execution_s": time.perf_counter() - start,
+        "eval/ok_fraction": float(np.mean([as_outcome(o).ok for o in outcomes])),
+    }
 
 
 def _eval_tasks(c: Components, split: str) -> list[Task]:
@@ -83,7 +86,6 @@ def _eval_tasks(c: Components, split: str) -> list[Task]:
 
 def _stateful(obj: Any) -> bool:
     return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
-
 
 
 def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, step: int) -> ScoredStep:
@@ -134,8 +136,10 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     c = make_components(cfg, registry, pm)
     if cfg.grpo.entropy_coef and not callable(getattr(c.policy, "entropy", None)):
         c.close()
-        raise ConfigError(f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
-                          f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)")
+        raise ConfigError(
+            f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
+            f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)"
+        )
     state = TrainState.create(cfg, c.policy)
     B, G = cfg.rollout.batch_tasks, cfg.rollout.group_size
     train_tasks = c.environment.tasks(cfg.rollout.task_split)
@@ -159,21 +163,35 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             state.reference.load_state_dict(saved["reference"])
         set_rng_state(saved["rng"])
     atomic_write_text(run_dir / "config.yaml", to_yaml(cfg), "config")
-    writer = MetricsWriter(run_dir, tensorboard=cfg.logging.tensorboard, wandb_project=cfg.logging.wandb_project,
-                           config=json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
-                           truncate_after_step=start_step if cfg.resume else None)
+    writer = MetricsWriter(
+        run_dir,
+        tensorboard=cfg.logging.tensorboard,
+        wandb_project=cfg.logging.wandb_project,
+        config=json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
+        truncate_after_step=start_step if cfg.resume else None,
+    )
     if not cfg.resume:
         (run_dir / "anchor_pairs.jsonl").write_text("")
 
     def checkpoint(step: int) -> None:
-        save_checkpoint(run_dir / "checkpoints", step, {
-            "policy": c.policy.state_dict(), "optimizer": state.optimizer.state_dict(), "debiaser": state.debiaser.state_dict(),
-            "rectified": state.rectified.state_dict(),
-            "ledger": state.ledger.state_dict(), "task_rng": state.task_rng.bit_generator.state, "rng": rng_state(),
-            "environment": c.environment.state_dict() if _stateful(c.environment) else None,
-            "world_model": c.world_model.state_dict() if c.world_model is not None and _stateful(c.world_model) else None,
-            "reference": state.reference.state_dict() if state.reference is not None else None,
-        })
+        save_checkpoint(
+            run_dir / "checkpoints",
+            step,
+            {
+                "policy": c.policy.state_dict(),
+                "optimizer": state.optimizer.state_dict(),
+                "debiaser": state.debiaser.state_dict(),
+                "rectified": state.rectified.state_dict(),
+                "ledger": state.ledger.state_dict(),
+                "task_rng": state.task_rng.bit_generator.state,
+                "rng": rng_state(),
+                "environment": c.environment.state_dict() if _stateful(c.environment) else None,
+                "world_model": c.world_model.state_dict()
+                if c.world_model is not None and _stateful(c.world_model)
+                else None,
+                "reference": state.reference.state_dict() if state.reference is not None else None,
+            },
+        )
 
     def should_eval(step: int) -> bool:
         return cfg.eval.every > 0 and (step == 0 or step % cfg.eval.every == 0 or step == cfg.steps)
@@ -228,11 +246,21 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
 
     evals = [r for r in read_metrics(run_dir) if any(k.startswith("eval/") for k in r)]
     plot_run(run_dir)
-    summary = {"mode": cfg.mode, "steps": cfg.steps, "seed": cfg.seed, "run_dir": str(run_dir),
-               "eval_first": {k: v for k, v in evals[0].items() if k.startswith("eval/") or k == "step"} if evals else None,
-               "eval_last": {k: v for k, v in evals[-1].items() if k.startswith("eval/") or k == "step"} if evals else None,
-               "components": {"environment": cfg.environment.name, "policy": cfg.policy.name,
-                              "world_model": cfg.world_model.name if cfg.world_model else None, "reward": c.reward_name},
-               "wall_s_this_invocation": time.perf_counter() - started, "final": last}
+    summary = {
+        "mode": cfg.mode,
+        "steps": cfg.steps,
+        "seed": cfg.seed,
+        "run_dir": str(run_dir),
+        "eval_first": {k: v for k, v in evals[0].items() if k.startswith("eval/") or k == "step"} if evals else None,
+        "eval_last": {k: v for k, v in evals[-1].items() if k.startswith("eval/") or k == "step"} if evals else None,
+        "components": {
+            "environment": cfg.environment.name,
+            "policy": cfg.policy.name,
+            "world_model": cfg.world_model.name if cfg.world_model else None,
+            "reward": c.reward_name,
+        },
+        "wall_s_this_invocation": time.perf_counter() - started,
+        "final": last,
+    }
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, default=float), "summary")
     return summary

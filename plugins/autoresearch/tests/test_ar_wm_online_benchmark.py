@@ -12,8 +12,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.mark.slow  # a subprocess that imports torch and sklearn
 def test_quick_benchmark_prints_the_table_and_starts_from_the_prior(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "wm_online_update.py"), "--quick", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "wm_online_update.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| loto | 8 | 8 |" in proc.stdout
     results = json.loads((tmp_path / "summary.json").read_text())["results"]

@@ -36,7 +36,14 @@ from wmrl_autoresearch.program.grammar import ONE_HOT_SIZE, Program, programs_of
 from wmrl_core.contracts import is_rewarded
 from wmrl_core.types import CostModel, Outcome, Task
 
-__all__ = ["RewardModel", "LearnedWorldModel", "TaskCorrections", "fit_reward_model", "raw_score_for_reward", "SHIPPED_CHECKPOINT"]
+__all__ = [
+    "RewardModel",
+    "LearnedWorldModel",
+    "TaskCorrections",
+    "fit_reward_model",
+    "raw_score_for_reward",
+    "SHIPPED_CHECKPOINT",
+]
 
 SHIPPED_CHECKPOINT = "world_model.pt"
 
@@ -48,9 +55,13 @@ class RewardModel(nn.Module):
     def __init__(self, n_features: int, hidden: int = 64):
         super().__init__()
         n_in = n_features + ONE_HOT_SIZE
-        self.net = (nn.Linear(n_in, 1) if hidden == 0 else
-                    nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                                  nn.Linear(hidden, 1)))
+        self.net = (
+            nn.Linear(n_in, 1)
+            if hidden == 0
+            else nn.Sequential(
+                nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+            )
+        )
         self.register_buffer("mu", torch.zeros(n_features))
         self.register_buffer("sigma", torch.ones(n_features))
 
@@ -59,9 +70,18 @@ class RewardModel(nn.Module):
         return self.net(torch.cat([x, one_hot], dim=-1)).squeeze(-1)
 
 
-def fit_reward_model(features: np.ndarray, one_hot: np.ndarray, rewards: np.ndarray, *, hidden: int = 64,
-                   epochs: int = 400, lr: float = 3e-3, weight_decay: float = 1e-3, ridge: float = 30.0,
-                   seed: int = 0) -> RewardModel:
+def fit_reward_model(
+    features: np.ndarray,
+    one_hot: np.ndarray,
+    rewards: np.ndarray,
+    *,
+    hidden: int = 64,
+    epochs: int = 400,
+    lr: float = 3e-3,
+    weight_decay: float = 1e-3,
+    ridge: float = 30.0,
+    seed: int = 0,
+) -> RewardModel:
     r"""``hidden=0``: closed-form ridge, :math:`w = (X^TX + \lambda I)^{-1} X^T (y - \bar y)` on
     standardized inputs. ``hidden>0``: full-batch Adam on MSE (hundreds of runs: full batch is exact)."""
     if not (len(features) == len(one_hot) == len(rewards)) or len(rewards) < 2:
@@ -130,7 +150,11 @@ class TaskCorrections:
     def add(self, task_id: str, z: np.ndarray, residual: float) -> None:
         z = np.asarray(z, dtype=np.float64)
         if task_id not in self.gram:
-            self.gram[task_id], self.moment[task_id], self.count[task_id] = np.zeros((self.dim, self.dim)), np.zeros(self.dim), 0
+            self.gram[task_id], self.moment[task_id], self.count[task_id] = (
+                np.zeros((self.dim, self.dim)),
+                np.zeros(self.dim),
+                0,
+            )
         self.gram[task_id] += np.outer(z, z)
         self.moment[task_id] += residual * z
         self.count[task_id] += 1
@@ -147,9 +171,17 @@ class TaskCorrections:
         return np.array([np.asarray(row, dtype=np.float64) @ betas[t] for t, row in zip(task_ids, z)])
 
     def state_dict(self) -> dict[str, Any]:
-        return {"shrinkage": self.shrinkage, "tasks": {t: {"gram": torch.from_numpy(self.gram[t].copy()),
-                                                           "moment": torch.from_numpy(self.moment[t].copy()),
-                                                           "count": self.count[t]} for t in self.gram}}
+        return {
+            "shrinkage": self.shrinkage,
+            "tasks": {
+                t: {
+                    "gram": torch.from_numpy(self.gram[t].copy()),
+                    "moment": torch.from_numpy(self.moment[t].copy()),
+                    "count": self.count[t],
+                }
+                for t in self.gram
+            },
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.shrinkage = float(state["shrinkage"])
@@ -174,12 +206,26 @@ class LearnedWorldModel:
     :param failure_reward: the reward a failed execution teaches (the ``autoresearch-score`` penalty).
     """
 
-    def __init__(self, env: Any = None, *, checkpoint: str | None = None, cost_per_call_s: float | None = None,
-                 learn_from_anchors: bool = False, shrinkage: float = 32.0, failure_reward: float = -1.0):
-        path = Path(checkpoint) if checkpoint else resources.files("wmrl_autoresearch.program") / "data" / SHIPPED_CHECKPOINT
+    def __init__(
+        self,
+        env: Any = None,
+        *,
+        checkpoint: str | None = None,
+        cost_per_call_s: float | None = None,
+        learn_from_anchors: bool = False,
+        shrinkage: float = 32.0,
+        failure_reward: float = -1.0,
+    ):
+        path = (
+            Path(checkpoint)
+            if checkpoint
+            else resources.files("wmrl_autoresearch.program") / "data" / SHIPPED_CHECKPOINT
+        )
         if not Path(str(path)).is_file():
-            raise FileNotFoundError(f"world-model checkpoint {path} not found; build one with "
-                                    "`wmrl-autoresearch build-world-model` or pass world_model.kwargs.checkpoint")
+            raise FileNotFoundError(
+                f"world-model checkpoint {path} not found; build one with "
+                "`wmrl-autoresearch build-world-model` or pass world_model.kwargs.checkpoint"
+            )
         state = torch.load(str(path), weights_only=False)
         self.model = RewardModel(state["n_features"], state["hidden"])
         self.model.load_state_dict(state["model"])
@@ -228,12 +274,15 @@ class LearnedWorldModel:
     def predict(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
         programs = programs_of(solutions)
         known = [i for i, p in enumerate(programs) if p is not None]
-        outcomes = [Outcome(status="invalid_solution", score=None, info={"reason": "not a program-policy script"})
-                    for _ in solutions]
+        outcomes = [
+            Outcome(status="invalid_solution", score=None, info={"reason": "not a program-policy script"})
+            for _ in solutions
+        ]
         if known:
             rewards = self.predict_rewards([tasks[i] for i in known], [programs[i] for i in known])
             for i, r in zip(known, rewards.tolist()):
                 score = raw_score_for_reward(tasks[i].data, r)
-                outcomes[i] = Outcome(status="ok", score=score if math.isfinite(score) else None,
-                                      info={"predicted_reward": r})
+                outcomes[i] = Outcome(
+                    status="ok", score=score if math.isfinite(score) else None, info={"predicted_reward": r}
+                )
         return outcomes
