@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import logging
 import os
 import queue
@@ -327,6 +328,11 @@ class SandboxPool:
         self._check_engine(after_errors=False)
         futures = [self._executor.submit(self.run, r) for r in requests]
         try:
+            pending = set(futures)
+            while pending:
+                # wait in short slices: the kernel may deliver SIGINT/SIGTERM to one of the pool's
+                # threads, and a main thread blocked without a timeout would never run the handler
+                _, pending = concurrent.futures.wait(pending, timeout=0.2)
             executions = [f.result() for f in futures]
         except BaseException:
             for f in futures:
