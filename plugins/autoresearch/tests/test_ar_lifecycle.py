@@ -17,7 +17,11 @@ import pytest
 from wmrl_autoresearch.sandbox.orphans import LABEL_OWNER_PID, owner_labels, sweep_orphans
 
 CHILD = textwrap.dedent("""
-    import sys
+    import signal, sys
+    # what a user at a terminal has, whatever the test runner's process passed down (a child
+    # inherits ignored signals and the blocked-signal mask of the thread that started it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     from wmrl_autoresearch.sandbox.limits import SandboxLimits
     from wmrl_autoresearch.sandbox.pool import RunRequest, SandboxPool
     from wmrl_autoresearch.tasks.task import AutoResearchTask
@@ -32,7 +36,10 @@ CHILD = textwrap.dedent("""
 
 def _start_child(warm: int) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(warm)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-X", "faulthandler", "-c", CHILD, str(warm)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout.readline().strip() == "READY", proc.stderr.read()
     return proc
@@ -73,7 +80,12 @@ def test_ar_interrupted_caller_removes_its_containers(docker_client, sig):
         proc.send_signal(sig)
         # SandboxPool.close() removes every live sandbox, then waits up to 10 s for the warming
         # thread and 30 s for the reaper: on a loaded host the interrupted caller may take that long
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # name where it hangs: faulthandler dumps every thread on SIGABRT
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"the child did not exit within 60 s of {sig.name}; its threads:\n{err[-6000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
