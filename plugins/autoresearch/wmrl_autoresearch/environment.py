@@ -7,6 +7,7 @@ built-in suite, ``$WMRL_AUTORESEARCH_TASK_FILES``, user task plugins) plus ``tas
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -21,19 +22,8 @@ log = logging.getLogger(__name__)
 
 ENVIRONMENT_NAME = "autoresearch"
 
-_LIMIT_FIELDS = (
-    "timeout_s",
-    "memory_mb",
-    "cpus",
-    "pids",
-    "tmp_mb",
-    "output_mb",
-    "shm_mb",
-    "log_bytes",
-    "predictions_bytes",
-    "script_bytes",
-    "wall_timeout_s",
-)
+# every field of SandboxLimits may be overridden: derived, so a new limit needs no second list
+_LIMIT_FIELDS = tuple(f.name for f in dataclasses.fields(SandboxLimits))
 
 
 def _as_wmrl_tasks(items: Any, origin: str) -> list:

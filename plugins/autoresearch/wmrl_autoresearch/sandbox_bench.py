@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -98,15 +99,17 @@ def _latency(pool: SandboxPool, task, runs: int, wait_warm: bool) -> tuple[float
     return statistics.median(startups), statistics.median(totals)
 
 
+def _statuses(task, executions) -> dict[str, int]:
+    """How many executions ended with each outcome status."""
+    return dict(Counter(to_outcome(task, ex).status for ex in executions))
+
+
 def _throughput(pool: SandboxPool, task, script: str, n: int) -> tuple[float, dict[str, int]]:
     t0 = time.perf_counter()
     executions = pool.run_many([RunRequest(task, script) for _ in range(n)])
     pool.wait_reaped()  # count the removal of every container too
     wall = time.perf_counter() - t0
-    statuses: dict[str, int] = {}
-    for ex in executions:
-        status = to_outcome(task, ex).status
-        statuses[status] = statuses.get(status, 0) + 1
+    statuses = _statuses(task, executions)
     return n / wall * 60.0, statuses
 
 
@@ -125,10 +128,7 @@ def _sklearn_batch(task, mode: str, n: int, parallel: int, image: str, limits: S
         executions = pool.run_many([RunRequest(task, SKLEARN_SCRIPT) for _ in range(n)])
         pool.wait_reaped()  # count the removal of every container too
         wall = time.perf_counter() - t0
-    statuses: dict[str, int] = {}
-    for ex in executions:
-        status = to_outcome(task, ex).status
-        statuses[status] = statuses.get(status, 0) + 1
+    statuses = _statuses(task, executions)
     mean = lambda key: statistics.fmean(ex.resources.get(key, float("nan")) for ex in executions)  # noqa: E731
     return {
         "mode": mode,
