@@ -4,7 +4,14 @@ import math
 
 import pytest
 
-from wmrl_core.experiment import ArmResult, compute_to_reach, markdown_table, mean_ci95, summarize
+from wmrl_core.experiment import (
+    ArmResult,
+    compute_to_reach,
+    markdown_table,
+    mean_ci95,
+    paired_compute_ratios,
+    summarize,
+)
 
 
 def _arm(name, curves):
@@ -58,3 +65,15 @@ def test_mean_ci95():
     mean, half = mean_ci95([1.0, 2.0, 3.0])
     assert mean == 2.0 and half == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-3)
     assert all(math.isnan(x) for x in mean_ci95([]))
+
+
+def test_paired_compute_ratios_compare_arms_seed_by_seed():
+    # target 0.5 (smooth=2: running mean of two trained evaluations)
+    wmrl = _arm("wmrl", [[(0, 0.1), (10, 0.5), (20, 0.5)], [(0, 0.1), (10, 0.6), (20, 0.6)], [(0, 0.1), (5, 0.2)]])
+    ivw = _arm("ivw", [[(0, 0.1), (10, 0.4), (20, 0.6)], [(0, 0.1), (10, 0.6), (30, 0.6)], [(0, 0.1), (5, 0.6)]])
+    p = paired_compute_ratios({"wmrl": wmrl, "ivw": ivw}, "wmrl", "ivw", target=0.5)
+    assert p["per_seed"] == [10 / 20, 10 / 10, None]  # the third seed's wmrl never reaches it
+    assert p["mean"] == pytest.approx(0.75)
+    s = summarize({"real": ivw, "wmrl": wmrl, "wmrl_inverse_variance": ivw}, fraction=0.5 / 0.6)
+    assert [q["arm"] for q in s["paired"]] == ["wmrl"]
+    assert "| wmrl / wmrl_inverse_variance | 0.50, 1.00, - | 0.75 ±" in markdown_table(s)

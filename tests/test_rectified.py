@@ -8,6 +8,8 @@ from wmrl_core.rectified import (
     effective_real_samples,
     power_tuned_lambda,
     rectified_loss,
+    solution_keys,
+    solution_moments,
     variance_ratio,
 )
 
@@ -96,3 +98,61 @@ def test_fuser_uses_only_earlier_steps_within_its_window_and_roundtrips():
         RectifiedFuser(window=0)
     with pytest.raises(ValueError, match="equal length"):
         f.update(np.zeros(2), np.zeros(3))
+
+
+def test_solution_moments_sum_duplicates_before_the_products():
+    # group 0: rollouts 0, 1 share a solution (key 0), rollout 2 another; group 1: all distinct
+    a_r = np.array([1.0, 0.5, -1.5, 1.0, -1.0])
+    a_c = np.array([0.2, 0.6, -0.8, 2.0, -2.0])
+    keys = np.array([0, 0, 1, 2, 3])
+    # S^R = (1.5, -1.5, 1, -1), S^C = (0.8, -0.8, 2, -2)
+    rr, rc, cc = solution_moments(a_r, a_c, keys)
+    assert rr == pytest.approx(2.25 * 2 + 2)
+    assert rc == pytest.approx(1.2 * 2 + 4)
+    assert cc == pytest.approx(0.64 * 2 + 8)
+    # distinct keys: the per-rollout sums
+    rr, rc, cc = solution_moments(a_r, a_c, np.arange(5))
+    assert (rr, rc, cc) == pytest.approx((a_r @ a_r, a_r @ a_c, a_c @ a_c))
+    with pytest.raises(ValueError, match="equal length"):
+        solution_moments(a_r, a_c, np.arange(4))
+
+
+def test_solution_moments_are_the_exact_gradient_moments_of_a_tabular_softmax():
+    # h_g = (1/G) sum_i A_i (e_{y_i} - pi): sum_g h^R_g . h^C_g = G^-2 sum S^R S^C, whatever pi is
+    rng = np.random.default_rng(1)
+    G, arms = 8, 5
+    pi = rng.dirichlet(np.ones(arms))
+    y = rng.choice(arms, size=G, p=pi)
+    a_r, a_c = rng.normal(size=G), rng.normal(size=G)
+    a_r, a_c = a_r - a_r.mean(), a_c - a_c.mean()  # GRPO advantages sum to 0 in a group
+    scores = np.eye(arms)[y] - pi
+    h_r, h_c = a_r @ scores / G, a_c @ scores / G
+    rr, rc, cc = solution_moments(a_r, a_c, solution_keys(np.zeros(G), y.tolist()))
+    assert (rr / G**2, rc / G**2, cc / G**2) == pytest.approx((h_r @ h_r, h_r @ h_c, h_c @ h_c))
+
+
+def test_a_concentrated_policy_pulls_the_per_rollout_lambda_towards_zero_but_not_the_solution_one():
+    # 7 rollouts repeat the best arm (real noise vs independent calibrated noise), 1 is a worse arm
+    # that both rewards rank last: the gradient is all in that one comparison
+    rng = np.random.default_rng(2)
+    fuser_solution, fuser_rollout = RectifiedFuser(window=50), RectifiedFuser(window=50)
+    for _ in range(50):
+        r = np.r_[0.9 + 0.1 * rng.normal(size=7), 0.3]
+        c = np.r_[0.8 + 0.1 * rng.normal(size=7), 0.6]
+        a_r, a_c = (r - r.mean()) / r.std(), (c - c.mean()) / c.std()
+        keys = solution_keys(np.zeros(8), [0] * 7 + [1])
+        fuser_solution.update(a_r, a_c, keys)
+        fuser_rollout.update(a_r, a_c)
+    assert fuser_solution.lam() > 0.7
+    assert fuser_rollout.lam() < fuser_solution.lam() - 0.15
+
+
+def test_solution_keys():
+    keys = solution_keys(np.array([0, 0, 0, 1, 1]), [3, 3, 4, 3, 3])
+    assert keys[0] == keys[1] != keys[2] and keys[3] == keys[4] != keys[0]  # same solution, other group
+    arrays = [np.array([1.0, 2.0]), np.array([1.0, 2.0]), np.array([2.0, 1.0])]
+    keys = solution_keys(np.zeros(3), arrays)
+    assert keys[0] == keys[1] != keys[2]
+    assert solution_keys(np.zeros(2), [[1], [1]]).tolist() == [0, 1]  # unhashable: never merged
+    with pytest.raises(ValueError, match="solutions"):
+        solution_keys(np.zeros(3), [1, 2])

@@ -63,6 +63,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 DIAGNOSED_ARMS = (
     "wmrl",
     "wmrl_inverse_variance",
+    "wmrl_rollout_moments",
     "wmrl_independent_wm",
     "wmrl_confident_decoy",
     "wmrl_confident_decoy_inverse_variance_smoothed",

@@ -22,6 +22,7 @@ __all__ = ["TrainConfig", "load_config", "MODES"]
 
 MODES = ("real", "world_model", "wmrl")
 FUSION_METHODS = ("rectified", "inverse_variance")
+LAMBDA_MOMENTS = ("solution", "rollout")
 BACKENDS = ("local", "ray")
 
 
@@ -91,6 +92,10 @@ class DenoiseConfig:
     """``inverse_variance``: anchor pairs needed before the world model gets any weight."""
     lambda_window: int = 10
     """``rectified``: steps of anchors whose advantages power-tune lambda (earlier steps only)."""
+    lambda_moments: str = "solution"
+    """``rectified``: ``solution`` sums the advantages of a group's rollouts with equal solutions
+    (equal score vectors) before the moments that tune lambda; ``rollout`` treats every rollout
+    as distinct (see ``wmrl_core/rectified.py``)."""
 
 
 @dataclass
@@ -205,6 +210,10 @@ def validate(cfg: TrainConfig) -> None:
         )
     if cfg.denoise.method not in FUSION_METHODS:
         raise ConfigError(f"denoise.method={cfg.denoise.method!r} is unknown; use one of {', '.join(FUSION_METHODS)}")
+    if cfg.denoise.lambda_moments not in LAMBDA_MOMENTS:
+        raise ConfigError(
+            f"denoise.lambda_moments={cfg.denoise.lambda_moments!r} is unknown; use one of {', '.join(LAMBDA_MOMENTS)}"
+        )
     if cfg.denoise.lambda_window < 1:
         raise ConfigError(f"denoise.lambda_window must be >= 1 step, got {cfg.denoise.lambda_window}")
     if cfg.debias.calibrator not in ("isotonic", "smoothed"):

@@ -31,6 +31,7 @@ __all__ = [
     "ArmResult",
     "run_arms",
     "compute_to_reach",
+    "paired_compute_ratios",
     "mean_ci95",
     "summarize",
     "write_report",
@@ -46,6 +47,8 @@ SYNTHETIC_ARMS: dict[str, list[str]] = {
     "world_model": ["mode=world_model", f"steps={WMRL_STEPS}"],
     "wmrl": ["mode=wmrl", f"steps={WMRL_STEPS}"],  # the default fusion: rectified
     "wmrl_inverse_variance": ["mode=wmrl", "denoise.method=inverse_variance", f"steps={WMRL_STEPS}"],
+    # lambda tuned on per-rollout advantage moments, duplicates counted apart (before issue 15's fix)
+    "wmrl_rollout_moments": ["mode=wmrl", "denoise.lambda_moments=rollout", f"steps={WMRL_STEPS}"],
     "wmrl_no_debias": ["mode=wmrl", "debias.enabled=false", f"steps={WMRL_STEPS}"],
     "wmrl_no_denoise": ["mode=wmrl", "denoise.enabled=false", f"steps={WMRL_STEPS}"],
     "wmrl_independent_wm": ["mode=wmrl", "world_model.kwargs.quality=independent", f"steps={WMRL_STEPS}"],
@@ -231,13 +234,36 @@ def summarize(results: dict[str, ArmResult], baseline: str = "real", fraction: f
             "n_effective_late": _nanmean(res.n_effective),
         }
     baseline_improved = rows[baseline]["gain_mean"] > 0
+    paired = [
+        paired_compute_ratios(results, arm, ref, target)
+        for arm, ref in PAIRED_COMPARISONS
+        if arm in results and ref in results
+    ]
     return {
         "baseline": baseline,
         "target": target,
         "fraction": fraction,
         "baseline_improved": bool(baseline_improved),
         "arms": rows,
+        "paired": paired,
     }
+
+
+PAIRED_COMPARISONS = (("wmrl", "wmrl_inverse_variance"), ("wmrl_rollout_moments", "wmrl_inverse_variance"))
+"""(arm, reference) pairs whose compute to the target is compared seed by seed in the report."""
+
+
+def paired_compute_ratios(
+    results: dict[str, ArmResult], arm: str, reference: str, target: float
+) -> dict[str, Any]:
+    """Per seed :math:`q_i = C^{arm}_i / C^{ref}_i`, compute to ``target`` of ``arm`` over that of
+    ``reference`` on the same seed (same bandit, same task draws), and the mean and 95%
+    t-interval of :math:`q_i` over the seeds where both reach it (below 1: ``arm`` is faster)."""
+    pairs = zip(results[arm].curves, results[reference].curves, strict=True)
+    reach = [(compute_to_reach(a, target), compute_to_reach(r, target)) for a, r in pairs]
+    ratios = [a / r if a and r else None for a, r in reach]
+    mean, ci = mean_ci95([q for q in ratios if q is not None])
+    return {"arm": arm, "reference": reference, "per_seed": ratios, "mean": mean, "ci95": ci}
 
 
 def _nanmean(values: Sequence[float]) -> float:
@@ -274,6 +300,17 @@ def markdown_table(summary: dict[str, Any], metric_label: str = "final true rewa
             f"{_seconds(r['compute_execution_s'])} | {_seconds(r['compute_total_s'])} | "
             f"{ctt} | {speed} | {w} | {tied} | {n_eff} |"
         )
+    if summary.get("paired"):
+        lines += [
+            "",
+            "Compute to the target, paired by seed (below 1: the arm is faster than its reference):",
+            "",
+            "| arm / reference | ratio per seed | mean ratio (95% CI) |",
+            "|---|---|---|",
+        ]
+        for p in summary["paired"]:
+            per_seed = ", ".join("-" if q is None else f"{q:.2f}" for q in p["per_seed"])
+            lines.append(f"| {p['arm']} / {p['reference']} | {per_seed} | {p['mean']:.2f} ± {p['ci95']:.2f} |")
     if not summary.get("baseline_improved", True):
         lines.append(
             f"\nThe {summary['baseline']} arm did not improve on the untrained policy (gain "

@@ -43,7 +43,26 @@ calibrated advantages over anchor rollouts,
 
 .. math:: \hat\lambda = \operatorname{clip}\Big(\frac{\sum_j A^R_j A^C_j}{\sum_j (A^C_j)^2}, 0, 1\Big),
 
-computed on the anchors of the previous ``window`` steps, not this step's, so that
+**Duplicate solutions** (``lambda_moments="solution"``, the default). The score vector
+depends only on the solution, :math:`s_i = s(y_i)`, and a group's advantages sum to zero, so
+:math:`h_g = \frac1G\sum_u S_{g,u}\,s(u)` with :math:`S_{g,u} = \sum_{i\in g:\,y_i=u} A_i` the
+summed advantage of the rollouts of group :math:`g` that produced solution :math:`u`. Rollouts
+that share a solution share their score vector exactly; only *distinct* solutions are treated as
+uncorrelated with a common squared norm. The trace moments are then
+
+.. math:: \hat\lambda = \operatorname{clip}\Big(\frac{\sum_{g,u} S^R_{g,u} S^C_{g,u}}{\sum_{g,u} (S^C_{g,u})^2}, 0, 1\Big),
+
+which is the formula above when every rollout of a group is distinct. For a tabular softmax
+(the synthetic bandit: :math:`s(u) = e_u - \pi`, and :math:`\sum_i A_i = 0` cancels the
+:math:`\pi`) it is exact, :math:`h^R_g\cdot h^C_g = G^{-2}\sum_u S^R_u S^C_u`. The per-rollout
+form (``lambda_moments="rollout"``) counts duplicates as independent: when a policy concentrates,
+most rollouts of a group repeat one solution, their advantages cancel in the gradient (
+:math:`S_u \approx 0`), but each still adds real-reward noise times calibrated-score noise,
+mean zero, to the numerator and a positive :math:`(A^C)^2` to the denominator, so the slope
+is pulled towards 0 exactly when the world model is doing the useful work of ranking the few
+distinct solutions.
+
+The moments are computed on the anchors of the previous ``window`` steps, not this step's, so that
 :math:`\lambda` is fixed before the step's anchors are drawn and the correction stays exactly
 zero-mean. Clipping to [0, 1]: a negative slope means the world model points the wrong way
 (use none of it), and above 1 the estimate is mostly noise.
@@ -52,7 +71,8 @@ zero-mean. Clipping to [0, 1]: a negative slope means the world model points the
 :math:`v(\lambda) = 1 - [2\mu\sigma_{RC} - \mu^2\sigma_C^2 B/(B-k)]/\sigma_R^2`, so the :math:`n_R`
 anchor rollouts plus the world model are worth :math:`n_{\text{eff}} = n_R / v(\lambda)` real ones;
 at :math:`\lambda^*` this is :math:`n_R/(1-\rho^2(1-k/B))` with :math:`\rho` the correlation of the
-two advantages. Moments are per-rollout means of :math:`(A^R)^2, A^RA^C, (A^C)^2`.
+two advantages. Moments are sums of :math:`(S^R)^2, S^RS^C, (S^C)^2` (or of the per-rollout
+products) divided by the number of anchor rollouts; :math:`v` depends only on their ratios.
 """
 
 from __future__ import annotations
@@ -62,7 +82,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["rectified_loss", "power_tuned_lambda", "variance_ratio", "effective_real_samples", "RectifiedFuser"]
+__all__ = [
+    "rectified_loss",
+    "power_tuned_lambda",
+    "solution_moments",
+    "solution_keys",
+    "variance_ratio",
+    "effective_real_samples",
+    "RectifiedFuser",
+]
 
 
 def rectified_loss(anchors_real: Any, all_calibrated: Any, anchors_calibrated: Any, lam: float) -> Any:
@@ -76,6 +104,44 @@ def power_tuned_lambda(sum_rc: float, sum_cc: float, eps: float = 1e-12) -> floa
     if not (np.isfinite(sum_rc) and np.isfinite(sum_cc)) or sum_cc <= eps:
         return 0.0
     return float(np.clip(sum_rc / sum_cc, 0.0, 1.0))
+
+
+def solution_moments(
+    real_advantages: np.ndarray, calibrated_advantages: np.ndarray, keys: np.ndarray
+) -> tuple[float, float, float]:
+    r""":math:`(\sum_u (S^R_u)^2, \sum_u S^R_uS^C_u, \sum_u (S^C_u)^2)` with
+    :math:`S_u = \sum_{i:\,\text{key}_i = u} A_i`: advantages summed over rollouts that share a
+    (group, solution) key before the products (see module docstring). Distinct keys for every
+    rollout give the per-rollout sums :math:`\sum A^RA^R, \sum A^RA^C, \sum A^CA^C`."""
+    a_r, a_c, keys = (np.asarray(a) for a in (real_advantages, calibrated_advantages, keys))
+    if not (a_r.shape == a_c.shape == keys.shape) or a_r.ndim != 1:
+        raise ValueError(f"advantages and keys must be 1-D of equal length, got {a_r.shape}, {a_c.shape}, {keys.shape}")
+    _, inverse = np.unique(keys, return_inverse=True)
+    s_r = np.bincount(inverse, weights=a_r.astype(np.float64))
+    s_c = np.bincount(inverse, weights=a_c.astype(np.float64))
+    return float(s_r @ s_r), float(s_r @ s_c), float(s_c @ s_c)
+
+
+def _hashable(solution: Any) -> Any:
+    if isinstance(solution, np.ndarray):
+        return (solution.shape, solution.dtype.str, solution.tobytes())
+    hash(solution)  # raises TypeError for other unhashable solutions
+    return solution
+
+
+def solution_keys(group_ids: np.ndarray, solutions: list[Any]) -> np.ndarray:
+    """An int per rollout, equal for rollouts of one group with equal solutions (their score
+    vectors are the same). Solutions that cannot be compared (unhashable, not arrays) get a key
+    each: no rollout is merged, which is the per-rollout form."""
+    group_ids = np.asarray(group_ids)
+    if len(solutions) != group_ids.size:
+        raise ValueError(f"{len(solutions)} solutions for {group_ids.size} group ids")
+    try:
+        pairs = [(int(g), _hashable(s)) for g, s in zip(group_ids, solutions, strict=True)]
+    except TypeError:
+        return np.arange(group_ids.size)
+    index: dict[Any, int] = {}
+    return np.array([index.setdefault(p, len(index)) for p in pairs], dtype=np.int64)
 
 
 def variance_ratio(lam: float, anchor_share: float, m_rr: float, m_rc: float, m_cc: float) -> float:
@@ -116,18 +182,26 @@ class RectifiedFuser:
         self.window = window
         self._steps: deque[tuple[float, float, float, int]] = deque(maxlen=window)
 
-    def update(self, real_advantages: np.ndarray, calibrated_advantages: np.ndarray) -> None:
-        """Add one step's anchor rollouts (real and calibrated advantages of the same rows)."""
+    def update(
+        self, real_advantages: np.ndarray, calibrated_advantages: np.ndarray, keys: np.ndarray | None = None
+    ) -> None:
+        """Add one step's anchor rollouts (real and calibrated advantages of the same rows).
+
+        :param keys: :func:`solution_keys` of the rows: rollouts with equal keys have their
+            advantages summed before the products (:func:`solution_moments`); ``None``: every
+            rollout on its own (the per-rollout moments).
+        """
         a_r = np.asarray(real_advantages, dtype=np.float64)
         a_c = np.asarray(calibrated_advantages, dtype=np.float64)
         if a_r.shape != a_c.shape or a_r.ndim != 1:
             raise ValueError(f"advantages must be 1-D of equal length, got {a_r.shape} and {a_c.shape}")
+        keys = np.arange(a_r.size) if keys is None else np.asarray(keys)
         keep = np.isfinite(a_r) & np.isfinite(a_c)
-        a_r, a_c = a_r[keep], a_c[keep]
-        self._steps.append((float(a_r @ a_r), float(a_r @ a_c), float(a_c @ a_c), int(a_r.size)))
+        rr, rc, cc = solution_moments(a_r[keep], a_c[keep], keys[keep])
+        self._steps.append((rr, rc, cc, int(keep.sum())))
 
     def moments(self) -> tuple[float, float, float, int]:
-        """Per-rollout means of :math:`(A^R)^2, A^RA^C, (A^C)^2` over the window, and its size."""
+        """The window's sums of :math:`(S^R)^2, S^RS^C, (S^C)^2` per anchor rollout, and its rollouts."""
         if not self._steps:
             return float("nan"), float("nan"), float("nan"), 0
         rr, rc, cc, n = (sum(s[i] for s in self._steps) for i in range(4))

@@ -26,7 +26,7 @@ from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import InverseVarianceFuser, cross_fitted_calibration
 from wmrl_core.grpo import LossAggregation, entropy_bonus, group_advantages, grpo_loss, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
-from wmrl_core.rectified import RectifiedFuser, rectified_loss
+from wmrl_core.rectified import RectifiedFuser, rectified_loss, solution_keys
 from wmrl_core.types import Rollouts
 
 __all__ = ["TrainState", "ScoredStep", "StepUpdate", "update_step"]
@@ -209,7 +209,12 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         lam = rectified.lam()
         cal_advantages = group_advantages(calibrated, group_ids, scale=cfg.grpo.scale_advantages)
         n_effective = rectified.effective_samples(n_real, anchor_share=float(anchor_groups.mean()))
-        rectified.update(advantages[anchor_idx], cal_advantages[anchor_idx])
+        keys = (
+            solution_keys(group_ids[anchor_idx], [rollouts.solutions[i] for i in anchor_idx])
+            if cfg.denoise.lambda_moments == "solution"
+            else None
+        )
+        rectified.update(advantages[anchor_idx], cal_advantages[anchor_idx], keys)
         w_real, w_wm = 1.0, lam
     elif cfg.mode == "wmrl" and cfg.denoise.enabled:
         rho2 = fuser.estimate_rho2(debiaser.x_, debiaser.y_, debiaser.groups_, calibrate=cfg.debias.enabled)
