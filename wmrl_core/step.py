@@ -214,7 +214,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
             if cfg.denoise.lambda_moments == "solution"
             else None
         )
-        rectified.update(advantages[anchor_idx], cal_advantages[anchor_idx], keys)
+        rectified.update(advantages[anchor_idx], cal_advantages[anchor_idx], keys, group_ids[anchor_idx])
         w_real, w_wm = 1.0, lam
     elif cfg.mode == "wmrl" and cfg.denoise.enabled:
         rho2 = fuser.estimate_rho2(debiaser.x_, debiaser.y_, debiaser.groups_, calibrate=cfg.debias.enabled)
