@@ -35,7 +35,7 @@ import torch
 
 from wmrl_core.config import load_config
 from wmrl_core.debias import IsotonicDebiaser
-from wmrl_core.fusion import inverse_variance_weights
+from wmrl_core.fusion import InverseVarianceFuser, inverse_variance_weights
 from wmrl_core.metrics import read_metrics
 from wmrl_core.synthetic.bandit import SyntheticBanditEnvironment
 from wmrl_core.synthetic.world_model import SyntheticWorldModel
@@ -111,7 +111,8 @@ def fusion_gradient_errors(
 def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4000) -> str:
     """A markdown table of :func:`fusion_gradient_errors` at the checkpoints ``steps`` of a
     synthetic run (``checkpoint.every`` must have saved them); :math:`\\hat\\rho^2` and
-    :math:`\\hat\\lambda` are the run's own at each step (NaN when the run used the other fusion)."""
+    :math:`\\hat\\lambda` are the run's own at each step (in a rectified run, :math:`\\hat\\rho^2` is
+    what inverse variance would estimate from the same anchor pairs)."""
     run_dir = Path(run_dir)
     cfg = load_config(run_dir / "config.yaml")
     env = SyntheticBanditEnvironment(**dict(cfg.environment.kwargs))
@@ -130,7 +131,8 @@ def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4
         calibrator.load_state_dict(ckpt["debiaser"])
         rec = records.get(step, {})
         rho2 = rec.get("fusion/rho2")
-        rho2 = 0.0 if rho2 is None or not math.isfinite(rho2) else float(rho2)
+        if rho2 is None or not math.isfinite(rho2):  # a rectified run: what inverse variance would use
+            rho2 = InverseVarianceFuser().estimate_rho2(calibrator.x_, calibrator.y_, calibrator.groups_)
         lam = rec.get("fusion/lambda")
         lam_text = "-" if lam is None or not math.isfinite(lam) else f"{lam:.2f}"
         errors = fusion_gradient_errors(
