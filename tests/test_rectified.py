@@ -92,9 +92,9 @@ def test_fuser_uses_only_earlier_steps_within_its_window_and_roundtrips():
     assert f.lam() == 0.0
     f.update(np.array([1.0, -1.0, np.nan]), np.array([2.0, -2.0, 1.0]))  # first step leaves the window
     # window: step 2 (rc -2, cc 2) + step 3 (rc 4, cc 8) -> slope 2 / 10; each row its own group:
-    # r_g = (-1, -1, 2, 2), c_g = (1, 1, 4, 4), Var = sum (r_g - 0.2 c_g)^2 / 10^2 = 4 * 1.44 / 100
-    assert f.slope() == pytest.approx((0.2, 0.0576))
-    assert f.lam() == 0.0  # 0.2 is less than one standard error (0.24) from 0: shrunk to 0
+    # r_g = (-1, -1, 2, 2), c_g = (1, 1, 4, 4), Var = 4/3 * sum (r_g - 0.2 c_g)^2 / 10^2 = 4/3 * 4 * 1.44 / 100
+    assert f.slope() == pytest.approx((0.2, 4 / 3 * 0.0576))
+    assert f.lam() == 0.0  # 0.2 is less than one standard error (0.28) from 0: shrunk to 0
     g = RectifiedFuser()
     g.load_state_dict(f.state_dict())
     assert g.lam() == f.lam() and g.window == 2
@@ -163,14 +163,16 @@ def test_solution_keys():
 
 
 def test_slope_variance_and_shrunk_lambda_hand_computed():
-    # groups (r_g, c_g) = (1, 2), (3, 2): slope 4/4 = 1, Var = ((1-2)^2 + (3-2)^2) / 16 = 1/8
-    assert slope_variance(4.0, 1.0 + 9.0, 2.0 + 6.0, 8.0, 1.0) == pytest.approx(0.125)
-    assert np.isnan(slope_variance(0.0, 1.0, 1.0, 1.0, 0.5))
+    # groups (r_g, c_g) = (1, 2), (3, 2): slope 4/4 = 1, Var = 2/1 * ((1-2)^2 + (3-2)^2) / 16 = 1/4
+    assert slope_variance(4.0, 1.0 + 9.0, 2.0 + 6.0, 8.0, 1.0, n_groups=2) == pytest.approx(0.25)
+    assert slope_variance(2.0, 1.0, 2.0, 4.0, 0.5, n_groups=1) == float("inf")  # one group: no evidence
+    assert np.isnan(slope_variance(0.0, 1.0, 1.0, 1.0, 0.5, n_groups=3))
     assert shrunk_lambda(0.6, 0.04) == pytest.approx(0.6 * (1 - 0.04 / 0.36))  # t = 3: keeps 8/9
     assert shrunk_lambda(0.2, 0.04) == pytest.approx(0.0, abs=1e-12)  # t = 1
     assert shrunk_lambda(0.2, 0.05) == 0.0  # t < 1
     assert shrunk_lambda(2.0, 0.04) == 1.0 and shrunk_lambda(-0.6, 0.01) == 0.0  # clipped
-    assert shrunk_lambda(0.5, float("nan")) == 0.0 and shrunk_lambda(0.0, 0.1) == 0.0
+    assert shrunk_lambda(0.5, float("nan")) == 0.0 and shrunk_lambda(0.5, float("inf")) == 0.0
+    assert shrunk_lambda(0.0, 0.1) == 0.0
 
 
 def test_an_independent_world_model_gets_lambda_near_zero_once_the_policy_repeats_itself():

@@ -77,7 +77,11 @@ James-Stein factor
    \qquad \widehat{\operatorname{Var}}\,\hat\lambda = \frac{\sum_g (r_g - \hat\lambda c_g)^2}{(\sum_g c_g)^2},
 
 with :math:`r_g = \sum_u S^R_{g,u}S^C_{g,u}`, :math:`c_g = \sum_u (S^C_{g,u})^2` a group's terms: the
-cluster-robust (sandwich) variance of a ratio of sums over independent groups. A slope :math:`t`
+cluster-robust (sandwich) variance of a ratio of sums over independent groups, times the
+small-sample factor :math:`m/(m-1)` for the :math:`m` groups with :math:`c_g > 0` (late in training
+most anchor groups repeat one solution and have :math:`c_g = 0`; with a single informative group
+the slope fits it exactly and the sandwich reads 0, so below two the variance is taken as
+infinite and :math:`\tilde\lambda = 0`). A slope :math:`t`
 standard errors from 0 keeps :math:`1 - 1/t^2` of itself (none at :math:`t \le 1`, 89% at
 :math:`t = 3`); near :math:`\lambda^*` the variance is flat in :math:`\lambda`, so a well-determined
 :math:`\hat\lambda` loses almost nothing.
@@ -128,21 +132,28 @@ def power_tuned_lambda(sum_rc: float, sum_cc: float, eps: float = 1e-12) -> floa
     return float(np.clip(sum_rc / sum_cc, 0.0, 1.0))
 
 
-def slope_variance(sum_cc: float, sum_rc2: float, sum_rc_cc: float, sum_cc2: float, lam: float) -> float:
-    r""":math:`\widehat{\operatorname{Var}}\,\hat\lambda = \sum_g (r_g - \hat\lambda c_g)^2 / (\sum_g c_g)^2`
-    from the sums :math:`\sum_g c_g`, :math:`\sum_g r_g^2`, :math:`\sum_g r_gc_g`, :math:`\sum_g c_g^2`
-    (cluster-robust variance of :math:`\hat\lambda = \sum r_g/\sum c_g`); NaN without calibrated spread."""
+def slope_variance(
+    sum_cc: float, sum_rc2: float, sum_rc_cc: float, sum_cc2: float, lam: float, n_groups: int
+) -> float:
+    r""":math:`\widehat{\operatorname{Var}}\,\hat\lambda = \frac{m}{m-1}\sum_g (r_g - \hat\lambda c_g)^2 / (\sum_g c_g)^2`
+    from the sums :math:`\sum_g c_g`, :math:`\sum_g r_g^2`, :math:`\sum_g r_gc_g`, :math:`\sum_g c_g^2` and
+    the number :math:`m` of groups with :math:`c_g > 0` (cluster-robust variance of
+    :math:`\hat\lambda = \sum r_g/\sum c_g`, with the usual :math:`m/(m-1)` small-sample factor);
+    infinite below two such groups (one group fits its own slope exactly: no evidence of its
+    noise), NaN without calibrated spread."""
     if not sum_cc > 0:
         return float("nan")
+    if n_groups < 2:
+        return float("inf")
     residual = sum_rc2 - 2.0 * lam * sum_rc_cc + lam**2 * sum_cc2
-    return float(max(residual, 0.0) / sum_cc**2)
+    return float(n_groups / (n_groups - 1) * max(residual, 0.0) / sum_cc**2)
 
 
 def shrunk_lambda(lam_hat: float, var: float) -> float:
     r""":math:`\tilde\lambda = \operatorname{clip}(\hat\lambda(1 - \widehat{\operatorname{Var}}/\hat\lambda^2)_+, 0, 1)`,
     the positive-part James-Stein shrinkage of an unclipped slope towards 0 (module docstring);
-    0 for a non-finite slope or variance."""
-    if not (np.isfinite(lam_hat) and np.isfinite(var)) or lam_hat == 0.0:
+    0 for a non-finite slope, a NaN or an infinite variance."""
+    if not np.isfinite(lam_hat) or np.isnan(var) or lam_hat == 0.0:
         return 0.0
     factor = max(0.0, 1.0 - var / lam_hat**2)
     return float(np.clip(lam_hat * factor, 0.0, 1.0))
@@ -222,7 +233,7 @@ class RectifiedFuser:
         if window < 1:
             raise ValueError(f"window must be >= 1 step, got {window}")
         self.window = window
-        self._steps: deque[tuple[float, float, float, int]] = deque(maxlen=window)
+        self._steps: deque[tuple] = deque(maxlen=window)
 
     def update(
         self,
@@ -251,9 +262,8 @@ class RectifiedFuser:
         ).reshape(-1, 3)
         rr, rc, cc = per_group.sum(axis=0)
         r_g, c_g = per_group[:, 1], per_group[:, 2]
-        self._steps.append(
-            (float(rr), float(rc), float(cc), int(keep.sum()), float(r_g @ r_g), float(r_g @ c_g), float(c_g @ c_g))
-        )
+        sums = (float(rr), float(rc), float(cc), int(keep.sum()), float(r_g @ r_g), float(r_g @ c_g), float(c_g @ c_g))
+        self._steps.append((*sums, int(np.sum(c_g > 1e-12))))
 
     def moments(self) -> tuple[float, float, float, int]:
         """The window's sums of :math:`(S^R)^2, S^RS^C, (S^C)^2` per anchor rollout, and its rollouts."""
@@ -266,11 +276,11 @@ class RectifiedFuser:
 
     def slope(self) -> tuple[float, float]:
         r"""The window's unclipped :math:`\hat\lambda = \sum r_g/\sum c_g` and its :func:`slope_variance`."""
-        _, rc, cc, n, rc2, rc_cc, cc2 = (sum(s[i] for s in self._steps) for i in range(7))
+        _, rc, cc, n, rc2, rc_cc, cc2, m = (sum(s[i] for s in self._steps) for i in range(8))
         if not n or cc <= 1e-12:
             return 0.0, float("nan")
         lam_hat = rc / cc
-        return float(lam_hat), slope_variance(cc, rc2, rc_cc, cc2, lam_hat)
+        return float(lam_hat), slope_variance(cc, rc2, rc_cc, cc2, lam_hat, int(m))
 
     def lam(self) -> float:
         """:func:`shrunk_lambda` of the window's slope; 0 before any anchors."""
@@ -289,6 +299,6 @@ class RectifiedFuser:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window = int(state["window"])
-        # checkpoints written before the slope variance was kept have 4 sums a step: the
-        # missing group terms read as 0 (no shrinkage until those steps leave the window)
-        self._steps = deque((tuple(s) + (0.0,) * (7 - len(s)) for s in state["steps"]), maxlen=self.window)
+        # checkpoints written before the slope variance was kept have 4 sums a step: their
+        # group terms read as 0, so lambda is 0 (plain GRPO on the anchors) until they leave the window
+        self._steps = deque((tuple(s) + (0,) * (8 - len(s)) for s in state["steps"]), maxlen=self.window)
