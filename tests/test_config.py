@@ -23,7 +23,7 @@ def test_yaml_and_overrides_merge(synthetic_config):
         ("rollout.group_size=1", "group_size"),
         ("grpo.loss_aggregation=sum", "loss_aggregation"),
         ("denoise.method=average", "denoise.method"),
-        ("denoise.lambda_window=0", "lambda_window"),
+        ("denoise.lambda_window=1", "lambda_window"),
         ("debias.calibrator=spline", "debias.calibrator"),
     ],
 )

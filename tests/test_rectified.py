@@ -83,23 +83,29 @@ def test_rectified_loss_gradient_is_the_hand_computed_per_rollout_combination():
     torch.testing.assert_close(log_probs.grad.squeeze(), expected)
 
 
-def test_fuser_uses_only_earlier_steps_within_its_window_and_roundtrips():
+def test_fuser_window_counts_informative_groups_and_roundtrips():
     f = RectifiedFuser(window=2)
     assert f.lam() == 0.0 and f.effective_samples(16, 0.1) == 16
-    f.update(np.array([1.0, -1.0]), np.array([1.0, -1.0]))  # slope 1
-    assert f.lam() == pytest.approx(1.0)
-    f.update(np.array([1.0, -1.0]), np.array([-1.0, 1.0]))  # slope -1: pooled 0
-    assert f.lam() == 0.0
-    f.update(np.array([1.0, -1.0, np.nan]), np.array([2.0, -2.0, 1.0]))  # first step leaves the window
-    # window: step 2 (rc -2, cc 2) + step 3 (rc 4, cc 8) -> slope 2 / 10; each row its own group:
-    # r_g = (-1, -1, 2, 2), c_g = (1, 1, 4, 4), Var = 4/3 * sum (r_g - 0.2 c_g)^2 / 10^2 = 4/3 * 4 * 1.44 / 100
-    assert f.slope() == pytest.approx((0.2, 4 / 3 * 0.0576))
-    assert f.lam() == 0.0  # 0.2 is less than one standard error (0.28) from 0: shrunk to 0
+    # step 1, two groups: (r_g, c_g) = (2, 2) and (4, 8): slope 6/10, Var = 2/1 * (0.8^2 + 0.8^2) / 10^2
+    f.update(np.array([1.0, -1.0, 1.0, -1.0]), np.array([1.0, -1.0, 2.0, -2.0]), groups=np.array([0, 0, 1, 1]))
+    assert f.slope() == pytest.approx((0.6, 0.0256))
+    assert f.lam() == pytest.approx(0.6 * (1 - 0.0256 / 0.36))
+    # step 2: a group whose calibrated advantages are all zero says nothing about lambda
+    f.update(np.array([1.0, -1.0]), np.array([0.0, 0.0]), groups=np.zeros(2))
+    assert f.slope() == pytest.approx((0.6, 0.0256)) and f.moments()[3] == 6
+    # step 3: a third informative group (-2, 2) pushes the oldest, (2, 2), out of the window
+    f.update(np.array([1.0, -1.0, np.nan]), np.array([-1.0, 1.0, 1.0]), groups=np.zeros(3))
+    # (4, 8) and (-2, 2): slope 2/10, Var = 2 * (2.4^2 + 2.4^2) / 100 > 0.2^2: shrunk to 0
+    assert f.slope() == pytest.approx((0.2, 0.2304))
+    assert f.lam() == 0.0 and f.moments()[3] == 6
     g = RectifiedFuser()
     g.load_state_dict(f.state_dict())
-    assert g.lam() == f.lam() and g.window == 2
+    assert g.slope() == f.slope() and g.window == 2
+    old = RectifiedFuser()  # a checkpoint from before: a window of per-step sums
+    old.load_state_dict({"window": 10, "steps": [[2.0, 2.0, 2.0, 2], [2.0, 4.0, 8.0, 2]]})
+    assert old.slope()[0] == pytest.approx(0.6) and old.window == 10
     with pytest.raises(ValueError, match="window"):
-        RectifiedFuser(window=0)
+        RectifiedFuser(window=1)
     with pytest.raises(ValueError, match="equal length"):
         f.update(np.zeros(2), np.zeros(3))
 
@@ -139,7 +145,7 @@ def test_a_concentrated_policy_pulls_the_per_rollout_lambda_towards_zero_but_not
     # 7 rollouts repeat the best arm (real noise vs independent calibrated noise), 1 is a worse arm
     # that both rewards rank last: the gradient is all in that one comparison
     rng = np.random.default_rng(2)
-    fuser_solution, fuser_rollout = RectifiedFuser(window=50), RectifiedFuser(window=50)
+    fuser_solution, fuser_rollout = RectifiedFuser(window=100), RectifiedFuser(window=100)
     for _ in range(50):
         r = np.r_[0.9 + 0.1 * rng.normal(size=7), 0.3]
         c = np.r_[0.8 + 0.1 * rng.normal(size=7), 0.6]
@@ -181,7 +187,7 @@ def test_an_independent_world_model_gets_lambda_near_zero_once_the_policy_repeat
     rng = np.random.default_rng(3)
     raw, shrunk = [], []
     for _ in range(200):
-        fuser = RectifiedFuser(window=10)
+        fuser = RectifiedFuser(window=20)
         for _ in range(10):
             rows = []
             for _ in range(2):

@@ -90,8 +90,9 @@ class DenoiseConfig:
     ``inverse_variance``: convex combination weighted by the explained variance (``wmrl_core/fusion.py``)."""
     min_pairs: int = 4
     """``inverse_variance``: anchor pairs needed before the world model gets any weight."""
-    lambda_window: int = 10
-    """``rectified``: steps of anchors whose advantages power-tune lambda (earlier steps only)."""
+    lambda_window: int = 20
+    """``rectified``: lambda is power-tuned on earlier steps' anchor groups, back to the
+    ``lambda_window``-th most recent group whose calibrated advantages are not all zero."""
     lambda_moments: str = "solution"
     """``rectified``: ``solution`` sums the advantages of a group's rollouts with equal solutions
     (equal score vectors) before the moments that tune lambda; ``rollout`` treats every rollout
@@ -214,8 +215,11 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"denoise.lambda_moments={cfg.denoise.lambda_moments!r} is unknown; use one of {', '.join(LAMBDA_MOMENTS)}"
         )
-    if cfg.denoise.lambda_window < 1:
-        raise ConfigError(f"denoise.lambda_window must be >= 1 step, got {cfg.denoise.lambda_window}")
+    if cfg.denoise.lambda_window < 2:
+        raise ConfigError(
+            f"denoise.lambda_window must be >= 2 informative anchor groups (a slope's variance needs two), "
+            f"got {cfg.denoise.lambda_window}"
+        )
     if cfg.debias.calibrator not in ("isotonic", "smoothed"):
         raise ConfigError(f"debias.calibrator={cfg.debias.calibrator!r} is unknown; use isotonic or smoothed")
     if cfg.debias.slope < 0:

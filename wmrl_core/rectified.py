@@ -86,7 +86,8 @@ standard errors from 0 keeps :math:`1 - 1/t^2` of itself (none at :math:`t \le 1
 :math:`t = 3`); near :math:`\lambda^*` the variance is flat in :math:`\lambda`, so a well-determined
 :math:`\hat\lambda` loses almost nothing.
 
-The moments are computed on the anchors of the previous ``window`` steps, not this step's, so that
+The moments are computed on earlier steps' anchors, back to the ``window``-th most recent group
+with :math:`c_g > 0` (:class:`RectifiedFuser`), never on this step's, so that
 :math:`\lambda` is fixed before the step's anchors are drawn and the correction stays exactly
 zero-mean. Clipping to [0, 1]: a negative slope means the world model points the wrong way
 (use none of it), and above 1 the estimate is mostly noise.
@@ -222,18 +223,27 @@ def effective_real_samples(
 
 
 class RectifiedFuser:
-    """Keeps the anchor advantage moments of the last ``window`` steps and power-tunes
-    :math:`\\hat\\lambda` from them (see module docstring).
+    r"""Keeps the anchor groups' advantage moments back to the ``window``-th most recent
+    *informative* group (one whose calibrated advantages are not all zero, :math:`c_g > 0`) and
+    power-tunes :math:`\tilde\lambda` from them (see module docstring).
+
+    Counting informative groups rather than steps keeps the slope's variance estimable: late in
+    training most anchor groups repeat one solution and say nothing about :math:`\lambda`, and a
+    window of steps would then hold one or two informative groups. Groups without calibrated
+    spread in between are kept (they count in the effective-sample moments); at most
+    ``MAX_GROUPS_PER_WINDOW * window`` groups are kept in all.
 
     Call :meth:`lam` *before* a step's anchors enter (:meth:`update`), so the step's
-    :math:`\\lambda` is independent of them.
+    :math:`\lambda` is independent of them.
     """
 
-    def __init__(self, *, window: int = 10):
-        if window < 1:
-            raise ValueError(f"window must be >= 1 step, got {window}")
+    MAX_GROUPS_PER_WINDOW = 20
+
+    def __init__(self, *, window: int = 20):
+        if window < 2:
+            raise ValueError(f"window must be >= 2 informative groups (a slope's variance needs two), got {window}")
         self.window = window
-        self._steps: deque[tuple] = deque(maxlen=window)
+        self._groups: deque[tuple[float, float, float, int]] = deque()
 
     def update(
         self,
@@ -257,35 +267,39 @@ class RectifiedFuser:
         keys = np.arange(a_r.size) if keys is None else np.asarray(keys)
         groups = keys if groups is None else np.asarray(groups)
         keep = np.isfinite(a_r) & np.isfinite(a_c)
-        per_group = np.array(
-            [solution_moments(a_r[idx], a_c[idx], keys[idx]) for g in np.unique(groups[keep]) for idx in [keep & (groups == g)]]
-        ).reshape(-1, 3)
-        rr, rc, cc = per_group.sum(axis=0)
-        r_g, c_g = per_group[:, 1], per_group[:, 2]
-        sums = (float(rr), float(rc), float(cc), int(keep.sum()), float(r_g @ r_g), float(r_g @ c_g), float(c_g @ c_g))
-        self._steps.append((*sums, int(np.sum(c_g > 1e-12))))
+        for g in np.unique(groups[keep]):
+            idx = keep & (groups == g)
+            self._groups.append((*solution_moments(a_r[idx], a_c[idx], keys[idx]), int(idx.sum())))
+        self._trim()
+
+    def _trim(self) -> None:
+        informative = sum(g[2] > 1e-12 for g in self._groups)
+        while self._groups and (
+            informative - (self._groups[0][2] > 1e-12) >= self.window
+            or len(self._groups) > self.MAX_GROUPS_PER_WINDOW * self.window
+        ):
+            informative -= self._groups.popleft()[2] > 1e-12
 
     def moments(self) -> tuple[float, float, float, int]:
         """The window's sums of :math:`(S^R)^2, S^RS^C, (S^C)^2` per anchor rollout, and its rollouts."""
-        if not self._steps:
-            return float("nan"), float("nan"), float("nan"), 0
-        rr, rc, cc, n = (sum(s[i] for s in self._steps) for i in range(4))
+        n = sum(g[3] for g in self._groups)
         if n == 0:
             return float("nan"), float("nan"), float("nan"), 0
+        rr, rc, cc = (sum(g[i] for g in self._groups) for i in range(3))
         return rr / n, rc / n, cc / n, int(n)
 
     def slope(self) -> tuple[float, float]:
         r"""The window's unclipped :math:`\hat\lambda = \sum r_g/\sum c_g` and its :func:`slope_variance`."""
-        _, rc, cc, n, rc2, rc_cc, cc2, m = (sum(s[i] for s in self._steps) for i in range(8))
-        if not n or cc <= 1e-12:
+        r_g = np.array([g[1] for g in self._groups])
+        c_g = np.array([g[2] for g in self._groups])
+        if not c_g.size or c_g.sum() <= 1e-12:
             return 0.0, float("nan")
-        lam_hat = rc / cc
-        return float(lam_hat), slope_variance(cc, rc2, rc_cc, cc2, lam_hat, int(m))
+        lam_hat = float(r_g.sum() / c_g.sum())
+        m = int(np.sum(c_g > 1e-12))
+        return lam_hat, slope_variance(c_g.sum(), r_g @ r_g, r_g @ c_g, c_g @ c_g, lam_hat, m)
 
     def lam(self) -> float:
-        """:func:`shrunk_lambda` of the window's slope; 0 before any anchors."""
-        if not self._steps:
-            return 0.0
+        """:func:`shrunk_lambda` of the window's slope; 0 before any informative anchors."""
         return shrunk_lambda(*self.slope())
 
     def effective_samples(self, n_real: int, anchor_share: float) -> float:
@@ -295,10 +309,11 @@ class RectifiedFuser:
         return effective_real_samples(n_real, self.lam(), anchor_share, m_rr, m_rc, m_cc)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"window": self.window, "steps": [list(s) for s in self._steps]}
+        return {"window": self.window, "groups": [list(g) for g in self._groups]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.window = int(state["window"])
-        # checkpoints written before the slope variance was kept have 4 sums a step: their
-        # group terms read as 0, so lambda is 0 (plain GRPO on the anchors) until they leave the window
-        self._steps = deque((tuple(s) + (0,) * (8 - len(s)) for s in state["steps"]), maxlen=self.window)
+        # checkpoints written before issue 15's fix hold "steps" (a window of steps, each a
+        # sum over its anchor groups): each reads as one unit, and its window as informative groups
+        self.window = max(2, int(state["window"]))
+        self._groups = deque(tuple(g[:4]) for g in state.get("groups", state.get("steps", [])))
+        self._trim()
