@@ -249,7 +249,11 @@ def summarize(results: dict[str, ArmResult], baseline: str = "real", fraction: f
     }
 
 
-PAIRED_COMPARISONS = (("wmrl", "wmrl_inverse_variance"), ("wmrl_rollout_moments", "wmrl_inverse_variance"))
+PAIRED_COMPARISONS = (
+    ("wmrl", "wmrl_inverse_variance"),
+    ("wmrl_rollout_moments", "wmrl_inverse_variance"),
+    ("wmrl_confident_decoy", "wmrl_confident_decoy_inverse_variance"),
+)
 """(arm, reference) pairs whose compute to the target is compared seed by seed in the report."""
 
 
