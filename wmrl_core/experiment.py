@@ -257,9 +257,7 @@ PAIRED_COMPARISONS = (
 """(arm, reference) pairs whose compute to the target is compared seed by seed in the report."""
 
 
-def paired_compute_ratios(
-    results: dict[str, ArmResult], arm: str, reference: str, target: float
-) -> dict[str, Any]:
+def paired_compute_ratios(results: dict[str, ArmResult], arm: str, reference: str, target: float) -> dict[str, Any]:
     """Per seed :math:`q_i = C^{arm}_i / C^{ref}_i`, compute to ``target`` of ``arm`` over that of
     ``reference`` on the same seed (same bandit, same task draws), and the mean and 95%
     t-interval of :math:`q_i` over the seeds where both reach it (below 1: ``arm`` is faster)."""

@@ -133,9 +133,7 @@ def power_tuned_lambda(sum_rc: float, sum_cc: float, eps: float = 1e-12) -> floa
     return float(np.clip(sum_rc / sum_cc, 0.0, 1.0))
 
 
-def slope_variance(
-    sum_cc: float, sum_rc2: float, sum_rc_cc: float, sum_cc2: float, lam: float, n_groups: int
-) -> float:
+def slope_variance(sum_cc: float, sum_rc2: float, sum_rc_cc: float, sum_cc2: float, lam: float, n_groups: int) -> float:
     r""":math:`\widehat{\operatorname{Var}}\,\hat\lambda = \frac{m}{m-1}\sum_g (r_g - \hat\lambda c_g)^2 / (\sum_g c_g)^2`
     from the sums :math:`\sum_g c_g`, :math:`\sum_g r_g^2`, :math:`\sum_g r_gc_g`, :math:`\sum_g c_g^2` and
     the number :math:`m` of groups with :math:`c_g > 0` (cluster-robust variance of

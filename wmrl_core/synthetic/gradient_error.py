@@ -43,7 +43,9 @@ from wmrl_core.synthetic.world_model import SyntheticWorldModel
 __all__ = ["group_gradients", "relative_errors", "fusion_gradient_errors", "snapshot_report"]
 
 
-def group_gradients(advantages: np.ndarray, arms: np.ndarray, tasks: np.ndarray, num_tasks: int, num_arms: int) -> np.ndarray:
+def group_gradients(
+    advantages: np.ndarray, arms: np.ndarray, tasks: np.ndarray, num_tasks: int, num_arms: int
+) -> np.ndarray:
     """:math:`h_g = \\frac1G\\sum_i A_i e_{y_i}` in task :math:`t_g`'s block: advantages and arms
     ``(..., B, G)``, tasks ``(..., B)``; returns ``(..., B, num_tasks, num_arms)``."""
     per_arm = np.einsum("...g,...gk->...k", advantages, np.eye(num_arms)[arms]) / arms.shape[-1]
