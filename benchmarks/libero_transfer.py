@@ -181,6 +181,18 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "per_seed": per_seed,
         }
 
+    def gain(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
+        """After minus before (the ``base`` arm of the same seed), paired by seed."""
+        before = {r["seed"]: r["eval"][split] for r in results.get("base", [])}
+        diffs = [
+            r["eval"][split]["successes"] / max(r["eval"][split]["episodes"], 1)
+            - before[r["seed"]]["successes"] / max(before[r["seed"]]["episodes"], 1)
+            for r in runs
+            if r["seed"] in before
+        ]
+        mean, half = mean_ci95(diffs)
+        return {"mean": mean, "ci95": half, "per_seed": diffs}
+
     out = {}
     for arm, runs in results.items():
         if not runs:
@@ -189,6 +201,8 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "seeds": [r["seed"] for r in runs],
             "train": success(runs, "train"),
             "heldout": success(runs, "heldout"),
+            "train_gain": gain(runs, "train"),
+            "heldout_gain": gain(runs, "heldout"),
             "ledger": {k: float(np.mean([r["ledger"][k] for r in runs])) for k in LEDGER_KEYS},
             "train_cpu_s": float(np.mean([r.get("train_cpu_s", 0.0) for r in runs])),
         }
@@ -199,6 +213,12 @@ def _pct(s: dict[str, Any]) -> str:
     lo, hi = s["wilson95"]
     seeds = f"; seeds {100 * s['seed_mean']:.1f} ± {100 * s['seed_ci95']:.1f}" if len(s["per_seed"]) > 1 else ""
     return f"{100 * s['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}] ({s['successes']}/{s['episodes']}{seeds})"
+
+
+def _gain(g: dict[str, Any]) -> str:
+    if not g["per_seed"] or math.isnan(g["mean"]):
+        return "n/a"
+    return f"{100 * g['mean']:+.1f}" + (f" ± {100 * g['ci95']:.1f}" if len(g["per_seed"]) > 1 else "")
 
 
 def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
@@ -213,18 +233,26 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         f"{meta['steps']} training steps per arm; wall {meta['wall_s']:.0f} s.",
         "",
         "Success in %: pooled rate [Wilson 95%] (successes/episodes; mean ± 95% t over seeds). "
-        "Before = the `base` arm of the same seeds. Seconds: the training ledger's declared cost "
-        "(simulator: 1/60 s per control step of the episode limit) and, in brackets, wall time.",
+        "Before = the `base` row (the same checkpoint, evaluated with the same seeds); gain = after "
+        "minus before in points, paired by seed. Seconds: the training ledger's declared cost "
+        "(simulator: 1/60 s per control step of the episode limit per episode; world model: its "
+        "declared cost per call and item) and, in brackets, wall time (the simulator's includes "
+        "starting its workers and building scenes). Policy: sampling the rollouts' noise; the "
+        "policy's forward passes run inside the simulator and imagination stages. Training CPU: "
+        "the training process's CPU seconds (GRPO update included; simulator workers not).",
         "",
-        "| arm | train init, after | held-out init, after | simulator s | world-model s | policy s | simulated episodes |",
-        "|---|---|---|---|---|---|---|",
+        "| arm | train init, after | gain | held-out init, after | gain | simulator s | world-model s "
+        "| policy s | training CPU s | simulated episodes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm, s in summary.items():
         ledger = s["ledger"]
         lines.append(
-            f"| {arm} | {_pct(s['train'])} | {_pct(s['heldout'])} | {ledger['simulator_s']:.0f} "
-            f"[{ledger['simulator_wall_s']:.0f}] | {ledger['world_model_s']:.1f} [{ledger['world_model_wall_s']:.1f}] | "
-            f"{ledger['policy_s']:.1f} [{ledger['policy_wall_s']:.1f}] | {ledger['simulated_episodes']:.0f} |"
+            f"| {arm} | {_pct(s['train'])} | {_gain(s['train_gain'])} | {_pct(s['heldout'])} | "
+            f"{_gain(s['heldout_gain'])} | {ledger['simulator_s']:.0f} [{ledger['simulator_wall_s']:.0f}] | "
+            f"{ledger['world_model_s']:.1f} [{ledger['world_model_wall_s']:.1f}] | "
+            f"{ledger['policy_s']:.1f} [{ledger['policy_wall_s']:.1f}] | {s['train_cpu_s']:.0f} | "
+            f"{ledger['simulated_episodes']:.0f} |"
         )
     return "\n".join(lines) + "\n"
 

