@@ -132,7 +132,9 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
         if anchor_idx.size and isinstance(c.world_model, LearnsFromAnchors):  # after its predictions
             with ledger.measure("world_model", n_items=anchor_idx.size, cost=None):
                 c.world_model.learn_from_anchors(
-                    [rollouts.tasks[i] for i in anchor_idx], [rollouts.solutions[i] for i in anchor_idx], anchor_outcomes
+                    [rollouts.tasks[i] for i in anchor_idx],
+                    [rollouts.solutions[i] for i in anchor_idx],
+                    anchor_outcomes,
                 )
     return ScoredStep(rollouts=rollouts, anchor_groups=anchor_groups, wm_rewards=wm_rewards, real_rewards=real_rewards)
 
@@ -140,7 +142,9 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
 def _world_model_rewards(c: Components, state: TrainState, rollouts: Rollouts, predictions: list) -> np.ndarray:
     """Rewards of one prediction per rollout; a call that answered for another count breaks the contract."""
     if len(predictions) != len(rollouts):
-        raise checkers.ContractError(f"world model returned {len(predictions)} predictions for {len(rollouts)} solutions")
+        raise checkers.ContractError(
+            f"world model returned {len(predictions)} predictions for {len(rollouts)} solutions"
+        )
     return state.faults.rewards(c.reward, rollouts.tasks, predictions)
 
 

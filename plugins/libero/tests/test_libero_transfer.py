@@ -36,7 +36,9 @@ def _tiny_checkpoints(tmp_path: Path) -> tuple[Path, Path]:
     rng = np.random.default_rng(0)
     base = save_small_vla(SmallVLA(object_dim=128, hidden=32), tmp_path / "base.pt")
     episodes = [
-        Episode(TASK, i, bool(i % 2), rng.normal(size=(13, 16 + 128)).astype(np.float32), rng.uniform(-1, 1, (12, 7)), 56)
+        Episode(
+            TASK, i, bool(i % 2), rng.normal(size=(13, 16 + 128)).astype(np.float32), rng.uniform(-1, 1, (12, 7)), 56
+        )
         for i in range(4)
     ]
     dyn = fit_dynamics(episodes, chunk=4, members=2, hidden=16, iterations=20, batch_size=8, log=lambda m: None)

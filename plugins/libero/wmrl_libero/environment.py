@@ -121,7 +121,9 @@ class LiberoEnvironment:
 
     def _controller(self, solution: Any):
         if hasattr(solution, "act"):
-            if isinstance(getattr(solution, "actions", None), list) and isinstance(getattr(solution, "inputs", None), list):
+            if isinstance(getattr(solution, "actions", None), list) and isinstance(
+                getattr(solution, "inputs", None), list
+            ):
                 # a controller that records its episode (the small VLA's) may hold an imagined one
                 # (libero-imagination's predict): the real execution's record replaces it
                 solution.inputs.clear()
