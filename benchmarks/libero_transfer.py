@@ -307,6 +307,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--label", default="", help="e.g. 'pilot': said in the report's title and note")
     p.add_argument("--note", default="", help="a paragraph at the top of the report")
     p.add_argument("--quick", action="store_true", help="every arm end to end at a tiny budget (CI)")
+    p.add_argument(
+        "--report-only", action="store_true", help="report the arm-seeds already evaluated; train and simulate nothing"
+    )
     args = p.parse_args(argv)
     args.arms = [a for a in args.arms.split(",") if a]
     unknown = set(args.arms) - set(ARMS)
@@ -346,6 +349,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for seed in args.seeds:
             for arm in args.arms:
                 run_dir = out / f"{arm}-seed{seed}"
+                if args.report_only and not all((run_dir / f"eval_{s}.json").exists() for s in ("train", "heldout")):
+                    print(f"seed {seed} {arm}: not evaluated yet, left out of the report", flush=True)
+                    continue
                 ledger = dict.fromkeys(LEDGER_KEYS, 0.0)
                 cpu = 0.0
                 if ARMS[arm] is not None:
