@@ -285,6 +285,17 @@ def plot(summary: dict[str, Any], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def _without_note(argv: list[str]) -> list[str]:
+    """The command line without ``--note TEXT`` (the note is printed above it)."""
+    out, skip = [], False
+    for a in argv:
+        if skip or a == "--note":
+            skip = not skip
+            continue
+        out.append(a)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", default=str(ROOT / "configs/libero/libero_long.yaml"))
@@ -373,7 +384,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             else ""
         ),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
-        "command": "python benchmarks/libero_transfer.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python benchmarks/libero_transfer.py " + " ".join(_without_note(argv or sys.argv[1:])),
         "tasks": args.tasks,
         "train_init": args.train_init,
         "heldout_init": args.heldout_init,
