@@ -38,6 +38,7 @@ __all__ = [
     "Closeable",
     "Stateful",
     "LearnsFromAnchors",
+    "ScoresExecutions",
     "required_methods",
     "StatusSpec",
     "STATUSES",
@@ -174,6 +175,21 @@ class LearnsFromAnchors(Protocol):
         :func:`is_rewarded`). This step's predictions were made before, so an anchor never
         judges a prediction it taught; the next step's predictions may use it. State it learns
         belongs in ``state_dict()`` so that a resumed run predicts exactly as an uninterrupted one."""
+        ...
+
+
+@runtime_checkable
+class ScoresExecutions(Protocol):
+    """World models that read an *executed* trajectory (a progress scorer of real rollouts)
+    instead of predicting the execution: they densify the reward, they save no execution."""
+
+    def predict_from_outcomes(
+        self, tasks: Sequence[Task], solutions: Sequence[Any], outcomes: Sequence[Outcome]
+    ) -> list[Outcome | float]:
+        """One batched call: a score for every executed solution, read from its real outcome
+        (e.g. ``outcome.info["trajectory"]``), in order. The trainer then executes every group
+        (all charged to ``execution``) and uses this instead of ``predict``; the scores are
+        calibrated and fused against the real reward of the anchor groups like any prediction."""
         ...
 
 

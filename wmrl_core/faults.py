@@ -211,8 +211,15 @@ class StepFaults:
         out, self.counts = self.counts, dict.fromkeys(FAULT_METRICS, 0)
         return out
 
-    def predict(self, world_model: Any, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Any]:
-        """``world_model.predict(tasks, solutions)`` with every unusable item replaced by :data:`DROPPED`.
+    def predict(
+        self,
+        world_model: Any,
+        tasks: Sequence[Task],
+        solutions: Sequence[Any],
+        outcomes: Sequence[Outcome] | None = None,
+    ) -> list[Any]:
+        """``world_model.predict(tasks, solutions)`` with every unusable item replaced by :data:`DROPPED`;
+        with ``outcomes`` (executed rollouts), ``world_model.predict_from_outcomes(tasks, solutions, outcomes)``.
 
         A call that raises or passes the timeout yields :data:`DROPPED` for every item.
         """
@@ -221,7 +228,10 @@ class StepFaults:
             return self._drop_all("faults/world_model_timeouts", n, "is still running a call that timed out")
         self._hung = None
         try:
-            predictions = self._call(world_model, tasks, solutions)
+            if outcomes is None:
+                predictions = self._call(lambda: world_model.predict(tasks, solutions))
+            else:
+                predictions = self._call(lambda: world_model.predict_from_outcomes(tasks, solutions, outcomes))
         except _PastDeadline:
             return self._drop_all(
                 "faults/world_model_timeouts",
@@ -243,11 +253,11 @@ class StepFaults:
         self.counts["faults/world_model_dropped"] += n
         return [DROPPED] * n
 
-    def _call(self, world_model: Any, tasks: Sequence[Task], solutions: Sequence[Any]) -> Any:
-        """The predictions; raises what the model raised, or :class:`_PastDeadline`."""
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        """``fn()``'s predictions; raises what the model raised, or :class:`_PastDeadline`."""
         if self.world_model_timeout_s is None:
-            return world_model.predict(tasks, solutions)
-        call = _Call(lambda: world_model.predict(tasks, solutions))
+            return fn()
+        call = _Call(fn)
         call.thread.join(self.world_model_timeout_s)
         if call.thread.is_alive():
             self._hung = call

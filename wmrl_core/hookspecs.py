@@ -54,7 +54,14 @@ World model (factory called as ``factory(env=env, **kwargs)``)
     groups are executed, with those tasks, solutions and real outcomes of every status; the
     step's predictions were made before it, so no anchor judges a prediction it taught; its
     wall time is charged to the ``world_model`` stage; ``real`` mode has no world model and
-    ``world_model`` mode no anchors, so neither calls it), ``state_dict()``/``load_state_dict()``
+    ``world_model`` mode no anchors, so neither calls it),
+    ``predict_from_outcomes(tasks, solutions, outcomes) -> list[Outcome | float]`` (a world model
+    that reads *executed* trajectories, e.g. a progress scorer of real rollouts: with it the
+    trainer executes every group, in ``world_model`` and ``wmrl`` modes alike, charges all of it
+    to ``execution``, and scores every rollout from its real outcome instead of calling
+    ``predict``; anchor groups still train on the real reward and calibrate the scores, the
+    others on the calibrated scores, so it densifies the reward and saves no execution),
+    ``state_dict()``/``load_state_dict()``
     (checkpointed and restored, so learned state resumes exactly). The predictions
     need not be calibrated or even on the real reward's scale: the engine calibrates them
     monotonically on earlier steps' anchors (``debias.calibrator``: ``isotonic`` or

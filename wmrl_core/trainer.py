@@ -30,7 +30,7 @@ from wmrl_core import checkers
 from wmrl_core.checkpoint import has_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
-from wmrl_core.contracts import LearnsFromAnchors, is_rewarded
+from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, is_rewarded
 from wmrl_core.errors import ConfigError
 from wmrl_core.faults import atomic_write_text, raise_if_disk_full
 from wmrl_core.ledger import measured_cost_s
@@ -91,7 +91,11 @@ def _stateful(obj: Any) -> bool:
 def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, step: int) -> ScoredStep:
     """Steps 2-4 of the loop: pick the anchor groups among the ``B`` groups, score every rollout
     with the world model in one batched call, execute the anchor groups for real (and hand them
-    to a world model with ``learn_from_anchors``); compute is charged to the ledger."""
+    to a world model with ``learn_from_anchors``); compute is charged to the ledger.
+
+    A world model that reads executed trajectories (``predict_from_outcomes``) needs every group
+    executed: then all groups run for real (charged to ``execution``), the world model scores
+    every rollout from its outcome, and only the anchor groups keep their real reward."""
     ledger = state.ledger
     group_ids = np.asarray(rollouts.group_ids)
     n = len(rollouts)
@@ -100,28 +104,48 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
     anchor_groups = state.anchor_sampler.sample(B, step)
     is_anchor = anchor_groups[group_ids]
     anchor_idx = np.flatnonzero(is_anchor)
+    reads_executions = isinstance(c.world_model, ScoresExecutions)
+    executed_idx = np.arange(n) if reads_executions else anchor_idx
 
-    # 3. the world model scores every group in one batched call
+    # 3. the world model scores every group in one batched call (unless it reads executions)
     wm_rewards = np.full(n, np.nan)
-    if c.world_model is not None:
+    if c.world_model is not None and not reads_executions:
         with ledger.measure("world_model", n_items=n, cost=getattr(c.world_model, "cost", None)):
             predictions = state.faults.predict(c.world_model, rollouts.tasks, rollouts.solutions)
-        if len(predictions) != n:
-            raise checkers.ContractError(f"world model returned {len(predictions)} predictions for {n} solutions")
-        wm_rewards = state.faults.rewards(c.reward, rollouts.tasks, predictions)
+        wm_rewards = _world_model_rewards(c, state, rollouts, predictions)
 
-    # 4. real execution of the anchor groups
+    # 4. real execution of the anchor groups (of every group for a world model that reads executions)
     real_rewards = np.full(n, np.nan)
-    if anchor_idx.size:
-        anchor_tasks = [rollouts.tasks[i] for i in anchor_idx]
-        with ledger.measure("execution", n_items=anchor_idx.size, cost=getattr(c.environment, "cost", None)) as call:
-            outcomes = c.environment.execute(anchor_tasks, [rollouts.solutions[i] for i in anchor_idx])
+    if executed_idx.size:
+        executed_tasks = [rollouts.tasks[i] for i in executed_idx]
+        executed_solutions = [rollouts.solutions[i] for i in executed_idx]
+        with ledger.measure("execution", n_items=executed_idx.size, cost=getattr(c.environment, "cost", None)) as call:
+            outcomes = c.environment.execute(executed_tasks, executed_solutions)
             call.measured_s = measured_cost_s(outcomes)  # e.g. sandbox CPU seconds, independent of machine load
-        real_rewards[anchor_idx] = state.faults.rewards(c.reward, anchor_tasks, outcomes)
-        if isinstance(c.world_model, LearnsFromAnchors):  # after its predictions: no anchor judges what it taught
+        executed_rewards = state.faults.rewards(c.reward, executed_tasks, outcomes)
+        real_rewards[anchor_idx] = executed_rewards[is_anchor[executed_idx]]
+        if reads_executions:
+            with ledger.measure("world_model", n_items=n, cost=getattr(c.world_model, "cost", None)):
+                predictions = state.faults.predict(c.world_model, executed_tasks, executed_solutions, outcomes)
+            wm_rewards = _world_model_rewards(c, state, rollouts, predictions)
+        anchor_outcomes = [o for o, a in zip(outcomes, is_anchor[executed_idx]) if a]
+        if anchor_idx.size and isinstance(c.world_model, LearnsFromAnchors):  # after its predictions
             with ledger.measure("world_model", n_items=anchor_idx.size, cost=None):
-                c.world_model.learn_from_anchors(anchor_tasks, [rollouts.solutions[i] for i in anchor_idx], outcomes)
+                c.world_model.learn_from_anchors(
+                    [rollouts.tasks[i] for i in anchor_idx],
+                    [rollouts.solutions[i] for i in anchor_idx],
+                    anchor_outcomes,
+                )
     return ScoredStep(rollouts=rollouts, anchor_groups=anchor_groups, wm_rewards=wm_rewards, real_rewards=real_rewards)
+
+
+def _world_model_rewards(c: Components, state: TrainState, rollouts: Rollouts, predictions: list) -> np.ndarray:
+    """Rewards of one prediction per rollout; a call that answered for another count breaks the contract."""
+    if len(predictions) != len(rollouts):
+        raise checkers.ContractError(
+            f"world model returned {len(predictions)} predictions for {len(rollouts)} solutions"
+        )
+    return state.faults.rewards(c.reward, rollouts.tasks, predictions)
 
 
 def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:

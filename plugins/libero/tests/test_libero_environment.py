@@ -36,3 +36,21 @@ def test_execute_runs_real_episodes_and_flags_bad_solutions(environment):
     assert [o.status for o in outcomes] == ["ok", "ok", "invalid_solution"]
     assert [o.score for o in outcomes] == [0.0, 0.0, 0.0]  # holding still solves nothing
     assert outcomes[0].info["steps"] == 6 and outcomes[1].info["init_state"] == 49
+
+
+def test_execute_records_the_subsampled_trajectory_first_and_final_state(environment):
+    task = environment.tasks("train")[:1]
+    push = np.tile([0.8, 0, 0, 0, 0, 0, -1.0], (6, 1))  # the arm moves: the states must differ
+    outcome = environment.execute(task, [push])[0]
+    trajectory = outcome.info["trajectory"]
+    assert trajectory["proprio"].shape == (7, 16)  # reset + 6 actions, fewer than trajectory_states=16
+    assert trajectory["object_state"].shape[0] == 7
+    assert not np.allclose(trajectory["proprio"][0], trajectory["proprio"][-1])
+
+
+def test_subsampled_trajectory_keeps_the_ends_evenly():
+    from wmrl_libero.environment import subsampled_trajectory
+
+    states = {"proprio": [np.full(16, t, np.float32) for t in range(21)], "object_state": [np.zeros(3)] * 21}
+    out = subsampled_trajectory(states, 5)
+    assert out["proprio"][:, 0].tolist() == [0, 5, 10, 15, 20] and out["object_state"].shape == (5, 3)

@@ -37,6 +37,7 @@ from wmrl_libero.world_models.scorer import (
 )
 from wmrl_libero.world_models.trajectory import TrajectoryProgressWorldModel
 
+from wmrl_core.contracts import ScoresExecutions
 from wmrl_core.types import Outcome, Task
 
 OBJ = 8
@@ -146,7 +147,7 @@ def test_imagination_ranks_toy_successes_above_failures(trained, tmp_path):
         wm.predict([Task(id="t/0/99", data={"task_index": 0, "init_state": 99})], [eps[0].actions])
 
 
-def test_small_vla_solutions_are_batched_and_untouched(trained, tmp_path):
+def test_small_vla_solutions_are_batched_and_predict_records_the_imagined_episode(trained, tmp_path):
     from wmrl_libero.policies.small_vla import SmallVLAPolicy
 
     eps, bundle = trained
@@ -170,6 +171,14 @@ def test_small_vla_solutions_are_batched_and_untouched(trained, tmp_path):
     generic = wm.imagine(tasks, [OneByOne(c) for c in rollouts.solutions])
     np.testing.assert_allclose(batched.states, generic.states, atol=1e-4)
 
+    # predict() records the imagined episode, so a rollout scored only in imagination has a gradient
+    outs = wm.predict(tasks, rollouts.solutions)
+    assert [len(c.actions) for c in rollouts.solutions] == [o.info["imagined_steps"] for o in outs] == [12] * 3
+    log_probs = policy.log_probs(rollouts)
+    assert torch.isfinite(log_probs).all() and rollouts.mask.sum() == 3 * 12
+    log_probs.sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.parameters())
+
 
 def test_potential_progress_is_not_the_peak():
     spike = np.array([0.1, 0.1, 0.1, 0.95, 0.1, 0.1, 0.1, 0.1])
@@ -187,7 +196,7 @@ def test_potential_progress_is_not_the_peak():
 def test_trajectory_world_model_reads_executed_trajectories(trained, tmp_path):
     eps, bundle = trained
     wm = TrajectoryProgressWorldModel(checkpoint=str(save_bundle(bundle, tmp_path / "wm.pt")))
-    assert wm.scores_executed is True
+    assert isinstance(wm, ScoresExecutions)  # the core's contract: every group executed, scored from its outcome
     tasks = [Task(id="t/0/0", data={"task_index": 0, "init_state": 0})] * 2
     traj = {"proprio": eps[0].states[:, :16], "object_state": eps[0].states[:, 16:22]}
     outs = wm.predict_from_outcomes(tasks, [None, None], [Outcome(score=1.0, info={"trajectory": traj}), Outcome()])

@@ -12,7 +12,11 @@ A *solution* is what an embodied policy emits for a task, one of:
 - a closed-loop controller, any object with ``act(obs, info) -> (k, 7) array``
   (:mod:`wmrl_libero.controllers`), run in the parent process against worker physics.
 
-``execute`` returns ``Outcome(status="ok", score=1.0 | 0.0)`` from LIBERO's goal predicates;
+``execute`` returns ``Outcome(status="ok", score=1.0 | 0.0)`` from LIBERO's goal predicates,
+with the executed trajectory subsampled in ``info["trajectory"]`` = ``{"proprio": (n, 16),
+"object_state": (n, O)}`` (``n = trajectory_states`` evenly spaced states, the first after the
+reset and the last after the final action; read by world models with
+``predict_from_outcomes``, e.g. ``libero-progress``);
 ``status="sandbox_error"`` with ``score=None`` when the simulator worker crashed (an
 infrastructure failure, not a zero); ``status="invalid_solution"`` with ``score=0.0`` for a
 solution of the wrong shape or with non-finite numbers (the policy's fault).
@@ -36,9 +40,17 @@ from wmrl_libero.controllers import ControllerFactory, OpenLoopController
 from wmrl_libero.episode_runner import EpisodeJob, job_env_kwargs, make_simulator_pool, run_episodes
 from wmrl_libero.suites import MAX_EPISODE_STEPS, suite_tasks
 
-__all__ = ["LiberoEnvironment", "SPLITS"]
+__all__ = ["LiberoEnvironment", "SPLITS", "subsampled_trajectory"]
 
 SPLITS = {"train": range(0, 40), "heldout": range(40, 50), "eval": range(0, 50)}
+
+
+def subsampled_trajectory(states: dict[str, list[np.ndarray]], n: int) -> dict[str, np.ndarray]:
+    """``n`` evenly spaced states of an episode (first and last included; all when shorter), as
+    arrays ``{"proprio": (n, 16), "object_state": (n, O)}``."""
+    length = len(states["proprio"])
+    idx = np.unique(np.round(np.linspace(0, length - 1, min(n, length))).astype(int))
+    return {key: np.stack([states[key][i] for i in idx]) for key in ("proprio", "object_state")}
 
 
 class LiberoEnvironment:
@@ -55,6 +67,8 @@ class LiberoEnvironment:
     :param persistent: keep the simulator workers and their environments across
         ``execute`` calls (else build them for every call and close them after it).
     :param envs_per_worker: built environments (tasks) each worker keeps.
+    :param trajectory_states: physics states of each executed episode kept in
+        ``Outcome.info["trajectory"]``, evenly spaced, first and final included; 0 keeps none.
     """
 
     def __init__(
@@ -68,6 +82,7 @@ class LiberoEnvironment:
         seconds_per_step: float = 1 / 60,
         persistent: bool = True,
         envs_per_worker: int = 4,
+        trajectory_states: int = 16,
     ):
         self.suite = suite
         self._infos = suite_tasks(suite)
@@ -77,6 +92,9 @@ class LiberoEnvironment:
         self.max_episode_steps = max_episode_steps or MAX_EPISODE_STEPS.get(suite, 600)
         self.persistent = persistent
         self.envs_per_worker = envs_per_worker
+        if trajectory_states < 0:
+            raise ValueError(f"trajectory_states must be >= 0 (0 records none), got {trajectory_states}")
+        self.trajectory_states = trajectory_states
         # a persistent pool builds its simulators once, not per call
         self.cost = CostModel(
             per_call_s=0.0 if persistent else 5.0, per_item_s=seconds_per_step * self.max_episode_steps
@@ -103,6 +121,13 @@ class LiberoEnvironment:
 
     def _controller(self, solution: Any):
         if hasattr(solution, "act"):
+            if isinstance(getattr(solution, "actions", None), list) and isinstance(
+                getattr(solution, "inputs", None), list
+            ):
+                # a controller that records its episode (the small VLA's) may hold an imagined one
+                # (libero-imagination's predict): the real execution's record replaces it
+                solution.inputs.clear()
+                solution.actions.clear()
             return solution
         actions = np.asarray(solution, dtype=np.float64)
         if actions.size == 0 or actions.shape[-1] != 7 or not np.all(np.isfinite(actions)):
@@ -125,7 +150,12 @@ class LiberoEnvironment:
             d = task.data
             jobs.append(
                 EpisodeJob(
-                    d["suite"], d["task_index"], d["init_state"], seed=i, max_episode_steps=self.max_episode_steps
+                    d["suite"],
+                    d["task_index"],
+                    d["init_state"],
+                    seed=i,
+                    max_episode_steps=self.max_episode_steps,
+                    record_states=self.trajectory_states > 0,
                 )
             )
             controllers.append(controller)
@@ -145,6 +175,8 @@ class LiberoEnvironment:
             if result.status != "ok":
                 outcomes[i] = Outcome(status="sandbox_error", score=None, info=dict(info, error=result.error))
             else:
+                if result.states:
+                    info["trajectory"] = subsampled_trajectory(result.states, self.trajectory_states)
                 outcomes[i] = Outcome(status="ok", score=1.0 if result.success else 0.0, info=info)
         return outcomes  # type: ignore[return-value]
 

@@ -44,6 +44,7 @@ class EpisodeJob:
     video: bool = False
     max_episode_steps: int | None = None
     record_sim_state: bool = False  # put the MuJoCo state in info["sim_state"] before each action
+    record_states: bool = False  # keep every observed physics state (proprio, object_state) in the result
 
 
 @dataclass
@@ -52,7 +53,9 @@ class EpisodeResult:
 
     ``status`` is ``"ok"`` (a real success or failure) or ``"infrastructure_failure"`` (the
     worker crashed; the episode says nothing about the policy). ``steps`` counts control
-    steps (20 Hz); ``seconds`` is wall time.
+    steps (20 Hz); ``seconds`` is wall time. ``states`` (jobs with ``record_states``):
+    ``{"proprio": [...], "object_state": [...]}``, the state after the reset and after every
+    action, the final one included.
     """
 
     job: EpisodeJob
@@ -62,6 +65,7 @@ class EpisodeResult:
     error: str = ""
     seconds: float = 0.0
     frames: list[np.ndarray] = field(default_factory=list, repr=False)
+    states: dict[str, list[np.ndarray]] | None = field(default=None, repr=False)
 
 
 class InProcessEnvs:
@@ -152,6 +156,12 @@ class _Running:
     started: float
     queue: deque = field(default_factory=deque)
     frames: list = field(default_factory=list)
+    states: dict | None = None
+
+    def record_state(self, obs: dict | None) -> None:
+        if self.states is not None and obs is not None:
+            self.states["proprio"].append(np.asarray(obs["proprio"], dtype=np.float32))
+            self.states["object_state"].append(np.asarray(obs["object_state"], dtype=np.float32))
 
 
 def run_episodes(
@@ -215,6 +225,9 @@ def run_episodes(
             tasks[key] = task_info(*key)
         controller = controllers[j] if controllers is not None else factory.make(tasks[key], job.init_state)
         run = _Running(job, controller, obs, observe(slot, job, info), time.perf_counter())
+        if job.record_states:
+            run.states = {"proprio": [], "object_state": []}
+            run.record_state(obs)
         if job.video and "agentview_image" in obs:
             run.frames.append(obs["agentview_image"])
         running[slot] = (j, run)
@@ -222,7 +235,7 @@ def run_episodes(
     def finish(slot: int, success: bool, steps: int, status: str = "ok", error: str = "") -> None:
         j, run = running.pop(slot)
         results[j] = EpisodeResult(
-            run.job, success, steps, status, error, time.perf_counter() - run.started, run.frames
+            run.job, success, steps, status, error, time.perf_counter() - run.started, run.frames, run.states
         )
         if progress is not None:
             progress(results[j])
@@ -242,6 +255,7 @@ def run_episodes(
             for slot in list(running):
                 _, run = running[slot]
                 run.obs, run.info = obs[slot], infos[slot]
+                run.record_state(obs[slot])
                 if run.job.video and obs[slot] is not None and "agentview_image" in obs[slot]:
                     run.frames.append(obs[slot]["agentview_image"])
                 steps = int(infos[slot].get("elapsed_steps", 0))

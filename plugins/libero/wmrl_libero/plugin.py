@@ -47,5 +47,5 @@ def wmrl_register_world_models(table):
         "libero-progress",
         "wmrl_libero.world_models.trajectory:TrajectoryProgressWorldModel",
         description="progress of an executed trajectory, last-3 minus first-3 of 8 states "
-        "(scores_executed; checkpoint=train-wm .pt)",
+        "(predict_from_outcomes: reads executed rollouts; checkpoint=train-wm .pt)",
     )

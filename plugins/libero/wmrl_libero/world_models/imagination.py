@@ -20,8 +20,9 @@ Guards against exploitation and compounding error:
 
 Solutions: an action array ``(T, 7)`` (open loop; the arm holds still after its end, gripper
 unchanged, as the environment does), the small VLA's controller (``model``, ``instruction``,
-``eps``: batched over episodes, noise from its pre-drawn ``eps``; the controller's own record
-of the episode is not touched), or any object with ``act_batch(obs_list, t) -> (B, k, 7)``
+``eps``: batched over episodes, noise from its pre-drawn ``eps``; ``predict`` writes the imagined
+episode into the controller's record ``inputs``/``actions``, so that GRPO has the log-probs of
+a rollout that only imagination scored; a real execution replaces that record), or any object with ``act_batch(obs_list, t) -> (B, k, 7)``
 or, slowest, ``act(obs, info)`` (called on a deep copy, one episode at a time). Closed-loop
 controllers are asked for actions every ``chunk`` steps and see the imagined observation at
 the start of the chunk (the observation is held within a chunk: an approximation).
@@ -65,10 +66,25 @@ class _OpenLoop:
 
 class _NoiseControllers:
     """The small VLA's closed-loop solutions (``mu(o) + sigma * eps_t``), one policy forward for
-    all episodes that share a model; the observation is held within a chunk."""
+    all episodes that share a model; the observation is held within a chunk.
 
-    def __init__(self, controllers: list[Any]):
-        self.controllers = controllers
+    With ``record``, each controller's ``inputs``/``actions`` become the imagined episode (the
+    observation and unclipped action of every imagined step, as a real execution records them),
+    so that the policy's ``log_probs`` gives a rollout scored only in imagination its gradient;
+    a later real execution starts the record afresh (``LiberoEnvironment``)."""
+
+    def __init__(self, controllers: list[Any], record: bool = False):
+        self.controllers, self.record = controllers, record
+        if record:
+            for c in controllers:
+                c.inputs.clear()
+                c.actions.clear()
+
+    def truncate(self, steps: np.ndarray) -> None:
+        """Keep only the steps each episode actually imagined (before it ended or was cut)."""
+        if self.record:
+            for c, n in zip(self.controllers, steps):
+                del c.inputs[int(n) :], c.actions[int(n) :]
 
     @torch.no_grad()
     def actions(self, obs: list[dict], t: int, k: int) -> np.ndarray:
@@ -83,9 +99,13 @@ class _NoiseControllers:
             dist = model.distribution([VLAInput.from_obs(obs[i], self.controllers[i].instruction) for i in rows])
             mean, std = dist.mean[:, 0], dist.stddev[:, 0]  # first action of the chunk, as executed
             for j, i in enumerate(rows):
-                eps = self.controllers[i].eps[t : t + k]
-                a = (mean[j] + std[j] * eps).clamp(-1, 1).numpy()
-                out[i, : len(a)] = a
+                c = self.controllers[i]
+                a = mean[j] + std[j] * c.eps[t : t + k]
+                out[i, : len(a)] = a.clamp(-1, 1).numpy()
+                if self.record:
+                    x = VLAInput.from_obs(obs[i], c.instruction)
+                    c.inputs.extend([x] * len(a))
+                    c.actions.extend(a.unbind(0))
         return out
 
 
@@ -109,7 +129,7 @@ class _PerEpisode:
         return out
 
 
-def _actors(solutions: Sequence[Any]) -> list[tuple[list[int], Any]]:
+def _actors(solutions: Sequence[Any], record: bool = False) -> list[tuple[list[int], Any]]:
     """Group solutions by how they are batched: ``[(indices, actor), ...]``."""
     groups: dict[str, list[int]] = {"open": [], "vla": [], "other": []}
     for i, s in enumerate(solutions):
@@ -123,7 +143,7 @@ def _actors(solutions: Sequence[Any]) -> list[tuple[list[int], Any]]:
     if groups["open"]:
         out.append((groups["open"], _OpenLoop([solutions[i] for i in groups["open"]])))
     if groups["vla"]:
-        out.append((groups["vla"], _NoiseControllers([solutions[i] for i in groups["vla"]])))
+        out.append((groups["vla"], _NoiseControllers([solutions[i] for i in groups["vla"]], record)))
     if groups["other"]:
         out.append((groups["other"], _PerEpisode([solutions[i] for i in groups["other"]])))
     return out
@@ -154,8 +174,10 @@ def imagine(
     max_disagreement: float = 1.0,
     success_window: int = 3,
     success_threshold: float = 0.5,
+    record: bool = False,
 ) -> ImaginedEpisodes:
-    """Roll every solution out in the ensemble from its start state (see module docstring)."""
+    """Roll every solution out in the ensemble from its start state (see module docstring).
+    ``record``: the small VLA's controllers keep the imagined episode (see :class:`_NoiseControllers`)."""
     dyn, scorer = bundle.dynamics, bundle.scorer
     if dyn is None:
         raise ValueError(
@@ -173,7 +195,7 @@ def imagine(
     succeeded = torch.zeros(B, dtype=torch.bool)
     steps = torch.zeros(B, dtype=torch.long)
     probs_hist = [scorer.success_probability(state, tasks)]
-    actors = _actors(solutions)
+    actors = _actors(solutions, record)
     object_len = [bundle.object_len.get(int(t), bundle.object_dim) for t in task_indices]
     for c in range(n_chunks):
         obs = [split_state(state[i].numpy(), object_len[i]) for i in range(B)]
@@ -196,6 +218,9 @@ def imagine(
         active &= ~(newly_cut | done_now)
         if not active.any():
             break
+    for rows, actor in actors:
+        if isinstance(actor, _NoiseControllers):
+            actor.truncate(steps.numpy()[rows])
     probs = torch.stack(probs_hist)  # (C+1, B), frozen values repeat after an episode stops
     final = probs[-success_window:].mean(0)
     final = torch.where(succeeded, torch.maximum(final, torch.full_like(final, success_threshold)), final)
@@ -261,7 +286,7 @@ class ImaginationWorldModel:
             self._missing_starts[key] = state_vector(obs["proprio"], obs["object_state"], self.bundle.object_dim)
         return self._missing_starts[key]
 
-    def imagine(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> ImaginedEpisodes:
+    def imagine(self, tasks: Sequence[Task], solutions: Sequence[Any], *, record: bool = False) -> ImaginedEpisodes:
         starts = np.stack([self.start_state(t) for t in tasks])
         return imagine(
             self.bundle,
@@ -272,6 +297,7 @@ class ImaginationWorldModel:
             max_disagreement=self.max_disagreement,
             success_window=self.success_window,
             success_threshold=self.success_threshold,
+            record=record,
         )
 
     def predict(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
@@ -280,7 +306,7 @@ class ImaginationWorldModel:
         if not tasks:
             return []
         start = time.perf_counter()
-        ep = self.imagine(tasks, solutions)
+        ep = self.imagine(tasks, solutions, record=True)  # a rollout scored only here still has its log-probs
         seconds = time.perf_counter() - start
         out = []
         for i in range(len(tasks)):

@@ -5,13 +5,15 @@ progress predictor and scored it ``mean(last 3) - mean(first 3)``; the core fuse
 score with the simulator's sparse success. Here the frames are physics states (CPU default)
 and the predictor is :class:`~.scorer.StateScorer`'s progress head.
 
-It needs the executed trajectory, which ``predict(tasks, solutions)`` does not receive.
-Contract extension (proposed, not in ``wmrl_core`` yet): a world model with
-``scores_executed = True`` is called as ``predict_from_outcomes(tasks, solutions, outcomes)``
-on executed (anchor) rollouts, reading ``outcome.info["trajectory"]`` =
-``{"proprio": (T, 16), "object_state": (T, O)}``. ``predict`` alone reads a trajectory from the
-solution when it carries one (``solution.trajectory``, same dict) and otherwise answers
-``no_prediction`` (no reward, never 0).
+It needs the executed trajectory, which ``predict(tasks, solutions)`` does not receive, so it
+implements the core's optional ``predict_from_outcomes(tasks, solutions, outcomes)``
+(``wmrl_core.contracts.ScoresExecutions``): the trainer executes every group (charged to
+``execution``; this arm densifies the reward, it saves no execution), then this model scores
+each rollout from ``outcome.info["trajectory"]`` = ``{"proprio": (n, 16), "object_state": (n, O)}``
+(recorded by :class:`~wmrl_libero.environment.LiberoEnvironment`), and the core calibrates and
+fuses the score against the sparse success of the anchor groups. ``predict`` alone reads a
+trajectory from the solution when it carries one (``solution.trajectory``, same dict) and
+otherwise answers ``no_prediction`` (no reward, never 0).
 """
 
 from __future__ import annotations
@@ -53,8 +55,6 @@ class TrajectoryProgressWorldModel:
     :param k: states averaged at each end (the paper: 3).
     """
 
-    scores_executed = True
-
     def __init__(self, env=None, *, checkpoint: str, frames: int = 8, k: int = 3):
         self.env = env
         self.bundle = load_bundle(checkpoint)
@@ -68,7 +68,7 @@ class TrajectoryProgressWorldModel:
                 score=None,
                 info={
                     "error": "no executed trajectory to score; this world model reads "
-                    "outcome.info['trajectory'] (scores_executed=True)"
+                    "outcome.info['trajectory'] (predict_from_outcomes; LiberoEnvironment(trajectory_states=0) records none)"
                 },
             )
         states = state_vector(trajectory["proprio"], trajectory["object_state"], self.bundle.object_dim)

@@ -1,0 +1,406 @@
+"""The LIBERO-Long transfer experiment: base policy vs four post-training arms, same base checkpoint.
+
+Arms (all from ``--base``; ``configs/libero/libero_long.yaml`` unless ``--config``):
+
+* ``base``: no RL, only evaluated;
+* ``real``: GRPO on the simulator's sparse success, every group simulated;
+* ``world_model``: GRPO on the imagination world model's raw predictions, no simulator;
+* ``wmrl-imagination``: WMRL with the imagination world model, ~10% simulated anchor groups;
+* ``wmrl-progress``: WMRL with ``libero-progress`` (the paper's arm): every group simulated,
+  the progress of the executed trajectory calibrated and fused against the anchors' success.
+
+Seeds outer, arms inner (machine noise hits every arm alike). Every arm-seed is its own run
+directory under ``--out``: training resumes from its checkpoint, evaluations already written
+are kept, so an interrupted experiment continues where it stopped. Evaluation samples the
+policy (as in training) ``--rollouts`` times from each init state of the training split
+(``--train-init``) and of the held-out split (``--heldout-init``, LIBERO's 40-49), before
+(the ``base`` arm of the same seed) and after. Reported per arm: success with 95% intervals
+(Wilson for the pooled episodes, t over seeds), simulator / world-model / policy seconds from
+the training ledger (declared cost) and their wall time, and a plot of held-out success
+against simulator seconds. Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` to ``--docs``.
+
+    python benchmarks/libero_transfer.py --base runs/dagger/run/policy.pt --wm runs/libero_wm/wm.pt \\
+        --seeds 0,1,2 --tasks 0,4,6,7 --out runs/libero_transfer
+    ... --quick          # every arm end to end, one task, 2 steps, tiny groups (the CI check)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ARMS: dict[str, list[str] | None] = {
+    "base": None,
+    "real": ["mode=real"],
+    "world_model": ["mode=world_model"],
+    "wmrl-imagination": ["mode=wmrl", "world_model.name=libero-imagination", "anchors.fraction=0.1"],
+    "wmrl-progress": ["mode=wmrl", "world_model.name=libero-progress", "anchors.fraction=0.5"],
+}
+"""Training overrides per arm (``None``: not trained)."""
+
+LEDGER_KEYS = {
+    "simulator_s": "compute/execution_s",
+    "world_model_s": "compute/world_model_s",
+    "policy_s": "compute/generation_s",
+    "simulator_wall_s": "wall/execution_s",
+    "world_model_wall_s": "wall/world_model_s",
+    "policy_wall_s": "wall/generation_s",
+    "simulated_episodes": "compute/execution_items",
+}
+
+
+def parse_ints(text: str) -> list[int]:
+    """``"0-3,7"`` -> ``[0, 1, 2, 3, 7]``."""
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _config(args, arm: str, seed: int, run_dir: Path):
+    from wmrl_core.config import load_config
+
+    overrides = [
+        *(ARMS[arm] or []),
+        f"seed={seed}",
+        f"run_dir={run_dir}",
+        f"policy.kwargs.checkpoint={args.base}",
+        f"world_model.kwargs.checkpoint={args.wm}",
+        f"environment.kwargs.task_indices=[{','.join(map(str, args.tasks))}]",
+        "logging.progress=false",
+        "resume=true",
+        *args.override,
+    ]
+    if args.steps:
+        overrides.append(f"steps={args.steps}")
+    return load_config(args.config, overrides)
+
+
+def train_arm(args, arm: str, seed: int, run_dir: Path) -> dict[str, Any]:
+    """Train (or resume, or skip when finished) one arm-seed; returns its ledger totals."""
+    from wmrl_core.metrics import read_metrics
+    from wmrl_core.trainer import train
+
+    cfg = _config(args, arm, seed, run_dir)
+    summary = run_dir / "summary.json"
+    if not (summary.exists() and json.loads(summary.read_text())["steps"] == cfg.steps):
+        start = time.process_time()
+        train(cfg)
+        (run_dir / "train_cpu_s.txt").write_text(f"{time.process_time() - start:.1f}\n")
+    last = read_metrics(run_dir)[-1]
+    return {k: float(last.get(v) or 0.0) for k, v in LEDGER_KEYS.items()}
+
+
+def _policy(args, run_dir: Path | None):
+    """The base policy, with the arm's trained weights when ``run_dir`` holds a checkpoint."""
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    from wmrl_core.checkpoint import has_checkpoint, load_checkpoint
+
+    policy = SmallVLAPolicy(checkpoint=args.base, max_steps=args.max_episode_steps)
+    if run_dir is not None and has_checkpoint(run_dir / "checkpoints"):
+        policy.load_state_dict(load_checkpoint(run_dir / "checkpoints")["policy"])
+    return policy
+
+
+def evaluate_arm(args, env, arm: str, seed: int, run_dir: Path) -> dict[str, dict[str, int]]:
+    """Success counts ``{split: {"successes", "episodes", "infrastructure_failures"}}``; each
+    split's result is written to ``run_dir/eval_<split>.json`` once and reused."""
+    import torch
+
+    from wmrl_core.types import Task
+
+    out = {}
+    policy = None
+    for split, inits in (("train", args.train_init), ("heldout", args.heldout_init)):
+        path = run_dir / f"eval_{split}.json"
+        if path.exists():
+            out[split] = json.loads(path.read_text())
+            continue
+        policy = policy or _policy(args, None if arm == "base" else run_dir)
+        tasks = [
+            Task(
+                id=f"{args.suite}/{t}/{s}",
+                description=_language(env, t),
+                data={"suite": args.suite, "task_index": t, "init_state": s},
+            )
+            for t in args.tasks
+            for s in inits
+        ]
+        with torch.random.fork_rng(), torch.no_grad():
+            torch.manual_seed(1_000_003 * seed + (0 if split == "train" else 1))  # same noise for every arm
+            rollouts = policy.generate(tasks, args.rollouts)
+        outcomes = env.execute(rollouts.tasks, rollouts.solutions)
+        ok = [o for o in outcomes if o.status == "ok"]
+        result = {
+            "successes": int(sum(o.score for o in ok)),
+            "episodes": len(ok),
+            "infrastructure_failures": len(outcomes) - len(ok),
+        }
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result) + "\n")
+        out[split] = result
+    return out
+
+
+def _language(env, task_index: int) -> str:
+    return next(t.description for t in env.tasks("heldout") if t.data["task_index"] == task_index)
+
+
+def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per arm: pooled success with Wilson interval, mean over seeds with t-interval, before
+    (``base`` of the same seeds) and after, and ledger seconds (mean over seeds)."""
+    from wmrl_libero.stats import wilson_interval
+
+    from wmrl_core.experiment import mean_ci95
+
+    def success(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
+        k = sum(r["eval"][split]["successes"] for r in runs)
+        n = sum(r["eval"][split]["episodes"] for r in runs)
+        per_seed = [r["eval"][split]["successes"] / max(r["eval"][split]["episodes"], 1) for r in runs]
+        mean, half = mean_ci95(per_seed)
+        return {
+            "successes": k,
+            "episodes": n,
+            "rate": k / n if n else math.nan,
+            "wilson95": list(wilson_interval(k, n)),
+            "seed_mean": mean,
+            "seed_ci95": half,
+            "per_seed": per_seed,
+        }
+
+    def gain(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
+        """After minus before (the ``base`` arm of the same seed), paired by seed."""
+        before = {r["seed"]: r["eval"][split] for r in results.get("base", [])}
+        diffs = [
+            r["eval"][split]["successes"] / max(r["eval"][split]["episodes"], 1)
+            - before[r["seed"]]["successes"] / max(before[r["seed"]]["episodes"], 1)
+            for r in runs
+            if r["seed"] in before
+        ]
+        mean, half = mean_ci95(diffs)
+        return {"mean": mean, "ci95": half, "per_seed": diffs}
+
+    out = {}
+    for arm, runs in results.items():
+        if not runs:
+            continue
+        out[arm] = {
+            "seeds": [r["seed"] for r in runs],
+            "train": success(runs, "train"),
+            "heldout": success(runs, "heldout"),
+            "train_gain": gain(runs, "train"),
+            "heldout_gain": gain(runs, "heldout"),
+            "ledger": {k: float(np.mean([r["ledger"][k] for r in runs])) for k in LEDGER_KEYS},
+            "train_cpu_s": float(np.mean([r.get("train_cpu_s", 0.0) for r in runs])),
+        }
+    return out
+
+
+def _pct(s: dict[str, Any]) -> str:
+    lo, hi = s["wilson95"]
+    seeds = f"; seeds {100 * s['seed_mean']:.1f} ± {100 * s['seed_ci95']:.1f}" if len(s["per_seed"]) > 1 else ""
+    return f"{100 * s['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}] ({s['successes']}/{s['episodes']}{seeds})"
+
+
+def _gain(g: dict[str, Any]) -> str:
+    if not g["per_seed"] or math.isnan(g["mean"]):
+        return "n/a"
+    return f"{100 * g['mean']:+.1f}" + (f" ± {100 * g['ci95']:.1f}" if len(g["per_seed"]) > 1 else "")
+
+
+def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
+    lines = [
+        f"# LIBERO-Long transfer{' (PILOT)' if meta['label'] else ''}",
+        "",
+        meta["note"],
+        "",
+        f"Machine: {meta['machine']}. Command: `{meta['command']}`.",
+        f"Tasks {meta['tasks']}; evaluation: init states {meta['train_init']} (training split) and "
+        f"{meta['heldout_init']} (held out), {meta['rollouts']} sampled rollouts each; seeds {meta['seeds']}; "
+        f"{meta['steps']} training steps per arm; wall {meta['wall_s']:.0f} s.",
+        "",
+        "Success in %: pooled rate [Wilson 95%] (successes/episodes; mean ± 95% t over seeds). "
+        "Before = the `base` row (the same checkpoint, evaluated with the same seeds); gain = after "
+        "minus before in points, paired by seed. Seconds: the training ledger's declared cost "
+        "(simulator: 1/60 s per control step of the episode limit per episode; world model: its "
+        "declared cost per call and item) and, in brackets, wall time (the simulator's includes "
+        "starting its workers and building scenes). Policy: sampling the rollouts' noise; the "
+        "policy's forward passes run inside the simulator and imagination stages. Training CPU: "
+        "the training process's CPU seconds (GRPO update included; simulator workers not).",
+        "",
+        "| arm | train init, after | gain | held-out init, after | gain | simulator s | world-model s "
+        "| policy s | training CPU s | simulated episodes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for arm, s in summary.items():
+        ledger = s["ledger"]
+        lines.append(
+            f"| {arm} | {_pct(s['train'])} | {_gain(s['train_gain'])} | {_pct(s['heldout'])} | "
+            f"{_gain(s['heldout_gain'])} | {ledger['simulator_s']:.0f} [{ledger['simulator_wall_s']:.0f}] | "
+            f"{ledger['world_model_s']:.1f} [{ledger['world_model_wall_s']:.1f}] | "
+            f"{ledger['policy_s']:.1f} [{ledger['policy_wall_s']:.1f}] | {s['train_cpu_s']:.0f} | "
+            f"{ledger['simulated_episodes']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: dict[str, Any], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for arm, s in summary.items():
+        for split, marker in (("heldout", "o"), ("train", "s")):
+            lo, hi = s[split]["wilson95"]
+            rate = s[split]["rate"]
+            ax.errorbar(
+                s["ledger"]["simulator_s"],
+                100 * rate,
+                yerr=[[100 * (rate - lo)], [100 * (hi - rate)]],
+                fmt=marker,
+                capsize=3,
+                label=f"{arm} ({split})",
+            )
+    ax.set_xlabel("simulator seconds in training (ledger, declared cost)")
+    ax.set_ylabel("success after training, % (Wilson 95%)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _without_note(argv: list[str]) -> list[str]:
+    """The command line without ``--note TEXT`` (the note is printed above it)."""
+    out, skip = [], False
+    for a in argv:
+        if skip or a == "--note":
+            skip = not skip
+            continue
+        out.append(a)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default=str(ROOT / "configs/libero/libero_long.yaml"))
+    p.add_argument("--base", required=True, help="base policy checkpoint (small VLA .pt)")
+    p.add_argument("--wm", required=True, help="`wmrl-libero train-wm` checkpoint (dynamics + scorer)")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"subset of {', '.join(ARMS)}")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--suite", default="libero_10")
+    p.add_argument("--tasks", default="0,4,6,7", help="LIBERO-10 tasks the base policy covers")
+    p.add_argument("--train-init", default="0-9", help="training-split init states evaluated")
+    p.add_argument("--heldout-init", default="40-49")
+    p.add_argument("--rollouts", type=int, default=4, help="sampled rollouts per init state in evaluation")
+    p.add_argument("--steps", type=int, default=0, help="training steps (0: the config's)")
+    p.add_argument("--max-episode-steps", type=int, default=520)
+    p.add_argument("--workers", type=int, default=2, help="simulator workers of the evaluation")
+    p.add_argument("--override", action="append", default=[], help="config override for every trained arm")
+    p.add_argument("--out", default="runs/libero_transfer")
+    p.add_argument("--docs", default=str(ROOT / "docs/results/libero"))
+    p.add_argument("--name", default="transfer", help="file stem of the report in --docs")
+    p.add_argument("--label", default="", help="e.g. 'pilot': said in the report's title and note")
+    p.add_argument("--note", default="", help="a paragraph at the top of the report")
+    p.add_argument("--quick", action="store_true", help="every arm end to end at a tiny budget (CI)")
+    p.add_argument(
+        "--report-only", action="store_true", help="report the arm-seeds already evaluated; train and simulate nothing"
+    )
+    args = p.parse_args(argv)
+    args.arms = [a for a in args.arms.split(",") if a]
+    unknown = set(args.arms) - set(ARMS)
+    if unknown:
+        p.error(f"unknown arms {sorted(unknown)}; choose from {', '.join(ARMS)}")
+    args.seeds, args.tasks = parse_ints(args.seeds), parse_ints(args.tasks)
+    args.train_init, args.heldout_init = parse_ints(args.train_init), parse_ints(args.heldout_init)
+    if args.quick:  # one group of 2 per step, short episodes, 2 steps, one rollout per init state
+        args.steps = args.steps or 2
+        args.max_episode_steps = min(args.max_episode_steps, 40)
+        args.rollouts = 1
+        args.override = [
+            "rollout.batch_tasks=2",
+            "rollout.group_size=2",
+            "environment.kwargs.num_workers=1",
+            "checkpoint.every=1",
+            *args.override,
+        ]
+    args.override = [
+        f"environment.kwargs.max_episode_steps={args.max_episode_steps}",
+        f"policy.kwargs.max_steps={args.max_episode_steps}",
+        *args.override,
+    ]
+    from wmrl_libero.environment import LiberoEnvironment
+
+    out = Path(args.out)
+    started = time.perf_counter()
+    env = LiberoEnvironment(
+        args.suite,
+        task_indices=args.tasks,
+        num_workers=args.workers,
+        max_episode_steps=args.max_episode_steps,
+        trajectory_states=0,
+    )
+    results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in args.arms}
+    try:
+        for seed in args.seeds:
+            for arm in args.arms:
+                run_dir = out / f"{arm}-seed{seed}"
+                if args.report_only and not all((run_dir / f"eval_{s}.json").exists() for s in ("train", "heldout")):
+                    print(f"seed {seed} {arm}: not evaluated yet, left out of the report", flush=True)
+                    continue
+                ledger = dict.fromkeys(LEDGER_KEYS, 0.0)
+                cpu = 0.0
+                if ARMS[arm] is not None:
+                    ledger = train_arm(args, arm, seed, run_dir)
+                    cpu_file = run_dir / "train_cpu_s.txt"
+                    cpu = float(cpu_file.read_text()) if cpu_file.exists() else math.nan
+                evaluation = evaluate_arm(args, env, arm, seed, run_dir)
+                results[arm].append({"seed": seed, "eval": evaluation, "ledger": ledger, "train_cpu_s": cpu})
+                print(f"seed {seed} {arm}: {json.dumps(evaluation)} ledger {json.dumps(ledger)}", flush=True)
+    finally:
+        env.close()
+    summary = summarize(results)
+    meta = {
+        "label": args.label,
+        "note": args.note
+        or (
+            f"**{args.label.upper()}**: not the full experiment; too few seeds, steps and episodes for a claim."
+            if args.label
+            else ""
+        ),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+        "command": "python benchmarks/libero_transfer.py " + " ".join(_without_note(argv or sys.argv[1:])),
+        "tasks": args.tasks,
+        "train_init": args.train_init,
+        "heldout_init": args.heldout_init,
+        "rollouts": args.rollouts,
+        "seeds": args.seeds,
+        "steps": args.steps or "config",
+        "wall_s": time.perf_counter() - started,
+    }
+    docs = Path(args.docs)
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / f"{args.name}.json").write_text(json.dumps({"meta": meta, "arms": summary}, indent=2) + "\n")
+    (docs / f"{args.name}.md").write_text(markdown(summary, meta))
+    plot(summary, docs / f"{args.name}.png", f"LIBERO-Long transfer{' (' + args.label + ')' if args.label else ''}")
+    print((docs / f"{args.name}.md").read_text())
+    return summary
+
+
+if __name__ == "__main__":
+    main()
