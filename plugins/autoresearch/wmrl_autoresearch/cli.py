@@ -9,6 +9,7 @@ Commands::
     wmrl-autoresearch bench-sandbox [--latency-runs N] [--throughput-runs N] [--parallel P] [--sklearn-runs N]
                                     [--repetitions R] [--sklearn-only] [--json]
     wmrl-autoresearch sweep        # remove sandbox containers left by dead processes
+    wmrl-autoresearch build-corpus --out DIR [--executions 5000] [--warm 2] [--parallel 2]   # resumable
 
 ``run-solution`` prints the structured outcome as JSON (status, score, reward, runtime_s,
 logs ...) and exits 0 when the status is ``ok``, 1 for a failed solution, 2 for a sandbox error.
@@ -141,6 +142,22 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
+def _cmd_build_corpus(args) -> int:
+    from wmrl_autoresearch.program.corpus import build_corpus
+
+    build_corpus(
+        args.out,
+        args.executions,
+        seed=args.seed,
+        warm=args.warm,
+        parallel=args.parallel,
+        batch=args.batch,
+        limits={"timeout_s": args.timeout_s},
+        log=lambda line: print(line, flush=True),
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 
@@ -206,6 +223,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="remove sandbox containers whose owner process is gone")
     s.set_defaults(fn=_cmd_sweep)
+
+    c = sub.add_parser(
+        "build-corpus",
+        help="execute sampled programs on the training tasks (never held-out) in sandboxes; resumable (hours)",
+    )
+    c.add_argument("--out", type=Path, required=True, help="directory of corpus.jsonl (appended), corpus.jsonl.gz")
+    c.add_argument("--executions", type=int, default=5000, help="size of the corpus (jobs already done are skipped)")
+    c.add_argument("--seed", type=int, default=0, help="decides the job list (tasks and programs)")
+    c.add_argument("--warm", type=int, default=2, help="warm pre-importing containers kept ready")
+    c.add_argument("--parallel", type=int, default=2, help="sandboxes running at once")
+    c.add_argument("--batch", type=int, default=2, help="executions per call to the environment (several calls in flight)")
+    c.add_argument("--timeout-s", type=float, default=30.0, help="CPU-second limit per run (the benchmark configs' 30)")
+    c.set_defaults(fn=_cmd_build_corpus)
     return p
 
 
