@@ -3,9 +3,9 @@
     wmrl-autoresearch build-corpus --out DIR [--executions 5000] [--warm 2] [--parallel 2]
 
 Each *job* is one (task, program) pair, drawn deterministically from ``--seed``: round ``r``
-visits every training task once, in an order and with programs drawn from
-``default_rng([seed, r])``, so a partial corpus is balanced over tasks and a larger
-``--executions`` extends the same job list. Executions run in Docker sandboxes (warm,
+visits every training task once, in an order and with 8 programs each drawn from
+``default_rng([seed, r])`` (:func:`corpus_jobs`), so a partial corpus has several programs on
+each task it reached, and a larger ``--executions`` extends the same job list. Executions run in Docker sandboxes (warm,
 pre-importing containers) and are appended to ``DIR/corpus.jsonl`` after every batch; a
 rerun skips the jobs already there (resume is the default). When the command ends (done or
 interrupted) it writes ``DIR/corpus.jsonl.gz`` (what the package ships) and
@@ -44,7 +44,7 @@ __all__ = [
     "load_corpus",
     "task_families",
     "write_execution_cache",
-    "main",
+    "export_cache_for_config",
 ]
 
 CORPUS_PATH = Path(__file__).with_name("data") / "corpus.jsonl.gz"
@@ -71,17 +71,19 @@ def assert_training_only(tasks: Iterable[Any]) -> None:
         raise ValueError(f"held-out task(s) {bad[:5]} reached the corpus; it is built from training tasks only")
 
 
-def corpus_jobs(tasks: Sequence[Any], n: int, seed: int = 0) -> list[tuple[str, Any, Program]]:
+def corpus_jobs(tasks: Sequence[Any], n: int, seed: int = 0, per_visit: int = 8) -> list[tuple[str, Any, Program]]:
     """The first ``n`` jobs ``(job_id, task, program)``: round ``r`` visits every task once, in an
-    order and with programs drawn from ``default_rng([seed, r])``; the list depends only on the
-    tasks and ``seed``, so it is the same in every rerun and a larger ``n`` extends it."""
+    order and with ``per_visit`` programs each drawn from ``default_rng([seed, r])``. The list depends
+    only on the tasks, ``seed`` and ``per_visit``, so it is the same in every rerun and a larger ``n``
+    extends it; a partial corpus has several programs per task it reached (what within-task
+    differences are learned from) rather than one program on every task."""
     tasks = sorted(tasks, key=lambda t: t.id)
     jobs: list[tuple[str, Any, Program]] = []
     r = 0
     while len(jobs) < n:
         rng = np.random.default_rng([seed, r])
         for i in rng.permutation(len(tasks)):
-            jobs.append((f"{r}:{tasks[i].id}", tasks[i], Program.sample(rng)))
+            jobs.extend((f"{r}:{tasks[i].id}:{k}", tasks[i], Program.sample(rng)) for k in range(per_visit))
         r += 1
     return jobs[:n]
 
@@ -132,7 +134,7 @@ def _row(job_id: str, task: Any, family: str, program: Program, script: str, out
 def _pack(out: Path) -> dict:
     """Write ``corpus.jsonl.gz`` (sorted by job, deterministic bytes) and return a cost summary."""
     rows = _read_rows(out / "corpus.jsonl")
-    rows.sort(key=lambda r: (int(r["job"].split(":")[0]), r["task_id"]))
+    rows.sort(key=lambda r: r["job"])
     with open(out / "corpus.jsonl.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
         for row in rows:
             f.write((json.dumps(row, separators=(",", ":")) + "\n").encode())
@@ -180,7 +182,7 @@ def build_corpus(
         return chunk, scripts, env.execute([t for _, t, _ in chunk], scripts)
 
     chunks = [jobs[i : i + batch] for i in range(0, len(jobs), batch)]
-    env.pool  # create the one sandbox pool now: the lanes below would race to create one each
+    _ = env.pool  # create the one sandbox pool now: the lanes below would race to create one each
     # several small chunks in flight at once keep every sandbox busy: a slow run (a timeout) holds
     # up only its own chunk, not a whole batch
     lanes = ThreadPoolExecutor(max(1, 2 * parallel), thread_name_prefix="corpus-lane")
@@ -246,3 +248,23 @@ def write_execution_cache(rows: Iterable[dict], path: str | Path, namespace: str
     with open(path, "a") as f:
         f.write("".join(line + "\n" for line in lines))
     return len(lines)
+
+
+def export_cache_for_config(config: str | Path, cache: str | Path, corpus: str | Path | None = None,
+                            overrides: Sequence[str] = ()) -> int:
+    """Write the corpus's executions into ``cache`` keyed as a run of ``config`` keys them, so that a
+    benchmark of that config replays them; refuses a config whose environment limits differ from
+    the corpus's (its executions would be other events). Rows of a legacy corpus (``"legacy"``:
+    rendered by an older renderer, cost not measured) are left out. Returns how many were written."""
+    from wmrl_core.config import load_config
+    from wmrl_core.execution_cache import cache_namespace
+
+    cfg = load_config(config, overrides)
+    kwargs = dict(cfg.environment.kwargs)
+    if cfg.environment.name != "autoresearch":
+        raise ValueError(f"{config}: environment `{cfg.environment.name}`, not autoresearch; nothing to export")
+    limits = {k: float(v) for k, v in dict(kwargs.get("limits") or {}).items()}
+    if limits != {k: float(v) for k, v in DEFAULT_LIMITS.items()}:
+        raise ValueError(f"{config}: environment limits {limits} differ from the corpus's {DEFAULT_LIMITS}")
+    rows = [r for r in load_corpus(corpus) if not r.get("legacy") and r["reward"] is not None]
+    return write_execution_cache(rows, cache, cache_namespace(cfg.environment.name, cfg.environment.kwargs))

@@ -64,24 +64,27 @@ def within_task_spearman(task_ids: np.ndarray, predicted: np.ndarray, real: np.n
 
 def cross_validate(
     arrays: dict[str, np.ndarray],
-    fit_predict: dict[str, Callable[[dict, dict], np.ndarray]],
+    fit_predict: dict[str, Callable[[dict, dict], np.ndarray | dict[str, np.ndarray]]],
     n_folds: int = 5,
     seed: int = 0,
 ) -> dict[str, dict]:
-    """Out-of-fold predictions of each model (``fit_predict[name](train_arrays, test_arrays)``
-    returns predicted rewards) and its within-task Spearman, on shared program folds."""
+    """Out-of-fold predictions of each model and its within-task Spearman, on shared program folds.
+
+    ``fit_predict[name](train_arrays, test_arrays)`` returns the predicted rewards of the test
+    rows, or a dict of arrays with them under ``"reward"`` and other per-row outputs (kept out of fold too).
+    """
     from wmrl_core.experiment import mean_ci95
 
     folds = program_folds(arrays["choices"], n_folds, seed)
     results = {}
     for name, fn in fit_predict.items():
-        oof = np.zeros(len(folds))
+        oof: dict[str, np.ndarray] = {}
         for k in range(n_folds):
             test = folds == k
-            train_a = {key: v[~test] for key, v in arrays.items()}
-            test_a = {key: v[test] for key, v in arrays.items()}
-            oof[test] = fn(train_a, test_a)
-        per_task = within_task_spearman(arrays["task_ids"], oof, arrays["reward"])
+            out = fn({key: v[~test] for key, v in arrays.items()}, {key: v[test] for key, v in arrays.items()})
+            for key, values in (out if isinstance(out, dict) else {"reward": out}).items():
+                oof.setdefault(key, np.zeros(len(folds)))[test] = values
+        per_task = within_task_spearman(arrays["task_ids"], oof["reward"], arrays["reward"])
         mean, half = mean_ci95(list(per_task.values()))
         results[name] = {"within_task_spearman": mean, "ci95": half, "n_tasks": len(per_task), "oof": oof}
     return results

@@ -73,6 +73,7 @@ class OutcomeModel:
     :param max_iter, learning_rate, max_leaf_nodes, min_samples_leaf, l2: of every
         :class:`~sklearn.ensemble.HistGradientBoostingClassifier`/``Regressor``.
     :param seed: of the bootstraps and the trees.
+    :param threads: OpenMP threads of the trees (fit and predict).
     """
 
     def __init__(
@@ -85,6 +86,7 @@ class OutcomeModel:
         min_samples_leaf: int = 10,
         l2: float = 1.0,
         seed: int = 0,
+        threads: int = 1,
     ):
         if members < 1:
             raise ValueError(f"members must be >= 1, got {members}")
@@ -97,6 +99,7 @@ class OutcomeModel:
             l2_regularization=l2,
         )
         self.seed = int(seed)
+        self.threads = int(threads)
         self.classifiers: list = []
         self.regressors: list = []
         self.score_std = 0.0
@@ -109,7 +112,15 @@ class OutcomeModel:
         mask[n_columns - N_DECISIONS :] = True
         return mask
 
-    def fit(
+    def fit(self, *args, **kwargs) -> OutcomeModel:
+        """Fit on executions (see :meth:`_fit`), one OpenMP thread per tree ensemble: on a shared
+        machine, spinning threads made a fit ten times slower, and the data is small."""
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(self.threads):
+            return self._fit(*args, **kwargs)
+
+    def _fit(
         self, task_features: np.ndarray, choices: np.ndarray, failed: np.ndarray, score: np.ndarray, task_ids: Sequence[str]
     ) -> OutcomeModel:
         """Fit on executions: ``failed`` (bool) and ``score`` (normalized; ignored where failed)."""
@@ -147,6 +158,12 @@ class OutcomeModel:
         return self
 
     def predict(self, task_features: np.ndarray, choices: np.ndarray) -> OutcomePrediction:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(self.threads):
+            return self._predict(task_features, choices)
+
+    def _predict(self, task_features: np.ndarray, choices: np.ndarray) -> OutcomePrediction:
         if not self.classifiers:
             raise RuntimeError("OutcomeModel.predict before fit")
         x = design_matrix(task_features, choices)
