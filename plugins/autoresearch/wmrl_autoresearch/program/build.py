@@ -160,6 +160,26 @@ def _plot_calibration(report: dict, path: Path) -> dict:
     }
 
 
+def _cv_table(summary: dict) -> str:
+    lines = [
+        f"Within-task Spearman on new programs of the training tasks: {summary['folds']}-fold cross-validation "
+        f"grouped by program, {summary['n_executions']} executions ({summary['corpus']}); mean over tasks, 95% t-interval",
+        "",
+        "| model | within-task Spearman | tasks |",
+        "|---|---|---|",
+    ]
+    for name, r in summary["models"].items():
+        lines.append(f"| {name} | {r['within_task_spearman']:.3f} ± {r['ci95']:.3f} | {r['n_tasks']} |")
+    c = summary["calibration"]
+    lines += [
+        "",
+        f"P(failure): Brier {c['failure_brier']:.4f} (base rate alone {c['failure_brier_base_rate']:.4f}); "
+        f"real rewards within ±1 / ±2 predicted std: {c['coverage_1sd']:.2f} / {c['coverage_2sd']:.2f} "
+        "(Gaussian: 0.68 / 0.95)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default=None, help="corpus .jsonl(.gz) (default: the shipped one)")
@@ -204,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             "calibration": _plot_calibration(report, args.report / "world_model_calibration.png"),
         }
         (args.report / "world_model_cv.json").write_text(json.dumps(summary, indent=2))
-        print(json.dumps(summary, indent=2))
+        (args.report / "world_model_cv.md").write_text(_cv_table(summary))
+        print(_cv_table(summary))
     return 0
 
 

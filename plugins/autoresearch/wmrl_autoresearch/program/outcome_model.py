@@ -74,6 +74,8 @@ class OutcomeModel:
         :class:`~sklearn.ensemble.HistGradientBoostingClassifier`/``Regressor``.
     :param seed: of the bootstraps and the trees.
     :param threads: OpenMP threads of the trees (fit and predict).
+    :param task_level: fit the success score as a task level plus a within-task program effect
+        (:class:`_LevelPlusDelta`) rather than in one regression.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class OutcomeModel:
         l2: float = 1.0,
         seed: int = 0,
         threads: int = 1,
+        task_level: bool = True,
     ):
         if members < 1:
             raise ValueError(f"members must be >= 1, got {members}")
@@ -100,6 +103,7 @@ class OutcomeModel:
         )
         self.seed = int(seed)
         self.threads = int(threads)
+        self.task_level = bool(task_level)
         self.classifiers: list = []
         self.regressors: list = []
         self.score_std = 0.0
@@ -150,7 +154,10 @@ class OutcomeModel:
             else:
                 clf = HistGradientBoostingClassifier(**kw).fit(x[rows], failed[rows])
             ok = rows[~failed[rows]]
-            reg = HistGradientBoostingRegressor(**kw).fit(x[ok], score[ok])
+            if self.task_level:
+                reg = _LevelPlusDelta(kw, self.n_features).fit(x[ok], score[ok], ids[ok])
+            else:
+                reg = HistGradientBoostingRegressor(**kw).fit(x[ok], score[ok])
             residuals.append(score[ok] - reg.predict(x[ok]))
             self.classifiers.append(clf)
             self.regressors.append(reg)
@@ -180,6 +187,31 @@ class OutcomeModel:
             reward_std=np.sqrt(aleatoric**2 + epistemic**2),
             epistemic_std=epistemic,
         )
+
+
+class _LevelPlusDelta:
+    r"""Success score as :math:`\mu_s(t, d) = L(x_t) + \Delta(x_t, d)`: the level :math:`L` of a task,
+    fitted on each task's mean score from its meta-features, and the program's effect
+    :math:`\Delta` on scores centred by their task's mean. In one regression the differences
+    between tasks, most of the variance, take the trees' splits; GRPO needs the differences
+    within a task."""
+
+    def __init__(self, tree_kwargs: dict, n_task_features: int):
+        self.tree_kwargs, self.n = tree_kwargs, n_task_features
+
+    def fit(self, x: np.ndarray, score: np.ndarray, ids: np.ndarray) -> _LevelPlusDelta:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
+        tasks, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+        means = np.bincount(inverse, weights=score) / counts
+        first = np.array([np.flatnonzero(inverse == k)[0] for k in range(len(tasks))])
+        level_kw = {**self.tree_kwargs, "categorical_features": None, "min_samples_leaf": 3}
+        self.level = HistGradientBoostingRegressor(**level_kw).fit(x[first, : self.n], means, sample_weight=counts)
+        self.delta = HistGradientBoostingRegressor(**self.tree_kwargs).fit(x, score - means[inverse])
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.level.predict(x[:, : self.n]) + self.delta.predict(x)
 
 
 class _Constant:
