@@ -273,7 +273,9 @@ class LearnedWorldModel:
     r"""Registered as ``program-world-model``.
 
     :param env: the AutoResearch environment (unused; factory contract).
-    :param checkpoint: path of a ``build.py`` checkpoint; default: the one shipped with the plugin.
+    :param checkpoint: ``None`` (default): the outcome model fitted on the shipped corpus
+        (:func:`shipped_outcome_model`); a ``.pkl`` written by ``build.py --out``; or a ``.pt``
+        ridge checkpoint (``data/world_model.pt``, the earlier model).
     :param cost_per_call_s: declared cost of one batched call (``None``: wall time is charged).
     :param learn_from_anchors: learn per-task corrections from the run's anchor executions
         (:class:`TaskCorrections`). Off by default: replayed on the shipped corpus
