@@ -3,6 +3,7 @@ and the execution-cache export a benchmark replays."""
 
 import gzip
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -90,3 +91,21 @@ def test_build_corpus_executes_for_real_and_resumes(tmp_path, docker_ready):
         packed = [json.loads(line) for line in f]
     assert sorted(r["job"] for r in packed) == sorted({r["job"] for r in packed}) and len(packed) == 4
     assert "logs" not in packed[0]
+
+
+def test_corpus_cache_is_keyed_for_a_config_and_refuses_other_limits(tmp_path):
+    from wmrl_autoresearch.program.corpus import export_cache_for_config
+
+    from wmrl_core.config import load_config
+
+    config = Path(__file__).resolve().parents[3] / "configs" / "autoresearch" / "quickstart.yaml"
+    n = export_cache_for_config(config, tmp_path / "cache.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "cache.jsonl").read_text().splitlines()]
+    cfg = load_config(config)
+    assert n == len(rows) > 0 and {r["namespace"] for r in rows} == {
+        cache_namespace(cfg.environment.name, cfg.environment.kwargs)
+    }
+    # legacy rows (an older renderer's scripts, no measured cost) and sandbox errors are not exported
+    assert n == sum(not r.get("legacy") and r["reward"] is not None for r in load_corpus())
+    with pytest.raises(ValueError, match="limits"):
+        export_cache_for_config(config, tmp_path / "other.jsonl", overrides=["environment.kwargs.limits.timeout_s=10"])
