@@ -81,3 +81,5 @@ def test_cross_validation_ranks_new_programs_and_scores_models_on_shared_folds()
     res = cross_validate(a, {"outcome": outcome, "constant": constant}, n_folds=3)
     assert res["outcome"]["within_task_spearman"] > 0.4 and res["constant"]["within_task_spearman"] == 0.0
     assert res["outcome"]["n_tasks"] == res["constant"]["n_tasks"] == 12
+    assert res["outcome"]["within_task_spearman_per_fold"] > 0.25 and res["constant"]["within_task_spearman_per_fold"] == 0
+    assert res["outcome"]["n_task_folds"] == res["constant"]["n_task_folds"] > 12
