@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
-from wmrl_autoresearch.program.build import fit_outcome_model
 from wmrl_autoresearch.program.corpus import load_corpus
+from wmrl_autoresearch.program.fitting import fit_outcome_model
 from wmrl_autoresearch.program.grammar import Program, ProgramScript
 from wmrl_autoresearch.program.outcome_model import OutcomePrediction
 from wmrl_autoresearch.program.world_model import LearnedWorldModel, save_outcome_model

@@ -20,40 +20,24 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
+from wmrl_autoresearch.program.fitting import (
+    OUTCOME_SETTINGS,
+    checked_training_rows,
+    fit_outcome_model,
+    training_features,
+)
 from wmrl_autoresearch.program.grammar import Program
 from wmrl_autoresearch.program.world_model import fit_reward_model
 
-__all__ = ["HIDDEN", "RIDGE", "OUTCOME_SETTINGS", "fit_from_corpus", "fit_outcome_model", "training_features", "main"]
+__all__ = ["HIDDEN", "RIDGE", "fit_from_corpus", "cross_validation_report", "main"]
 
 HIDDEN, RIDGE = 0, 30.0
 """The earlier ridge model's settings (chosen by leave-one-task-out cross-validation on the
 built-in training suite)."""
-
-OUTCOME_SETTINGS = {"members": 5, "max_iter": 200, "learning_rate": 0.05, "max_leaf_nodes": 31, "min_samples_leaf": 10}
-"""The shipped outcome model's settings (see ``--report``: the cross-validated within-task Spearman)."""
-
-
-def training_features() -> dict[str, np.ndarray]:
-    """Meta-features of every TRAINING task (pool and built-in; no data is loaded)."""
-    from wmrl_autoresearch.environment import collect_tasks
-
-    return {t.id: np.asarray(t.features, dtype=np.float32) for t in collect_tasks() if t.data.split == "train"}
-
-
-def _checked(rows: Sequence[dict], features: dict[str, np.ndarray]) -> list[dict]:
-    foreign = sorted({r["task_id"] for r in rows} - set(features))
-    if foreign:
-        raise ValueError(
-            f"the corpus has executions of {len(foreign)} task(s) that are not training tasks ({foreign[:5]}); "
-            "the world model is fitted on training tasks only: rebuild the corpus with `wmrl-autoresearch build-corpus`"
-        )
-    return list(rows)
-
 
 def _arrays(rows: Sequence[dict], tasks_by_id: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = [r for r in rows if r["reward"] is not None]
@@ -66,18 +50,6 @@ def fit_from_corpus(rows: Sequence[dict], tasks_by_id: dict, seed: int = 0, hidd
     """The earlier ridge model (:class:`~.world_model.RewardModel`) fitted on ``rows``."""
     features, one_hot, rewards = _arrays(rows, tasks_by_id)
     return fit_reward_model(features, one_hot, rewards, hidden=hidden, ridge=RIDGE, seed=seed)
-
-
-def fit_outcome_model(corpus: str | None = None, seed: int = 0, **settings: Any):
-    """The :class:`~.outcome_model.OutcomeModel` fitted on a corpus (default: the shipped one)."""
-    from wmrl_autoresearch.program.corpus import load_corpus
-    from wmrl_autoresearch.program.cross_validation import corpus_arrays
-    from wmrl_autoresearch.program.outcome_model import OutcomeModel
-
-    features = training_features()
-    a = corpus_arrays(_checked(load_corpus(corpus), features), features)
-    model = OutcomeModel(**{**OUTCOME_SETTINGS, **settings}, seed=seed)
-    return model.fit(a["features"], a["choices"], a["failed"], a["reward"], a["task_ids"])
 
 
 def _ridge_fit_predict(train: dict, test: dict) -> np.ndarray:
@@ -196,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     from wmrl_autoresearch.program.world_model import SHIPPED_CHECKPOINT, save_outcome_model
 
     features = training_features()
-    rows = _checked(load_corpus(args.corpus), features)
+    rows = checked_training_rows(load_corpus(args.corpus), features)
     started = time.process_time()
     model = fit_outcome_model(args.corpus, seed=args.seed, members=args.members)
     corpus_name = str(args.corpus) if args.corpus else CORPUS_PATH.name

@@ -225,7 +225,7 @@ def load_outcome_model(path: str | Path) -> tuple[Any, dict[str, Any]]:
         state = pickle.load(f)
     if state.get("sklearn") == sklearn.__version__:
         return state["model"], state.get("info", {})
-    from wmrl_autoresearch.program.build import fit_outcome_model
+    from wmrl_autoresearch.program.fitting import fit_outcome_model
 
     info = state.get("info", {})
     warnings.warn(
@@ -241,7 +241,7 @@ def _cache_dir() -> Path:
 
 
 def shipped_outcome_model() -> tuple[Any, dict[str, Any]]:
-    """The default model: fitted on the shipped corpus with ``build.OUTCOME_SETTINGS`` at first
+    """The default model: fitted on the shipped corpus with ``fitting.OUTCOME_SETTINGS`` at first
     use and cached under ``$WMRL_CACHE_DIR`` (default ``~/.cache/wmrl``), keyed by the sha256 of
     the corpus, the settings and the scikit-learn version (so a new corpus or version refits)."""
     import hashlib
@@ -249,8 +249,8 @@ def shipped_outcome_model() -> tuple[Any, dict[str, Any]]:
 
     import sklearn
 
-    from wmrl_autoresearch.program.build import OUTCOME_SETTINGS, fit_outcome_model
     from wmrl_autoresearch.program.corpus import CORPUS_PATH
+    from wmrl_autoresearch.program.fitting import OUTCOME_SETTINGS, fit_outcome_model
 
     digest = hashlib.sha256(CORPUS_PATH.read_bytes()).hexdigest()
     key = hashlib.sha256(json.dumps([digest, OUTCOME_SETTINGS, sklearn.__version__]).encode()).hexdigest()[:16]
