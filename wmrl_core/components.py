@@ -9,7 +9,6 @@ fails with an error that names the component and the fix, before it is called.
 from __future__ import annotations
 
 import inspect
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,8 +101,8 @@ def make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManag
             local_env=env,
         )
     if cfg.environment.cache:  # outermost, so that only misses reach the workers
-        from wmrl_core.execution_cache import CachedEnvironment
+        from wmrl_core.execution_cache import CachedEnvironment, cache_namespace
 
-        namespace = json.dumps([cfg.environment.name, cfg.environment.kwargs], sort_keys=True, default=str)
+        namespace = cache_namespace(cfg.environment.name, cfg.environment.kwargs)
         env = CachedEnvironment(env, cfg.environment.cache, namespace=namespace)
     return Components(env, policy, world_model, reward, reward_name)

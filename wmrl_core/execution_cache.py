@@ -42,7 +42,7 @@ from wmrl_core.errors import ContractError
 from wmrl_core.ledger import MEASURED_COST_KEY
 from wmrl_core.types import Outcome, Task, as_outcome
 
-__all__ = ["CachedEnvironment", "solution_digest", "REPLAYED_KEY"]
+__all__ = ["CachedEnvironment", "cache_namespace", "solution_digest", "REPLAYED_KEY"]
 
 REPLAYED_KEY = "replayed"
 """Key of ``Outcome.info`` set to ``True`` on an outcome replayed from the cache."""
@@ -76,6 +76,11 @@ def _canonical(value: Any) -> Any:
         f"booleans, None, numpy arrays, and lists, tuples and str-keyed dicts of these; "
         f"turn the cache off for this domain (environment.cache=null)"
     )
+
+
+def cache_namespace(environment_name: str, environment_kwargs: Any) -> str:
+    """The trainer's key prefix for an environment: its name and kwargs (what decides its outcomes)."""
+    return json.dumps([environment_name, environment_kwargs], sort_keys=True, default=str)
 
 
 def solution_digest(solution: Any) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_autoresearch_quick_benchmark_runs_each_arm(docker_ready, tmp_path):
+def test_autoresearch_quick_benchmark_runs_each_arm_with_the_cache(docker_ready, tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
@@ -20,6 +20,8 @@ def test_autoresearch_quick_benchmark_runs_each_arm(docker_ready, tmp_path):
             "1",
             "--out",
             str(tmp_path),
+            "--cache",
+            str(tmp_path / "executions.jsonl"),
         ],
         capture_output=True,
         text=True,
@@ -27,12 +29,18 @@ def test_autoresearch_quick_benchmark_runs_each_arm(docker_ready, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
+    # the cache is on (as CI runs it) and said so; every arm's real executions were recorded for replay
+    assert summary["execution_cache"] == str(tmp_path / "executions.jsonl")
+    assert "execution cache: on" in (tmp_path / "table.md").read_text()
+    assert len((tmp_path / "executions.jsonl").read_text().splitlines()) > 0
     arms = summary["arms"]
     assert set(arms) == {"real", "world_model", "wmrl", "wmrl_no_debias", "wmrl_no_denoise"}
     assert arms["world_model"]["compute_execution_s"] == 0.0
     assert arms["real"]["compute_execution_s"] > 0 and arms["wmrl"]["compute_execution_s"] > 0
     assert (tmp_path / "reward_vs_compute.png").exists() and (tmp_path / "calibration.png").exists()
-    # the world model's training corpus is priced at the execution rate measured in this run
+    # the world model's training corpus is priced at its recorded costs (else the rate measured in this run)
+    from wmrl_autoresearch.program.corpus import load_corpus
+
     corpus = summary["world_model_corpus"]
-    assert corpus["executions"] == 200 and corpus["cost_s"] > 0
+    assert corpus["executions"] == len(load_corpus()) and corpus["cost_s"] > 0
     assert "World model corpus (one-off" in (tmp_path / "table.md").read_text()

@@ -3,9 +3,7 @@ the held-out split never leaks into training data."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +17,6 @@ from wmrl_autoresearch.tasks.task import N_FEATURES, task_features
 from wmrl_autoresearch.tasks.task_metrics import normalized_score
 from wmrl_autoresearch.vetting import build as pool_build
 from wmrl_autoresearch.vetting.rules import constant_prediction
-
-PROGRAM_DATA = Path(builtin_suite.__file__).parents[1] / "program" / "data"
 
 
 class _Counter:
@@ -59,12 +55,10 @@ def test_ar_pool_size_and_split_by_family():
 
 
 def test_ar_no_heldout_task_in_the_training_corpus():
+    from wmrl_autoresearch.program.corpus import load_corpus
+
     heldout = {c.id for _, c in pool_entries("heldout")} | {e.id for e in builtin_suite.SUITE if e.split == "heldout"}
-    trained_on = {
-        json.loads(line)["task_id"]
-        for line in (PROGRAM_DATA / "corpus_train.jsonl").read_text().splitlines()
-        if line.strip()
-    }
+    trained_on = {row["task_id"] for row in load_corpus()}
     assert trained_on and not trained_on & heldout
 
 

@@ -9,6 +9,8 @@ Commands::
     wmrl-autoresearch bench-sandbox [--latency-runs N] [--throughput-runs N] [--parallel P] [--sklearn-runs N]
                                     [--repetitions R] [--sklearn-only] [--json]
     wmrl-autoresearch sweep        # remove sandbox containers left by dead processes
+    wmrl-autoresearch build-corpus --out DIR [--executions 5000] [--warm 2] [--parallel 2]   # resumable
+    wmrl-autoresearch corpus-cache --config CONFIG.yaml --cache CACHE.jsonl [--corpus PATH]
 
 ``run-solution`` prints the structured outcome as JSON (status, score, reward, runtime_s,
 logs ...) and exits 0 when the status is ``ok``, 1 for a failed solution, 2 for a sandbox error.
@@ -141,6 +143,30 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
+def _cmd_build_corpus(args) -> int:
+    from wmrl_autoresearch.program.corpus import build_corpus
+
+    build_corpus(
+        args.out,
+        args.executions,
+        seed=args.seed,
+        warm=args.warm,
+        parallel=args.parallel,
+        batch=args.batch,
+        limits={"timeout_s": args.timeout_s},
+        log=lambda line: print(line, flush=True),
+    )
+    return 0
+
+
+def _cmd_corpus_cache(args) -> int:
+    from wmrl_autoresearch.program.corpus import export_cache_for_config
+
+    n = export_cache_for_config(args.config, args.cache, args.corpus, args.override)
+    print(f"{n} executions written to the execution cache {args.cache}, keyed for {args.config}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 
@@ -206,6 +232,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="remove sandbox containers whose owner process is gone")
     s.set_defaults(fn=_cmd_sweep)
+
+    c = sub.add_parser(
+        "build-corpus",
+        help="execute sampled programs on the training tasks (never held-out) in sandboxes; resumable (hours)",
+    )
+    c.add_argument("--out", type=Path, required=True, help="directory of corpus.jsonl (appended), corpus.jsonl.gz")
+    c.add_argument("--executions", type=int, default=5000, help="size of the corpus (jobs already done are skipped)")
+    c.add_argument("--seed", type=int, default=0, help="decides the job list (tasks and programs)")
+    c.add_argument("--warm", type=int, default=2, help="warm pre-importing containers kept ready")
+    c.add_argument("--parallel", type=int, default=2, help="sandboxes running at once")
+    c.add_argument("--batch", type=int, default=2, help="executions per call to the environment (several calls in flight)")
+    c.add_argument("--timeout-s", type=float, default=30.0, help="CPU-second limit per run (the benchmark configs' 30)")
+    c.set_defaults(fn=_cmd_build_corpus)
+
+    e = sub.add_parser(
+        "corpus-cache", help="write the corpus's executions into an execution cache keyed for a training config"
+    )
+    e.add_argument("--config", required=True, help="the config a benchmark will run (its environment keys the cache)")
+    e.add_argument("--cache", type=Path, required=True, help="execution-cache file (appended)")
+    e.add_argument("--corpus", default=None, help="corpus .jsonl(.gz) (default: the shipped one)")
+    e.add_argument("--override", action="append", default=[], help="config override, as for training (repeatable)")
+    e.set_defaults(fn=_cmd_corpus_cache)
     return p
 
 

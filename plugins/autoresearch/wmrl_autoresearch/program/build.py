@@ -1,11 +1,16 @@
-"""Building the learned world model: a corpus of real executions on the training suite,
-the fitted model, and its calibration on the held-out suite (never used for fitting).
+"""Fitting the world model on the execution corpus, and how well it ranks new programs.
 
-    python -m wmrl_autoresearch.program.build --out DIR [--programs-per-task 24] [--heldout-programs-per-task 8]
+    python -m wmrl_autoresearch.program.build [--corpus PATH] [--out DIR] [--report DIR] [--members 5]
 
-Writes ``DIR/corpus_train.jsonl``, ``DIR/corpus_heldout.jsonl``, ``DIR/world_model.pt`` and
-``DIR/calibration.json`` (+ ``calibration.png``). Copy ``world_model.pt`` into
-``wmrl_autoresearch/program/data/`` to ship it.
+Reads the corpus of real executions on the training tasks (default: the shipped
+``data/corpus.jsonl.gz``; build one with ``wmrl-autoresearch build-corpus``), refuses any
+held-out task in it, fits the :class:`~.outcome_model.OutcomeModel` and, with ``--out``, writes
+``DIR/outcome_model.pkl`` (a checkpoint for ``world_model.kwargs.checkpoint``; the default
+model needs none: it is fitted on the shipped corpus at first use and cached). With
+``--report`` it also cross-validates, on the same folds grouped by program
+(:mod:`~.cross_validation`), the outcome model and the earlier ridge model, and writes
+``world_model_cv.json``, ``world_model_calibration.png`` (reliability of P(failure), predicted
+against real reward, coverage of the predicted spread) and ``world_model_cv.md`` there.
 """
 
 from __future__ import annotations
@@ -15,59 +20,24 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
+from wmrl_autoresearch.program.fitting import (
+    OUTCOME_SETTINGS,
+    checked_training_rows,
+    fit_outcome_model,
+    training_features,
+)
 from wmrl_autoresearch.program.grammar import Program
-from wmrl_autoresearch.program.render import render_script
 from wmrl_autoresearch.program.world_model import fit_reward_model
 
-__all__ = ["build_corpus", "fit_from_corpus", "calibration_report", "main"]
+__all__ = ["HIDDEN", "RIDGE", "fit_from_corpus", "cross_validation_report", "main"]
 
-
-def build_corpus(env: Any, split: str, programs_per_task: int, seed: int, path: Path, batch: int = 8) -> list[dict]:
-    """Execute uniformly sampled programs on every task of ``split``; append rows to ``path``.
-
-    Resumable: the job list depends only on ``seed``, so rows already in ``path`` (from an
-    interrupted build) are kept and their jobs skipped.
-    """
-    from rich.progress import Progress
-
-    from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
-
-    reward_fn = AutoResearchScoreReward()
-    rng = np.random.default_rng([seed, 0xC0])
-    jobs = [(task, Program.sample(rng)) for task in env.tasks(split) for _ in range(programs_per_task)]
-    order = rng.permutation(len(jobs))  # mix tasks so one slow task does not stall a batch
-    jobs = [jobs[i] for i in order]
-    rows: list[dict] = [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
-    done = len(rows)
-    jobs = jobs[done:]
-    with Progress() as progress, path.open("a") as f:
-        bar = progress.add_task(f"executing {split} programs", total=len(jobs) + done, completed=done)
-        for start in range(0, len(jobs), batch):
-            chunk = jobs[start : start + batch]
-            scripts = [render_script(p, classification=t.data.kind == "classification") for t, p in chunk]
-            outcomes = env.execute([t for t, _ in chunk], scripts)
-            for (task, program), outcome in zip(chunk, outcomes):
-                row = {
-                    "task_id": task.id,
-                    "split": split,
-                    "choices": list(program.choices),
-                    "names": program.names,
-                    "status": outcome.status,
-                    "score": outcome.score,
-                    "reward": reward_fn(task, outcome),
-                    "runtime_s": outcome.info.get("runtime_s"),
-                }
-                rows.append(row)
-                f.write(json.dumps(row) + "\n")
-            f.flush()
-            progress.update(bar, advance=len(chunk))
-    return rows
-
+HIDDEN, RIDGE = 0, 30.0
+"""The earlier ridge model's settings (chosen by leave-one-task-out cross-validation on the
+built-in training suite)."""
 
 def _arrays(rows: Sequence[dict], tasks_by_id: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = [r for r in rows if r["reward"] is not None]
@@ -76,119 +46,161 @@ def _arrays(rows: Sequence[dict], tasks_by_id: dict) -> tuple[np.ndarray, np.nda
     return features, one_hot, np.array([r["reward"] for r in rows], dtype=np.float32)
 
 
-HIDDEN, RIDGE = 0, 30.0
-"""Chosen by leave-one-task-out cross-validation on the training corpus (within-task Spearman and
-MSE; the held-out suite was not used): the linear model generalized across tasks as well as
-MLPs, gradient boosting and random forests, and is the simplest."""
-
-
 def fit_from_corpus(rows: Sequence[dict], tasks_by_id: dict, seed: int = 0, hidden: int = HIDDEN):
+    """The earlier ridge model (:class:`~.world_model.RewardModel`) fitted on ``rows``."""
     features, one_hot, rewards = _arrays(rows, tasks_by_id)
     return fit_reward_model(features, one_hot, rewards, hidden=hidden, ridge=RIDGE, seed=seed)
 
 
-def calibration_report(model, rows: Sequence[dict], tasks_by_id: dict) -> dict:
-    """Rank correlation and residuals of predictions against real rewards (overall and within task)."""
-    from scipy.stats import spearmanr
-
-    features, one_hot, rewards = _arrays(rows, tasks_by_id)
+def _ridge_fit_predict(train: dict, test: dict) -> np.ndarray:
+    model = fit_reward_model(
+        train["features"], train["one_hot"], train["reward"].astype(np.float32), hidden=HIDDEN, ridge=RIDGE
+    )
     with torch.no_grad():
-        pred = model(torch.as_tensor(features), torch.as_tensor(one_hot)).clamp(-1, 1).numpy()
-    ids = [r["task_id"] for r in rows if r["reward"] is not None]
-    within = [
-        spearmanr(pred[m], rewards[m]).statistic
-        for tid in sorted(set(ids))
-        for m in [np.array([i == tid for i in ids])]
-        if m.sum() > 2 and np.std(rewards[m]) > 0
-    ]
-    resid = rewards - pred
-    return {
-        "n": int(len(rewards)),
-        "spearman": float(spearmanr(pred, rewards).statistic),
-        "spearman_within_task_mean": float(np.nanmean(within)) if within else None,
-        "residual_mean": float(resid.mean()),
-        "residual_std": float(resid.std()),
-        "mse": float(np.mean(resid**2)),
-        "predicted": pred.tolist(),
-        "real": rewards.tolist(),
-        "task_ids": ids,
-    }
+        return model(torch.as_tensor(test["features"]), torch.as_tensor(test["one_hot"])).clamp(-1, 1).numpy()
 
 
-def _plot(report: dict, path: Path, title: str) -> None:
+def cross_validation_report(rows: Sequence[dict], features: dict, folds: int = 5, seed: int = 0, **settings) -> dict:
+    """Out-of-fold predictions of the outcome model and the ridge model on shared program folds."""
+    from wmrl_autoresearch.program.cross_validation import corpus_arrays, cross_validate
+    from wmrl_autoresearch.program.outcome_model import OutcomeModel
+
+    def outcome(train: dict, test: dict) -> dict[str, np.ndarray]:
+        model = OutcomeModel(**{**OUTCOME_SETTINGS, **settings}, seed=seed)
+        model.fit(train["features"], train["choices"], train["failed"], train["reward"], train["task_ids"])
+        pred = model.predict(test["features"], test["choices"])
+        return {"reward": pred.reward, "p_fail": pred.p_fail, "reward_std": pred.reward_std}
+
+    a = corpus_arrays(rows, features)
+    return {"arrays": a, "results": cross_validate(a, {"outcome_model": outcome, "ridge": _ridge_fit_predict}, folds, seed)}
+
+
+def _plot_calibration(report: dict, path: Path) -> dict:
+    """Three panels: reliability of P(failure), predicted vs real reward, coverage of the spread."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    ax.scatter(report["predicted"], report["real"], s=8, alpha=0.5)
-    ax.plot([-1, 1], [-1, 1], "k--", lw=1)
-    ax.set_xlabel("predicted reward")
-    ax.set_ylabel("real reward")
-    ax.set_title(f"{title}: Spearman {report['spearman']:.2f}")
+    a, res = report["arrays"], report["results"]
+    oof = res["outcome_model"]["oof"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
+    bins = np.linspace(0, 1, 11)
+    which = np.clip(np.digitize(oof["p_fail"], bins) - 1, 0, 9)
+    centers, freq, counts = [], [], []
+    for b in range(10):
+        m = which == b
+        if m.sum():
+            centers.append(oof["p_fail"][m].mean())
+            freq.append(a["failed"][m].mean())
+            counts.append(int(m.sum()))
+    axes[0].plot([0, 1], [0, 1], "k--", lw=1)
+    axes[0].plot(centers, freq, "o-")
+    for x, y, n in zip(centers, freq, counts):
+        axes[0].annotate(str(n), (x, y), fontsize=7, xytext=(3, -8), textcoords="offset points")
+    axes[0].set_xlabel("predicted P(failure)")
+    axes[0].set_ylabel("observed failure rate")
+    axes[0].set_title("failure: reliability (out of fold)")
+    for name, color in (("ridge", "tab:gray"), ("outcome_model", "tab:blue")):
+        axes[1].scatter(res[name]["oof"]["reward"], a["reward"], s=5, alpha=0.35, color=color,
+                        label=f"{name}: within-task Spearman {res[name]['within_task_spearman']:.2f}")
+    axes[1].plot([-1, 1], [-1, 1], "k--", lw=1)
+    axes[1].set_xlabel("predicted reward (out of fold)")
+    axes[1].set_ylabel("real reward")
+    axes[1].legend(fontsize=7, loc="lower right")
+    axes[1].set_title("reward: new programs of training tasks")
+    z = np.abs(a["reward"] - oof["reward"]) / np.maximum(oof["reward_std"], 1e-9)
+    levels = np.linspace(0.25, 3, 12)
+    coverage = [(z <= k).mean() for k in levels]
+    from scipy.stats import norm
+
+    axes[2].plot(levels, [2 * norm.cdf(k) - 1 for k in levels], "k--", lw=1, label="Gaussian")
+    axes[2].plot(levels, coverage, "o-", label="observed")
+    axes[2].set_xlabel("k (interval = prediction ± k · predicted std)")
+    axes[2].set_ylabel("fraction of real rewards inside")
+    axes[2].set_title("uncertainty: coverage")
+    axes[2].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+    brier = float(np.mean((oof["p_fail"] - a["failed"]) ** 2))
+    return {
+        "failure_brier": brier,
+        "failure_brier_base_rate": float(np.mean((a["failed"].mean() - a["failed"]) ** 2)),
+        "coverage_1sd": float((z <= 1).mean()),
+        "coverage_2sd": float((z <= 2).mean()),
+    }
+
+
+def _cv_table(summary: dict) -> str:
+    lines = [
+        f"Within-task Spearman on new programs of the training tasks: {summary['folds']}-fold cross-validation "
+        f"grouped by program, {summary['n_executions']} executions ({summary['corpus']}); mean over tasks, 95% t-interval",
+        "",
+        "| model | within-task Spearman (pooled out of fold) | tasks | within one fold's model | task-folds |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in summary["models"].items():
+        lines.append(
+            f"| {name} | {r['within_task_spearman']:.3f} ± {r['ci95']:.3f} | {r['n_tasks']} | "
+            f"{r['within_task_spearman_per_fold']:.3f} ± {r['per_fold_ci95']:.3f} | {r['n_task_folds']} |"
+        )
+    c = summary["calibration"]
+    lines += [
+        "",
+        f"P(failure): Brier {c['failure_brier']:.4f} (base rate alone {c['failure_brier_base_rate']:.4f}); "
+        f"real rewards within ±1 / ±2 predicted std: {c['coverage_1sd']:.2f} / {c['coverage_2sd']:.2f} "
+        "(Gaussian: 0.68 / 0.95)",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--programs-per-task", type=int, default=24)
-    parser.add_argument("--heldout-programs-per-task", type=int, default=8)
+    parser.add_argument("--corpus", default=None, help="corpus .jsonl(.gz) (default: the shipped one)")
+    parser.add_argument("--out", type=Path, default=None, help="write the fitted model here (outcome_model.pkl)")
+    parser.add_argument("--report", type=Path, default=None, help="also cross-validate and write the report here")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--members", type=int, default=OUTCOME_SETTINGS["members"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout-s", type=float, default=30.0, help="per-run time limit (seconds)")
-    parser.add_argument("--sandbox", default="docker", help="docker (default) or local-unsafe")
-    parser.add_argument(
-        "--fit-only", action="store_true", help="fit and report on the corpus files already in --out, executing nothing"
-    )
-    parser.add_argument("--fresh", action="store_true", help="discard corpus files already in --out (default: resume)")
     args = parser.parse_args(argv)
-    from wmrl_autoresearch.environment import AutoResearchEnvironment
+    from wmrl_autoresearch.program.corpus import CORPUS_PATH, load_corpus
+    from wmrl_autoresearch.program.world_model import SHIPPED_CHECKPOINT, save_outcome_model
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    env = AutoResearchEnvironment(sandbox=args.sandbox, limits={"timeout_s": args.timeout_s})
-    tasks_by_id = {t.id: t for split in ("train", "heldout") for t in env.tasks(split)}
-    started = time.perf_counter()
-    try:
-        corpora = {}
-        for split, n in (("train", args.programs_per_task), ("heldout", args.heldout_programs_per_task)):
-            path = args.out / f"corpus_{split}.jsonl"
-            if args.fit_only:
-                corpora[split] = [json.loads(line) for line in path.read_text().splitlines() if line]
-                continue
-            if args.fresh:
-                path.write_text("")
-            corpora[split] = build_corpus(env, split, n, args.seed, path)
-    finally:
-        env.close()
-    model = fit_from_corpus(corpora["train"], tasks_by_id, seed=args.seed)
-    reports = {
-        split: calibration_report(model, rows, tasks_by_id)
-        for split, rows in corpora.items()
-        if sum(r["reward"] is not None for r in rows) > 2
-    }
+    features = training_features()
+    rows = checked_training_rows(load_corpus(args.corpus), features)
+    started = time.process_time()
+    model = fit_outcome_model(args.corpus, seed=args.seed, members=args.members)
+    corpus_name = str(args.corpus) if args.corpus else CORPUS_PATH.name
     info = {
-        "trained_on": "train",
-        "n_train_runs": len(corpora["train"]),
-        "seed": args.seed,
-        "calibration": {
-            s: {k: v for k, v in r.items() if k not in ("predicted", "real", "task_ids")} for s, r in reports.items()
-        },
-        "execution_wall_s": time.perf_counter() - started,
+        "corpus": corpus_name,
+        "n_executions": len(rows),
+        "n_tasks": len({r["task_id"] for r in rows}),
+        "fit": {"corpus": args.corpus, "seed": args.seed, "members": args.members},
+        "fit_cpu_s": round(time.process_time() - started, 1),
     }
-    from wmrl_autoresearch.tasks.task import N_FEATURES
-
-    torch.save(
-        {"model": model.state_dict(), "n_features": N_FEATURES, "hidden": HIDDEN, "info": info},
-        args.out / "world_model.pt",
-    )
-    (args.out / "calibration.json").write_text(json.dumps(info, indent=2))
-    for split, report in reports.items():
-        _plot(report, args.out / f"calibration_{split}.png", f"{split} suite")
-    print(json.dumps(info["calibration"], indent=2))
-    print(f"world model and corpus in {args.out}")
+    print(f"outcome model fitted on {len(rows)} executions of {info['n_tasks']} training tasks")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        save_outcome_model(model, args.out / SHIPPED_CHECKPOINT, info)
+        print(f"written to {args.out / SHIPPED_CHECKPOINT}")
+    if args.report is not None:
+        args.report.mkdir(parents=True, exist_ok=True)
+        report = cross_validation_report(rows, features, args.folds, args.seed, members=args.members)
+        summary = {
+            name: {k: v for k, v in r.items() if k != "oof"} for name, r in report["results"].items()
+        }
+        summary = {
+            "corpus": corpus_name,
+            "n_executions": int(len(report["arrays"]["reward"])),
+            "folds": args.folds,
+            "grouped_by": "program (choices); every model on the same folds",
+            "models": summary,
+            "calibration": _plot_calibration(report, args.report / "world_model_calibration.png"),
+        }
+        (args.report / "world_model_cv.json").write_text(json.dumps(summary, indent=2))
+        (args.report / "world_model_cv.md").write_text(_cv_table(summary))
+        print(_cv_table(summary))
     return 0
 
 

@@ -1,18 +1,22 @@
-r"""The learned world model of the program policy's outcomes.
+r"""The learned world model of the program policy's outcomes (registered ``program-world-model``).
 
-A ridge regression (the shipped checkpoint; :class:`RewardModel` with ``hidden=0``) reads the
-task's meta-features and the program's one-hot decisions and predicts the normalized reward
-(``autoresearch-score`` scale: 1 = perfect, 0 = constant baseline, -1 = failure) of running it:
+The default model (:class:`~.outcome_model.OutcomeModel`) reads the
+task's meta-features and the program's decisions and predicts, separately, the probability that
+running the program fails and its normalized score (``autoresearch-score`` scale: 1 = perfect,
+0 = constant baseline) if it succeeds; their mixture gives the expected reward
+:math:`E[r] = -p + (1-p)\mu_s` and a standard deviation per prediction. It is fitted on the
+shipped execution corpus of the **training tasks only** (``data/corpus.jsonl.gz``, :mod:`~.corpus`)
+at first use, in seconds, and cached on disk (:func:`shipped_outcome_model`; a fitted ensemble
+is megabytes, the corpus kilobytes). A ``.pkl`` checkpoint (``python -m
+wmrl_autoresearch.program.build --out DIR``) is loaded instead; a ``.pt`` checkpoint selects the
+earlier ridge model (:class:`RewardModel`, ``hidden=0``, ``data/world_model.pt``):
 
 .. math:: \hat r = \operatorname{clip}(w^\top [\,(x-\mu_x)/\sigma_x,\ \operatorname{onehot}(d)\,] + b, -1, 1)
 
-fitted in closed form on executions of the **training suite only** (``build.py``, which chose
-the linear model over MLPs by cross-validation). ``hidden > 0`` gives a small MLP instead,
-kept for that comparison.
-All rollouts of a step go through one batched forward pass.
+All rollouts of a step go through one batched prediction.
 
-In a run the model keeps learning from the anchors it is paid with
-(:meth:`LearnedWorldModel.learn_from_anchors`): the ridge model stays the prior, and each task
+In a run the model can keep learning from the anchors it is paid with
+(:meth:`LearnedWorldModel.learn_from_anchors`): the fitted model stays the prior, and each task
 learns a correction of its residuals on the program's decisions (:class:`TaskCorrections`),
 shrunk towards 0 (the global model) less and less as the task's executions accumulate. The prediction is returned as
 an :class:`~wmrl_core.types.Outcome` holding the raw metric value that would give
@@ -22,8 +26,8 @@ an :class:`~wmrl_core.types.Outcome` holding the raw metric value that would giv
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +47,15 @@ __all__ = [
     "fit_reward_model",
     "raw_score_for_reward",
     "SHIPPED_CHECKPOINT",
+    "LEGACY_RIDGE_CHECKPOINT",
+    "load_outcome_model",
+    "save_outcome_model",
+    "shipped_outcome_model",
 ]
 
-SHIPPED_CHECKPOINT = "world_model.pt"
+SHIPPED_CHECKPOINT = "outcome_model.pkl"
+"""File name of a fitted outcome model written by ``build.py``."""
+LEGACY_RIDGE_CHECKPOINT = "world_model.pt"
 
 
 class RewardModel(nn.Module):
@@ -191,17 +201,88 @@ class TaskCorrections:
         self.count = {t: int(v["count"]) for t, v in tasks.items()}
 
 
+def save_outcome_model(model: Any, path: str | Path, info: dict[str, Any]) -> None:
+    """Pickle an :class:`~.outcome_model.OutcomeModel` with the scikit-learn version that made it."""
+    import pickle
+
+    import sklearn
+
+    with open(path, "wb") as f:
+        pickle.dump({"model": model, "sklearn": sklearn.__version__, "info": info}, f, protocol=4)
+
+
+def load_outcome_model(path: str | Path) -> tuple[Any, dict[str, Any]]:
+    """(model, info) of a :func:`save_outcome_model` file. A file pickled by another scikit-learn
+    version is not trusted (its trees may load wrongly): the model is refitted from the corpus
+    and settings recorded in its info, which takes seconds."""
+    import pickle
+    import warnings
+
+    import sklearn
+
+    with open(path, "rb") as f, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # InconsistentVersionWarning: handled below
+        state = pickle.load(f)
+    if state.get("sklearn") == sklearn.__version__:
+        return state["model"], state.get("info", {})
+    from wmrl_autoresearch.program.fitting import fit_outcome_model
+
+    info = state.get("info", {})
+    warnings.warn(
+        f"{path} was fitted with scikit-learn {state.get('sklearn')}, this is {sklearn.__version__}: "
+        "refitting it from the shipped corpus (seconds)",
+        stacklevel=2,
+    )
+    return fit_outcome_model(**info.get("fit", {})), info
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("WMRL_CACHE_DIR") or Path.home() / ".cache" / "wmrl") / "world_model"
+
+
+def shipped_outcome_model() -> tuple[Any, dict[str, Any]]:
+    """The default model: fitted on the shipped corpus with ``fitting.OUTCOME_SETTINGS`` at first
+    use and cached under ``$WMRL_CACHE_DIR`` (default ``~/.cache/wmrl``), keyed by the sha256 of
+    the corpus, the settings and the scikit-learn version (so a new corpus or version refits)."""
+    import hashlib
+    import json
+
+    import sklearn
+
+    from wmrl_autoresearch.program.corpus import CORPUS_PATH
+    from wmrl_autoresearch.program.fitting import OUTCOME_SETTINGS, fit_outcome_model
+
+    digest = hashlib.sha256(CORPUS_PATH.read_bytes()).hexdigest()
+    key = hashlib.sha256(json.dumps([digest, OUTCOME_SETTINGS, sklearn.__version__]).encode()).hexdigest()[:16]
+    path = _cache_dir() / f"outcome_model-{key}.pkl"
+    if path.is_file():
+        try:
+            return load_outcome_model(path)
+        except Exception:  # a damaged cache file is refitted, never trusted
+            path.unlink(missing_ok=True)
+    info = {"corpus": CORPUS_PATH.name, "corpus_sha256": digest, "fit": {}}
+    model = fit_outcome_model()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    save_outcome_model(model, tmp, info)
+    os.replace(tmp, path)  # atomic: concurrent runs each write a whole file
+    return model, info
+
+
 class LearnedWorldModel:
     r"""Registered as ``program-world-model``.
 
     :param env: the AutoResearch environment (unused; factory contract).
-    :param checkpoint: path of a ``build.py`` checkpoint; default: the one shipped with the plugin.
+    :param checkpoint: ``None`` (default): the outcome model fitted on the shipped corpus
+        (:func:`shipped_outcome_model`); a ``.pkl`` written by ``build.py --out``; or a ``.pt``
+        ridge checkpoint (``data/world_model.pt``, the earlier model).
     :param cost_per_call_s: declared cost of one batched call (``None``: wall time is charged).
     :param learn_from_anchors: learn per-task corrections from the run's anchor executions
         (:class:`TaskCorrections`). Off by default: replayed on the shipped corpus
-        (``benchmarks/wm_online_update.py``) it did not raise the within-task Spearman on a task's
-        unseen programs at any shrinkage tried (2-128; small ones lowered it), and turning it on
-        would change every existing run; ``world_model.kwargs.learn_from_anchors=true`` turns it on.
+        (``benchmarks/wm_online_update.py``, a prior that never saw the task) it lowered the
+        within-task Spearman on a task's unseen programs at every shrinkage tried (8, 32; 2-128 with
+        the earlier ridge model), with at most 8 programs per task to learn from;
+        ``world_model.kwargs.learn_from_anchors=true`` turns it on.
     :param shrinkage: :math:`\lambda` of :class:`TaskCorrections`, in executions' worth of prior.
     :param failure_reward: the reward a failed execution teaches (the ``autoresearch-score`` penalty).
     """
@@ -216,38 +297,52 @@ class LearnedWorldModel:
         shrinkage: float = 32.0,
         failure_reward: float = -1.0,
     ):
-        path = (
-            Path(checkpoint)
-            if checkpoint
-            else resources.files("wmrl_autoresearch.program") / "data" / SHIPPED_CHECKPOINT
-        )
-        if not Path(str(path)).is_file():
+        self.model: Any
+        path = Path(checkpoint) if checkpoint else None
+        if path is not None and not path.is_file():
             raise FileNotFoundError(
                 f"world-model checkpoint {path} not found; build one with "
-                "`wmrl-autoresearch build-world-model` or pass world_model.kwargs.checkpoint"
+                "`python -m wmrl_autoresearch.program.build --out DIR`, or leave world_model.kwargs.checkpoint unset"
             )
-        state = torch.load(str(path), weights_only=False)
-        self.model = RewardModel(state["n_features"], state["hidden"])
-        self.model.load_state_dict(state["model"])
-        self.model.eval()
-        self.info = state.get("info", {})
+        if path is None:
+            self.model, self.info = shipped_outcome_model()
+        elif str(path).endswith(".pt"):  # the earlier ridge model
+            state = torch.load(str(path), weights_only=False)
+            self.model = RewardModel(state["n_features"], state["hidden"])
+            self.model.load_state_dict(state["model"])
+            self.model.eval()
+            self.info = state.get("info", {})
+        else:
+            self.model, self.info = load_outcome_model(str(path))
         self.cost = CostModel(per_call_s=cost_per_call_s) if cost_per_call_s is not None else None
         self.learns = bool(learn_from_anchors)
         self.corrections = TaskCorrections(ONE_HOT_SIZE, shrinkage)
         self.reward = AutoResearchScoreReward(penalty=failure_reward)
 
-    @torch.no_grad()
+    def _prior(self, tasks: Sequence[Task], programs: Sequence[Program]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The fitted (global) model's expected reward in ``[-1, 1]``, and its other outputs."""
+        features = np.stack([np.asarray(t.features, dtype=np.float32) for t in tasks])
+        if isinstance(self.model, RewardModel):
+            with torch.no_grad():
+                one_hot = torch.as_tensor(np.stack([p.one_hot() for p in programs]))
+                pred = self.model(torch.as_tensor(features), one_hot).clamp(-1.0, 1.0).numpy()
+            return pred.astype(np.float64), {}
+        out = self.model.predict(features, np.array([p.choices for p in programs]))
+        extra = {"p_fail": out.p_fail, "predicted_score": out.score, "reward_std": out.reward_std}
+        return np.clip(out.reward, -1.0, 1.0), extra
+
     def prior_rewards(self, tasks: Sequence[Task], programs: Sequence[Program]) -> np.ndarray:
-        """The shipped (global) model's prediction, in ``[-1, 1]``."""
-        features = torch.as_tensor(np.stack([np.asarray(t.features, dtype=np.float32) for t in tasks]))
-        one_hot = torch.as_tensor(np.stack([p.one_hot() for p in programs]))
-        return self.model(features, one_hot).clamp(-1.0, 1.0).numpy().astype(np.float64)
+        """The fitted (global) model's expected reward, in ``[-1, 1]``."""
+        return self._prior(tasks, programs)[0]
 
     def predict_rewards(self, tasks: Sequence[Task], programs: Sequence[Program]) -> np.ndarray:
         r""":math:`\operatorname{clip}(\hat r^{\,prior} + z^\top \beta_t, -1, 1)` (:class:`TaskCorrections`)."""
-        prior = self.prior_rewards(tasks, programs)
+        return self._predict(tasks, programs)[0]
+
+    def _predict(self, tasks: Sequence[Task], programs: Sequence[Program]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        prior, extra = self._prior(tasks, programs)
         z = np.stack([p.one_hot() for p in programs])
-        return np.clip(prior + self.corrections.correction([t.id for t in tasks], z), -1.0, 1.0)
+        return np.clip(prior + self.corrections.correction([t.id for t in tasks], z), -1.0, 1.0), extra
 
     def learn_from_anchors(self, tasks: Sequence[Task], solutions: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
         """Add each rewarded real outcome of a program (normalized reward; failures
@@ -279,10 +374,9 @@ class LearnedWorldModel:
             for _ in solutions
         ]
         if known:
-            rewards = self.predict_rewards([tasks[i] for i in known], [programs[i] for i in known])
-            for i, r in zip(known, rewards.tolist()):
+            rewards, extra = self._predict([tasks[i] for i in known], [programs[i] for i in known])
+            for j, (i, r) in enumerate(zip(known, rewards.tolist())):
                 score = raw_score_for_reward(tasks[i].data, r)
-                outcomes[i] = Outcome(
-                    status="ok", score=score if math.isfinite(score) else None, info={"predicted_reward": r}
-                )
+                info = {"predicted_reward": r, **{k: float(v[j]) for k, v in extra.items()}}
+                outcomes[i] = Outcome(status="ok", score=score if math.isfinite(score) else None, info=info)
         return outcomes

@@ -1,0 +1,85 @@
+"""The outcome model (failure and score apart, a spread per prediction) and the grouped
+cross-validation that scores world models on new programs."""
+
+import numpy as np
+import pytest
+from wmrl_autoresearch.program.cross_validation import cross_validate, program_folds, within_task_spearman
+from wmrl_autoresearch.program.grammar import N_OPTIONS, Program
+from wmrl_autoresearch.program.outcome_model import OutcomeModel, reward_moments
+
+
+def test_reward_moments_of_the_two_outcome_mixture():
+    # p = 0.25, mu = 0.6, sd = 0.2, failure -1: mean = -0.25 + 0.75 * 0.6 = 0.2;
+    # var = 0.25 * 0.75 * 1.6^2 + 0.75 * 0.04 = 0.48 + 0.03 = 0.51
+    mean, sd = reward_moments(np.array([0.25]), np.array([0.6]), np.array([0.2]))
+    assert mean[0] == pytest.approx(0.2) and sd[0] == pytest.approx(np.sqrt(0.51))
+    mean, sd = reward_moments(np.array([0.0, 1.0]), np.array([0.3, 0.3]), np.array([0.1, 0.1]))
+    assert mean.tolist() == pytest.approx([0.3, -1.0]) and sd.tolist() == pytest.approx([0.1, 0.0])
+
+
+def test_program_folds_keep_a_program_in_one_fold():
+    choices = np.array([[0] * 8, [1] * 8, [0] * 8, [1, 0, 0, 0, 0, 0, 0, 0], [1] * 8])
+    folds = program_folds(choices, n_folds=2, seed=0)
+    assert folds[0] == folds[2] and folds[1] == folds[4] and set(folds) <= {0, 1}
+
+
+def test_within_task_spearman_by_hand():
+    ids = np.array(["a"] * 4 + ["b"] * 3 + ["c"] * 2 + ["d"] * 3)
+    real = np.array([1, 2, 3, 4, 3, 2, 1, 5, 6, 0.5, 0.5, 0.5])
+    pred = np.array([1, 2, 3, 4, 1, 2, 3, 0, 0, 1, 2, 3])
+    # a: perfect order; b: reversed; c: too few; d: constant reward (nothing to rank)
+    assert within_task_spearman(ids, pred, real) == {"a": 1.0, "b": -1.0}
+    assert within_task_spearman(ids, np.zeros(12), real) == {"a": 0.0, "b": 0.0}  # a constant prediction
+
+
+def _synthetic(n_tasks=30, per_task=16, seed=0):
+    """Tasks with one feature f; model choice 0 fails on tasks with f > 0.5; the score of a
+    success rises with the scale choice where f < 0.5 and falls with it elsewhere (an interaction)."""
+    rng = np.random.default_rng(seed)
+    f = rng.uniform(size=n_tasks)
+    rows = {"task_ids": [], "features": [], "choices": [], "failed": [], "reward": []}
+    for t in range(n_tasks):
+        for _ in range(per_task):
+            c = np.array(Program.sample(rng).choices)
+            failed = c[3] == 0 and f[t] > 0.5
+            sign = 1.0 if f[t] < 0.5 else -1.0
+            score = 0.2 * f[t] + 0.15 * sign * c[1] / (N_OPTIONS[1] - 1) + rng.normal(0, 0.02)
+            rows["task_ids"].append(f"t{t}")
+            rows["features"].append([f[t], 1.0])
+            rows["choices"].append(c)
+            rows["failed"].append(failed)
+            rows["reward"].append(-1.0 if failed else score)
+    return {k: np.array(v) for k, v in rows.items()}
+
+
+def test_learns_failures_and_task_by_program_interactions_with_a_spread():
+    a = _synthetic()
+    model = OutcomeModel(members=3, max_iter=100).fit(a["features"], a["choices"], a["failed"], a["reward"], a["task_ids"])
+    probe_f = np.array([[0.2, 1.0], [0.8, 1.0]])
+    fails = np.array([[0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0, 0, 0]])
+    p = model.predict(np.repeat(probe_f, 2, axis=0), np.tile(fails, (2, 1))).p_fail
+    assert p[2] > 0.8 and max(p[0], p[1], p[3]) < 0.2  # model 0 fails only where f > 0.5
+    low, high = [0, 0, 0, 1, 0, 0, 0, 0], [0, 3, 0, 1, 0, 0, 0, 0]
+    out = model.predict(np.repeat(probe_f, 2, axis=0), np.array([low, high, low, high]))
+    assert out.score[1] > out.score[0] and out.score[3] < out.score[2]  # the interaction, both ways
+    assert (out.reward_std > 0).all() and (out.epistemic_std > 0).all() and (out.reward_std >= out.epistemic_std).all()
+
+
+@pytest.mark.slow  # nine small tree fits
+def test_cross_validation_ranks_new_programs_and_scores_models_on_shared_folds():
+    a = _synthetic(n_tasks=12, per_task=12)
+
+    def outcome(train, test):
+        m = OutcomeModel(members=1, max_iter=60).fit(
+            train["features"], train["choices"], train["failed"], train["reward"], train["task_ids"]
+        )
+        return {"reward": m.predict(test["features"], test["choices"]).reward}
+
+    def constant(train, test):
+        return np.zeros(len(test["reward"]))
+
+    res = cross_validate(a, {"outcome": outcome, "constant": constant}, n_folds=3)
+    assert res["outcome"]["within_task_spearman"] > 0.4 and res["constant"]["within_task_spearman"] == 0.0
+    assert res["outcome"]["n_tasks"] == res["constant"]["n_tasks"] == 12
+    assert res["outcome"]["within_task_spearman_per_fold"] > 0.25 and res["constant"]["within_task_spearman_per_fold"] == 0
+    assert res["outcome"]["n_task_folds"] == res["constant"]["n_task_folds"] > 12

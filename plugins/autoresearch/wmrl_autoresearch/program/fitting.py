@@ -1,0 +1,44 @@
+"""The default world model's recipe: its settings and its fit on a corpus of the training tasks
+(shared by ``world_model.py``, which fits it at first use, and ``build.py``, which reports on it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["OUTCOME_SETTINGS", "checked_training_rows", "fit_outcome_model", "training_features"]
+
+OUTCOME_SETTINGS = {"members": 5, "max_iter": 200, "learning_rate": 0.05, "max_leaf_nodes": 31, "min_samples_leaf": 10}
+"""The shipped outcome model's settings (see ``--report``: the cross-validated within-task Spearman)."""
+
+
+def training_features() -> dict[str, np.ndarray]:
+    """Meta-features of every TRAINING task (pool and built-in; no data is loaded)."""
+    from wmrl_autoresearch.environment import collect_tasks
+
+    return {t.id: np.asarray(t.features, dtype=np.float32) for t in collect_tasks() if t.data.split == "train"}
+
+
+def checked_training_rows(rows: Sequence[dict], features: dict[str, np.ndarray]) -> list[dict]:
+    """``rows``, after checking that every one is of a training task (the model never sees a held-out one)."""
+    foreign = sorted({r["task_id"] for r in rows} - set(features))
+    if foreign:
+        raise ValueError(
+            f"the corpus has executions of {len(foreign)} task(s) that are not training tasks ({foreign[:5]}); "
+            "the world model is fitted on training tasks only: rebuild the corpus with `wmrl-autoresearch build-corpus`"
+        )
+    return list(rows)
+
+
+def fit_outcome_model(corpus: str | None = None, seed: int = 0, **settings: Any):
+    """The :class:`~.outcome_model.OutcomeModel` fitted on a corpus (default: the shipped one)."""
+    from wmrl_autoresearch.program.corpus import load_corpus
+    from wmrl_autoresearch.program.cross_validation import corpus_arrays
+    from wmrl_autoresearch.program.outcome_model import OutcomeModel
+
+    features = training_features()
+    a = corpus_arrays(checked_training_rows(load_corpus(corpus), features), features)
+    model = OutcomeModel(**{**OUTCOME_SETTINGS, **settings}, seed=seed)
+    return model.fit(a["features"], a["choices"], a["failed"], a["reward"], a["task_ids"])
