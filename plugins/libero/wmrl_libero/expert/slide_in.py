@@ -29,6 +29,7 @@ FLOOR_Z = 0.024
 CEILING_Z = 0.168
 FRONT_Y = -0.088
 CAVITY_MID_X = -0.04  # the side walls' inner faces are at x -0.1435 and +0.0635
+TOP_Z = 0.1885  # top of the body and of the door
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ HAND_CLEARANCE_M = 0.008  # ... kept this far in front of the ceiling's front ed
 CARRY_ABOVE_FLOOR_M = 0.015  # the mug's bottom clears the cavity floor's front edge by this
 OUTSIDE_M = 0.08  # the mug lines up this far in front of where it is set down, then slides in
 APPROACH_HEIGHT_M = 0.10
+TRAVEL_XY_M = 0.03  # farther than this from above the grasp point, the hand travels high:
+TRAVEL_ABOVE_TOP_M = 0.05  # this far above the microwave (an open door can stand in the way)
 RISE_M = 0.05  # after letting go, up this far (fingertips clear the handle's upper bar)
 # The push: target depth of the mug's origin, and where the paddle meets the handle.
 PUSH_TO_Y = -0.003  # handle tip then 2 cm behind the door; the body's back 1.3 cm off the back wall
@@ -155,6 +158,8 @@ class SlideIn(PhasedSkill):
                 self._goto("to_push")  # already set down in the opening: only the push is left
                 return move_hand(hand, hand.pos + [0, 0, 0.03], hand.yaw, OPEN)
             goal = grip + [0, 0, APPROACH_HEIGHT_M]
+            if np.linalg.norm((goal - hand.pos)[:2]) > TRAVEL_XY_M:
+                goal[2] = max(goal[2], state[self.fixture][2] + TOP_Z + TRAVEL_ABOVE_TOP_M)
             if (np.linalg.norm((goal - hand.pos)[:2]) < 0.01 and abs(goal[2] - hand.pos[2]) < 0.02) or t > TIMEOUT[ph]:
                 self._goto("descend")
             return move_hand(hand, goal, mug_yaw, OPEN)  # fingers close across the handle
