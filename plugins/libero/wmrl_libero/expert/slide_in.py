@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from wmrl_libero.expert.motion import CLOSE, OPEN, Hand, PhasedSkill, move_hand, wrap_half_turn, yaw_of
+from wmrl_libero.expert.motion import CLOSE, OPEN, Hand, PhasedSkill, move_hand, yaw_of
 
 __all__ = ["MUG_OUTLINES", "SlideIn"]
 
