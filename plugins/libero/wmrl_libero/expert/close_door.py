@@ -20,12 +20,13 @@ from scipy.spatial.transform import Rotation
 
 from wmrl_libero.expert.motion import CLOSE, Hand, PhasedSkill, move_hand, wrist_safe_yaw, yaw_of
 
-__all__ = ["SwingDoorShut"]
+__all__ = ["DOOR_LENGTH_M", "HINGE_M", "SwingDoorShut"]
 
 CLOSED_RAD = -0.005  # LIBERO's microwave: closed above this
 # Door (``microwave.xml``): hinge point in the microwave frame; in the door's own frame
 # (x along the door from the hinge) its outer face, and the height of its top edge.
 HINGE_M = np.array([-0.1725, -0.088])
+DOOR_LENGTH_M = 0.259
 OUTER_FACE_Y = -0.025
 DOOR_TOP_Z = 0.1885
 # Pushed 18 cm from the hinge (the door is 26 cm long; its handle, at 23.75 cm, ends 1.7 cm

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from wmrl_libero.expert.close_door import DOOR_LENGTH_M, HINGE_M
 from wmrl_libero.expert.motion import CLOSE, OPEN, Hand, PhasedSkill, move_hand, yaw_of
 
 __all__ = ["MUG_OUTLINES", "SlideIn"]
@@ -53,7 +54,19 @@ HANDLE_GAP_M = (0.008, 0.03)  # finger gap when the handle (1.8 cm wide) is held
 HAND_HALF_THICKNESS_M = 0.037  # the hand's far face from the grip point, across the closing axis
 HAND_CLEARANCE_M = 0.008  # ... kept this far in front of the ceiling's front edge
 CARRY_ABOVE_FLOOR_M = 0.015  # the mug's bottom clears the cavity floor's front edge by this
-OUTSIDE_M = 0.08  # the mug lines up this far in front of where it is set down, then slides in
+# The mug crosses over to the opening with its bottom this far above the microwave's top
+# (the open door stands between it and the opening), comes down in front of the opening (its
+# back then clears the top's front edge) and slides in just above the floor.
+OVER_TOP_M = 0.03
+OUTSIDE_M = 0.10  # the mug comes down this far in front of where it is set down
+# The hand's 20 cm long side runs across the opening: it comes down this far (x, microwave
+# frame) to the right of a door that is less than wide open (above -1.45 rad, the door's
+# tip leans over the way in), the mug then right of the cavity's middle (up to MAX_X) ...
+HAND_HALF_LENGTH_M = 0.103
+DOOR_CLEARANCE_M = 0.01
+# ... but the hand's other end must stay left of the front frame beside the opening (from
+# x 0.0875), or it cannot push the mug in: (0.0875 - HAND_HALF_LENGTH_M) less 5 mm.
+MAX_X = -0.02
 APPROACH_HEIGHT_M = 0.10
 TRAVEL_XY_M = 0.03  # farther than this from above the grasp point, the hand travels high:
 TRAVEL_ABOVE_TOP_M = 0.05  # this far above the microwave (an open door can stand in the way)
@@ -72,7 +85,8 @@ TIMEOUT = {
     "descend": 40,
     "grasp": 12,
     "lift": 40,
-    "line_up": 80,
+    "over": 80,
+    "line_up": 40,
     "slide": 60,
     "lower": 30,
     "release": 10,
@@ -108,6 +122,7 @@ class SlideIn(PhasedSkill):
         self._last_z = None
         self._rest_z = 0.0
         self._rise_to = np.zeros(3)
+        self._line_x = CAVITY_MID_X
 
     def __eq__(self, other):
         return isinstance(other, SlideIn) and (self.obj, self.region) == (other.obj, other.region)
@@ -132,6 +147,16 @@ class SlideIn(PhasedSkill):
         tip = self._to_local(state, pose[:3] + mug.apply([self.outline.handle_tip_x, 0, 0]))
         axis = self._to_local(state, pose[:3] + mug.apply([self.outline.body_x, 0, 0]))
         return min(tip[1], axis[1] - self.outline.body_radius)
+
+    def _door_clear_x(self, state, hand_y: float) -> float:
+        """Where the mug (and the hand, whose grip point is above its axis) lines up along x so
+        that the hand, ``hand_y`` and nearer the robot, clears the open door's inner face."""
+        angle = float(state[f"{self.fixture}/joints"][0])
+        c, s = np.cos(angle), np.sin(angle)
+        # the door's line from the hinge, at the hand's far side (y nearest the robot)
+        along = np.clip((hand_y - HAND_HALF_THICKNESS_M - HINGE_M[1]) / min(s, -1e-6), 0.0, DOOR_LENGTH_M)
+        door_x = HINGE_M[0] + along * c
+        return float(np.clip(door_x + HAND_HALF_LENGTH_M + DOOR_CLEARANCE_M, CAVITY_MID_X, MAX_X))
 
     def satisfied(self, state, hand: Hand | None = None) -> bool:
         """Resting inside the heating region, its front behind the closed door's inner face."""
@@ -181,22 +206,28 @@ class SlideIn(PhasedSkill):
         grip_depth = float(turn.inv().apply(self._grip_offset)[1])
         deepest = FRONT_Y - HAND_CLEARANCE_M - HAND_HALF_THICKNESS_M - grip_depth
         carry_z = FLOOR_Z + CARRY_ABOVE_FLOOR_M
-        if ph in ("lift", "line_up", "slide", "lower") and np.linalg.norm(self._grip_offset) > 0.15:
+        if ph in ("lift", "over", "line_up", "slide", "lower") and np.linalg.norm(self._grip_offset) > 0.15:
             self._retry_or(True, "")  # dropped
             return move_hand(hand, hand.pos + [0, 0, 0.05], hand.yaw, OPEN)
-        if ph == "lift":
-            goal_obj = self._to_world(state, [local[0], local[1], carry_z])
-            goal_obj[2] = max(goal_obj[2], obj[2])
+        high_z = TOP_Z + OVER_TOP_M
+        if ph == "lift":  # straight up, above the microwave and its door
+            goal_obj = self._to_world(state, [local[0], local[1], high_z])
             if obj[2] > goal_obj[2] - 0.01 or t > TIMEOUT[ph]:
-                self._retry_or(obj[2] < self._rest_z + 0.01, "line_up")  # the mug stayed behind
+                self._line_x = self._door_clear_x(state, deepest - OUTSIDE_M + grip_depth)
+                self._retry_or(obj[2] < self._rest_z + 0.01, "over")  # the mug stayed behind
             return move_hand(hand, goal_obj + self._grip_offset, yaw, CLOSE)
-        if ph == "line_up":
-            goal_obj = self._to_world(state, [CAVITY_MID_X, deepest - OUTSIDE_M, carry_z])
-            if np.linalg.norm(goal_obj - obj) < 0.012 or t > TIMEOUT[ph]:
+        if ph == "over":  # above the line-up point, in front of the opening
+            goal_obj = self._to_world(state, [self._line_x, deepest - OUTSIDE_M, high_z])
+            if np.linalg.norm(goal_obj - obj) < 0.015 or t > TIMEOUT[ph]:
+                self._goto("line_up")
+            return move_hand(hand, goal_obj + self._grip_offset, yaw, CLOSE)
+        if ph == "line_up":  # down in front of the opening, the mug just above the floor
+            goal_obj = self._to_world(state, [self._line_x, deepest - OUTSIDE_M, carry_z])
+            if np.linalg.norm(goal_obj - obj) < 0.01 or t > TIMEOUT[ph]:
                 self._goto("slide")
             return move_hand(hand, goal_obj + self._grip_offset, yaw, CLOSE)
         if ph == "slide":
-            goal_obj = self._to_world(state, [CAVITY_MID_X, deepest, carry_z])
+            goal_obj = self._to_world(state, [self._line_x, deepest, carry_z])
             if np.linalg.norm(goal_obj - obj) < 0.008 or t > TIMEOUT[ph]:
                 self._goto("lower")
             return move_hand(hand, goal_obj + self._grip_offset, yaw, CLOSE, speed=0.5)
