@@ -6,8 +6,9 @@ predicates. Skipped without LIBERO, failed under ``CI=true``.
 
 import numpy as np
 import pytest
-from wmrl_libero.expert import CloseDrawer, PickPlace, ScriptedExpert, TurnKnob
-from wmrl_libero.expert.motion import Hand, move_hand, wrap_half_turn
+from wmrl_libero.expert import CloseDrawer, PickPlace, ScriptedExpert, SlideIn, SwingDoorShut, TurnKnob, plan_from_goal
+from wmrl_libero.expert.motion import Hand, move_hand, wrap_half_turn, wrist_safe_yaw
+from wmrl_libero.expert.slide_in import CAVITY_MID_X, MAX_X
 from wmrl_libero.runtime import libero_available
 
 from wmrl_core.testing import require
@@ -58,6 +59,13 @@ def test_two_moka_pots_on_one_stove_task8():
 
 
 @pytest.mark.slow
+def test_mug_slid_into_microwave_then_door_swung_shut_task9():
+    solved, steps, expert = _solve(9)
+    assert [type(s) for s in expert.plan] == [SlideIn, SwingDoorShut]
+    assert solved, f"task 9 (mug into the microwave, close it) not solved in {steps} steps"
+
+
+@pytest.mark.slow
 def test_flat_boxes_grasped_across_their_width_task1():
     solved, steps, _ = _solve(1)
     assert solved, f"task 1 (cream cheese and butter into the basket) not solved in {steps} steps"
@@ -72,6 +80,29 @@ def test_move_hand_saturates_and_takes_the_nearer_equivalent_yaw():
     assert np.allclose(move_hand(hand, np.zeros(3), np.pi, -1.0)[3:6], 0.0, atol=1e-6)
     assert wrap_half_turn(3 * np.pi / 4) == pytest.approx(-np.pi / 4)
     assert move_hand(hand, np.array([1.0, 0, 0]), 0.0, 1.0, speed=0.3)[0] == pytest.approx(0.3)
+
+
+def test_wrist_safe_yaw_turns_the_way_that_keeps_the_wrist_inside_its_limits():
+    down = np.array([1.0, 0.0, 0.0, 0.0])
+    # the short way (+1.47 rad) moves the wrist from 2.5 to about 1.0; the long way would pass its limit
+    hand = Hand(np.zeros(3), down, 0.08, wrist=2.5)
+    assert wrist_safe_yaw(hand, np.pi / 2 - 0.1) == pytest.approx(np.pi / 2 - 0.1)
+    # a 2-rad turn follows: the short way (wrist -1 then -3) would end past the limit
+    hand = Hand(np.zeros(3), down, 0.08, wrist=0.0)
+    assert wrist_safe_yaw(hand, 1.0, turn_after=2.0) == pytest.approx(1.0 - np.pi)
+    assert wrist_safe_yaw(hand, 1.0) == pytest.approx(1.0)
+
+
+def test_microwave_goal_plans_slide_in_then_door_and_lines_up_clear_of_the_door():
+    plan, unsupported = plan_from_goal(
+        [["In", "white_yellow_mug_1", "microwave_1_heating_region"], ["Close", "microwave_1"]]
+    )
+    assert not unsupported and [type(s) for s in plan] == [SlideIn, SwingDoorShut]
+    slide = plan[0]
+    state = {"microwave_1": np.array([0.0, 0.35, 0.92, 0, 0, 0, 1.0]), "microwave_1/joints": np.array([-1.9])}
+    assert slide._door_clear_x(state, -0.23) == pytest.approx(CAVITY_MID_X)  # wide open: the middle
+    state["microwave_1/joints"] = np.array([-1.3])  # the door's tip leans over the way in
+    assert CAVITY_MID_X < slide._door_clear_x(state, -0.23) <= MAX_X
 
 
 def test_pick_place_takes_over_an_object_a_student_already_holds():

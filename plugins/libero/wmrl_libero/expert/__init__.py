@@ -1,8 +1,8 @@
 """A scripted expert for LIBERO that reads privileged simulator state.
 
 It turns the task's BDDL goal into skills (:mod:`~wmrl_libero.expert.plan`): pick and place
-(``In``/``On``), turning a stove knob on (``Turnon``) and pushing a drawer shut (``Close``;
-a microwave door is not scripted yet), and runs them in order with a proportional controller on
+(``In``/``On``; into a microwave by sliding it through the door), turning a stove knob on
+(``Turnon``), pushing a drawer shut and swinging a microwave door shut (``Close``), and runs them in order with a proportional controller on
 LIBERO's OSC_POSE deltas (:mod:`~wmrl_libero.expert.motion`). Each skill reads where things
 are from the privileged state on every step, skips what is already done, and retries a
 failed grasp (with a bound), so the expert can also label states a student policy drove
@@ -17,14 +17,25 @@ from typing import Any
 import numpy as np
 
 from wmrl_libero.controllers import ControllerFactory
+from wmrl_libero.expert.close_door import SwingDoorShut
 from wmrl_libero.expert.close_drawer import CloseDrawer
 from wmrl_libero.expert.motion import OPEN, Hand, move_hand
 from wmrl_libero.expert.pick_place import PickPlace
 from wmrl_libero.expert.plan import plan_from_goal
+from wmrl_libero.expert.slide_in import SlideIn
 from wmrl_libero.expert.turn_knob import TurnKnob
 from wmrl_libero.suites import TaskInfo
 
-__all__ = ["CloseDrawer", "PickPlace", "ScriptedExpert", "TurnKnob", "expert_factory", "plan_from_goal"]
+__all__ = [
+    "CloseDrawer",
+    "PickPlace",
+    "ScriptedExpert",
+    "SlideIn",
+    "SwingDoorShut",
+    "TurnKnob",
+    "expert_factory",
+    "plan_from_goal",
+]
 
 
 @dataclass

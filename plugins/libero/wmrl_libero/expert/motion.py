@@ -13,7 +13,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-__all__ = ["CLOSE", "OPEN", "POSITION_GAIN", "Hand", "move_hand", "wrap_half_turn", "yaw_of"]
+__all__ = [
+    "CLOSE",
+    "OPEN",
+    "POSITION_GAIN",
+    "WRIST_LIMIT_RAD",
+    "Hand",
+    "move_hand",
+    "wrap_half_turn",
+    "wrist_safe_yaw",
+    "yaw_of",
+]
 
 OPEN, CLOSE = -1.0, 1.0
 # Action units per metre of position error; saturates (|a| <= 1) beyond 8 cm, so the hand
@@ -23,21 +33,24 @@ POSITION_GAIN = 12.0
 # a small error in about two steps without overshoot).
 ROTATION_GAIN = 4.0
 _POINTING_DOWN = Rotation.from_quat([1.0, 0.0, 0.0, 0.0])  # gripper z along world -z (xyzw)
+WRIST_LIMIT_RAD = 2.8973  # the Panda's last joint stops here (both ways)
 
 
 @dataclass(frozen=True)
 class Hand:
-    """What the skills read from the robot: grip-site position (m), orientation (xyzw) and
-    finger opening (m, 0 closed, about 0.078 fully open)."""
+    """What the skills read from the robot: grip-site position (m), orientation (xyzw),
+    finger opening (m, 0 closed, about 0.078 fully open) and the wrist (the Panda's last
+    joint, rad; it turns the hand about its own axis and stops at +-``WRIST_LIMIT_RAD``)."""
 
     pos: np.ndarray
     quat: np.ndarray
     finger_gap: float
+    wrist: float = 0.0
 
     @classmethod
     def from_proprio(cls, proprio: np.ndarray) -> Hand:
         p = np.asarray(proprio, dtype=np.float64)
-        return cls(p[:3], p[3:7], float(p[7] - p[8]))
+        return cls(p[:3], p[3:7], float(p[7] - p[8]), float(p[15]) if len(p) > 15 else 0.0)
 
     @property
     def yaw(self) -> float:
@@ -54,15 +67,18 @@ def move_hand(
     lean: np.ndarray | None = None,
     lean_rad: float = 0.0,
     speed: float = 1.0,
+    fold: bool = True,
 ) -> np.ndarray:
     """Action (7,) steering the grip site to ``target`` with the hand down, turned by ``yaw``.
 
     The gripper is symmetric under a half turn, so of ``yaw`` and ``yaw + pi`` the one
     nearer the hand's current yaw is used (a long turn of the wrist drags the arm off course).
-    ``speed`` caps the position action (1 = 5 cm per step). With ``lean`` (a horizontal direction) the fingers point ``lean_rad`` away from straight
+    With ``fold=False`` the hand turns to ``yaw`` as given (a skill that chose which way round
+    the wrist goes, :func:`wrist_safe_yaw`). ``speed`` caps the position action (1 = 5 cm per step). With ``lean`` (a horizontal direction) the fingers point ``lean_rad`` away from straight
     down towards it: the fingertips lead and the palm trails behind and above.
     """
-    yaw = hand.yaw + wrap_half_turn(yaw - hand.yaw)
+    if fold:
+        yaw = hand.yaw + wrap_half_turn(yaw - hand.yaw)
     action = np.zeros(7, dtype=np.float32)
     action[:3] = np.clip(gain * (np.asarray(target) - hand.pos), -speed, speed)
     want = Rotation.from_euler("z", yaw) * _POINTING_DOWN
@@ -73,6 +89,24 @@ def move_hand(
     action[3:6] = np.clip(ROTATION_GAIN * error, -1, 1)
     action[6] = gripper
     return action
+
+
+def wrist_safe_yaw(hand: Hand, yaw: float, turn_after: float = 0.0) -> float:
+    """Of the two ways to turn a down-pointing hand to ``yaw`` (modulo a half turn: less
+    or more than a quarter turn, in opposite directions), the one that keeps the wrist
+    furthest inside its limits, now and after the hand turns a further ``turn_after`` rad.
+
+    Turning the hand by ``d`` about world z turns the wrist by about ``-d`` (measured on
+    LIBERO's Panda). Returns the absolute yaw to steer to with ``move_hand(..., fold=False)``.
+    """
+    near = wrap_half_turn(yaw - hand.yaw)
+    far = near - np.pi if near > 0 else near + np.pi
+
+    def margin(d: float) -> float:
+        ends = (hand.wrist - d, hand.wrist - d - turn_after)
+        return min(WRIST_LIMIT_RAD - abs(w) for w in ends)
+
+    return hand.yaw + max((near, far), key=margin)
 
 
 def wrap_half_turn(angle: float) -> float:

@@ -1,8 +1,8 @@
 """Turn a task's BDDL goal predicates into an ordered list of skills.
 
-Supported: ``In``/``On`` (pick and place), ``Turnon`` of a stove, ``Close`` of a cabinet
-drawer. Not yet: ``Close`` of a microwave door (and ``Open``, ``Turnoff``), returned as
-unsupported. Order: knobs are turned first (nothing stands on the stove yet), then objects are placed in
+Supported: ``In``/``On`` (pick and place; ``In`` a microwave: slid in through its door),
+``Turnon`` of a stove, ``Close`` of a cabinet drawer or a microwave door. Not yet: ``Open``,
+``Turnoff``, returned as unsupported. Order: knobs are turned first (nothing stands on the stove yet), then objects are placed in
 goal order, then doors and drawers are closed (after what goes inside is in). Several
 objects ``On`` one region are spread along world x, ``SPREAD_M`` apart, so that each
 lands inside the region without touching the others.
@@ -14,8 +14,10 @@ import re
 
 import numpy as np
 
+from wmrl_libero.expert.close_door import SwingDoorShut
 from wmrl_libero.expert.close_drawer import CloseDrawer
 from wmrl_libero.expert.pick_place import PickPlace
+from wmrl_libero.expert.slide_in import SlideIn, mug_outline
 from wmrl_libero.expert.turn_knob import TurnKnob
 
 __all__ = ["SPREAD_M", "plan_from_goal"]
@@ -37,22 +39,33 @@ def plan_from_goal(goal: list[list[str]]) -> tuple[list, list[list[str]]]:
     knobs, placements, closings, unsupported = [], [], [], []
     for pred in goal:
         kind, args = pred[0].lower(), pred[1:]
-        if kind in ("in", "on") and len(args) == 2:
+        if kind == "in" and len(args) == 2 and _microwave(args[1]) and mug_outline(args[0]) is not None:
+            placements.append(SlideIn(args[0], args[1], _microwave(args[1])))
+        elif kind in ("in", "on") and len(args) == 2:
             placements.append(PickPlace(args[0], args[1], kind))
         elif kind == "turnon" and "stove" in args[0]:
             knobs.append(TurnKnob(args[0]))
         elif kind == "close" and args[0].endswith(_DRAWER_LEVELS):
             cabinet = next(args[0][: -len(s)] for s in _DRAWER_LEVELS if args[0].endswith(s))
             closings.append(CloseDrawer(args[0], cabinet))
+        elif kind == "close" and _microwave(args[0]) == args[0]:
+            closings.append(SwingDoorShut(args[0]))
         else:
             unsupported.append(pred)
-    _spread_shared_targets(placements)
-    for p in placements:
+    pick_places = [p for p in placements if isinstance(p, PickPlace)]
+    _spread_shared_targets(pick_places)
+    for p in pick_places:
         if p.relation == "in" and p.target.endswith(_DRAWER_LEVELS):
             p.place_offset = DRAWER_PLACE_OFFSET_M.copy()
         if p.relation == "in" and "caddy" in p.target and p.target.endswith("_contain_region"):
             p.align_with = re.match(r"(.*?_\d+)_", p.target).group(1)  # desk_caddy_1_back_... -> desk_caddy_1
     return knobs + placements + closings, unsupported
+
+
+def _microwave(name: str) -> str | None:
+    """The microwave fixture a name belongs to (``microwave_1_heating_region`` -> ``microwave_1``)."""
+    match = re.match(r"(microwave_\d+)", name)
+    return match.group(1) if match else None
 
 
 def _spread_shared_targets(placements: list[PickPlace]) -> None:
