@@ -103,6 +103,20 @@ def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, meth
         return {k: v for k, v in r.items() if not k.startswith("wall/")}
 
     assert [strip(r) for r in a] == [strip(r) for r in b]
+    # anchor pairs written after the checkpoint (steps 5-6) are dropped on resume, not repeated
+    assert (part / "anchor_pairs.jsonl").read_text() == (full / "anchor_pairs.jsonl").read_text()
+
+
+def test_a_fresh_run_into_an_old_run_dir_starts_its_logs_over(synthetic_config, tmp_path):
+    args = [f"run_dir={tmp_path / 'run'}", "steps=3", "eval.every=3", "logging.progress=false"]
+    args.append("logging.tensorboard=false")
+    train(load_config(synthetic_config, args))
+    first_pairs = (tmp_path / "run" / "anchor_pairs.jsonl").read_text()
+    train(load_config(synthetic_config, args))  # resume=false: a new run, not a continuation
+    assert [r["step"] for r in read_metrics(tmp_path / "run")] == [0, 1, 2, 3]
+    pairs = (tmp_path / "run" / "anchor_pairs.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in pairs] == [1, 2, 3]
+    assert first_pairs.count("\n") == 3
 
 
 @pytest.mark.slow

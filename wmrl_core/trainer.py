@@ -76,6 +76,14 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
     }
 
 
+def _truncate_anchor_pairs(path: Path, after_step: int) -> None:
+    """Keep the anchor-pair lines of steps ``<= after_step`` (none for a fresh run)."""
+    kept = []
+    if after_step > 0 and path.exists():
+        kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= after_step]
+    atomic_write_text(path, "".join(line + "\n" for line in kept), "anchor pairs")
+
+
 def _eval_tasks(c: Components, split: str) -> list[Task]:
     try:
         tasks = c.environment.tasks(split)
@@ -192,10 +200,11 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         tensorboard=cfg.logging.tensorboard,
         wandb_project=cfg.logging.wandb_project,
         config=json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
-        truncate_after_step=start_step if cfg.resume else None,
+        # a fresh run (resume=false) into an old run_dir starts its logs over; a resumed one drops
+        # what was written after its checkpoint, so that no step appears twice
+        truncate_after_step=start_step if cfg.resume else -1,
     )
-    if not cfg.resume:
-        (run_dir / "anchor_pairs.jsonl").write_text("")
+    _truncate_anchor_pairs(run_dir / "anchor_pairs.jsonl", after_step=start_step)
 
     def checkpoint(step: int) -> None:
         save_checkpoint(
