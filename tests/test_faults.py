@@ -322,3 +322,30 @@ def test_dropped_and_failed_rewards_are_nan_never_zero():
 def test_world_model_timeout_is_validated(synthetic_config, tmp_path):
     with pytest.raises(ConfigError, match="world_model_timeout_s"):
         _cfg(synthetic_config, tmp_path, "world_model_timeout_s=0")
+
+
+def test_an_extractor_that_raises_during_evaluation_loses_that_reward_not_the_evaluation():
+    from types import SimpleNamespace
+
+    from wmrl_core.trainer import evaluate
+
+    class Policy:
+        def generate(self, tasks, n):
+            return SimpleNamespace(tasks=[t for t in tasks for _ in range(n)], solutions=[0.2, 0.8] * len(tasks))
+
+    class Env:  # executed for real: no true_reward
+        def execute(self, tasks, solutions):
+            return [Outcome("ok", s) for s in solutions]
+
+    calls = []
+
+    def reward(task, outcome):
+        calls.append(task.id)
+        if len(calls) == 2:
+            raise KeyError("metric")
+        return outcome.score
+
+    c = SimpleNamespace(policy=Policy(), environment=Env(), reward=reward)
+    out = evaluate(c, [Task("a"), Task("b")], 2, seed=0)
+    assert out["eval/reward_errors"] == 1
+    assert out["eval/reward"] == pytest.approx((0.2 + 0.2 + 0.8) / 3)  # the mean of the three kept

@@ -32,7 +32,7 @@ from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, is_rewarded
 from wmrl_core.errors import ConfigError
-from wmrl_core.faults import atomic_write_text, raise_if_disk_full
+from wmrl_core.faults import StepFaults, atomic_write_text, raise_if_disk_full
 from wmrl_core.ledger import measured_cost_s
 from wmrl_core.metrics import MetricsWriter, read_metrics
 from wmrl_core.plots import plot_run
@@ -68,11 +68,13 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
         return {"eval/true_reward": float(np.mean(truth))}
     start = time.perf_counter()
     outcomes = c.environment.execute(rollouts.tasks, rollouts.solutions)
-    rewards = extract_rewards(c.reward, rollouts.tasks, outcomes)
+    guard = StepFaults()  # an extractor that raises loses that reward, not the evaluation
+    rewards = guard.rewards(c.reward, rollouts.tasks, outcomes)
     return {
         "eval/reward": _nanmean(rewards),
         "eval/execution_s": time.perf_counter() - start,
         "eval/ok_fraction": float(np.mean([as_outcome(o).ok for o in outcomes])),
+        "eval/reward_errors": guard.metrics()["faults/reward_errors"],
     }
 
 
