@@ -117,6 +117,8 @@ def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4
     what inverse variance would estimate from the same anchor pairs)."""
     run_dir = Path(run_dir)
     cfg = load_config(run_dir / "config.yaml")
+    if cfg.world_model is None:
+        raise ValueError(f"{run_dir} is a run without a world model (mode=real): nothing to compare the anchors with")
     env = SyntheticBanditEnvironment(**dict(cfg.environment.kwargs))
     wm = SyntheticWorldModel(env, **dict(cfg.world_model.kwargs))
     records = {r["step"]: r for r in read_metrics(run_dir)}
