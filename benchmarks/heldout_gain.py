@@ -34,7 +34,9 @@ table, a JSON file and a plot to ``--out``.
     python benchmarks/heldout_gain.py --override world_model.name=NEW   # the same benchmark with another world model
 
 Resumable: training runs resume from their checkpoints, finished runs and evaluations are
-read back from ``--runs``.
+read back from ``--runs``. The config is frozen into ``RUNS/config.yaml`` (with the
+overrides) at the first start, and a resumed benchmark uses that copy, so editing the shipped
+config meanwhile cannot mix two settings in one result.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from wmrl_core.config import load_config
 from wmrl_core.experiment import mean_ci95
 from wmrl_core.metrics import read_metrics
 from wmrl_core.plugins import build_registry, get_plugin_manager
-from wmrl_core.trainer import extract_rewards, train
+from wmrl_core.trainer import evenly_spaced, extract_rewards, train
 from wmrl_core.types import Outcome, as_outcome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,7 +198,7 @@ def evaluate_policy(args, policy_state: dict | None, sampling_seed: int, path: P
     try:
         if policy_state is not None:
             c.policy.load_state_dict(policy_state)
-        tasks = c.environment.tasks(cfg.eval.split)[: args.max_tasks]
+        tasks = evenly_spaced(c.environment.tasks(cfg.eval.split), args.max_tasks)
         k = args.samples
         with torch.random.fork_rng():
             torch.manual_seed(sampling_seed)
@@ -381,7 +383,7 @@ def write_outputs(args, before: dict, seeds: list[dict]) -> None:
     text, result = report(before, seeds, args)
     result["settings"] = {
         "config": str(args.config),
-        "override": args.override,
+        "config_yaml": Path(args.config).read_text(),
         "samples_per_task": args.samples,
         "max_tasks": args.max_tasks,
         "cache": str(args.cache),
@@ -393,18 +395,43 @@ def write_outputs(args, before: dict, seeds: list[dict]) -> None:
     plot(before, result, args.out / "heldout_gain.png")
 
 
+def freeze_config(config: Path, overrides: list[str], frozen: Path) -> Path:
+    """``frozen`` holds ``config`` with ``overrides`` applied, written at the first start; a
+    resumed benchmark must be given the same ``overrides`` (or none)."""
+    from omegaconf import OmegaConf
+
+    merged = OmegaConf.merge(OmegaConf.load(config), OmegaConf.from_dotlist(overrides))
+    if frozen.exists():
+        if overrides and OmegaConf.load(frozen) != merged:
+            raise SystemExit(
+                f"{frozen} holds other settings than {config} with {overrides}; resume without overrides "
+                f"or give another --runs"
+            )
+        return frozen
+    frozen.parent.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(merged, frozen)
+    return frozen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=CONFIG, help="the main job's config")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=4, help="programs per held-out task and evaluation")
-    parser.add_argument("--max-tasks", type=int, default=None, help="evaluate on the first N held-out tasks only")
+    parser.add_argument(
+        "--max-tasks",
+        type=int,
+        default=None,
+        help="evaluate on N held-out tasks, evenly spaced in the split's order (as eval.max_tasks)",
+    )
     parser.add_argument("--runs", type=Path, default=Path("runs/heldout_gain"), help="run directories (resumable)")
     parser.add_argument("--cache", type=Path, default=None, help="execution cache (default: RUNS/eval_cache.jsonl)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/autoresearch", help="table, json and plot")
     parser.add_argument("--override", nargs="*", default=[], help="extra key=value config overrides for every run")
     args = parser.parse_args(argv)
     args.cache = args.cache or args.runs / "eval_cache.jsonl"
+    args.config = freeze_config(args.config, args.override, args.runs / "config.yaml")
+    args.override = []
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
     started = time.perf_counter()
 
