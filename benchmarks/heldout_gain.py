@@ -218,6 +218,7 @@ def evaluate_policy(args, policy_state: dict | None, sampling_seed: int, path: P
                         "status": str(outcome.status),
                         "reward": None if math.isnan(reward) else float(reward),
                         "cost_s": outcome.info.get("cost_s"),
+                        "container_cpu_s": outcome.info.get("resources", {}).get("container_cpu_s"),
                         "replayed": bool(outcome.info.get("replayed", False)),
                     }
                 )
@@ -281,6 +282,7 @@ def summarize_eval(evaluation: dict[str, Any]) -> dict[str, Any]:
         "programs": len(recs),
         "replayed": int(sum(r["replayed"] for r in recs)),
         "cost_s": float(sum(r["cost_s"] or 0.0 for r in recs)),
+        "container_cpu_s": float(sum(r.get("container_cpu_s") or 0.0 for r in recs if not r["replayed"])),
     }
 
 
@@ -395,6 +397,28 @@ def write_outputs(args, before: dict, seeds: list[dict]) -> None:
     plot(before, result, args.out / "heldout_gain.png")
 
 
+def report_finished(args) -> int:
+    """Tables, json and plot from the seeds already finished in ``--runs``; runs nothing."""
+    before_path = args.runs / "eval_before.json"
+    if not before_path.exists():
+        raise SystemExit(f"{before_path} does not exist yet: nothing to report")
+    seeds = []
+    for seed in range(args.seeds):
+        dirs = {arm: args.runs / f"{arm}-seed{seed}" for arm in ARMS}
+        paths = [d / name for d in dirs.values() for name in ("heldout_gain_train.json", "eval_after.json")]
+        if not all(p.exists() for p in paths):
+            break
+        seeds.append(
+            {
+                "seed": seed,
+                "train": {arm: json.loads((d / "heldout_gain_train.json").read_text()) for arm, d in dirs.items()},
+                "eval": {arm: json.loads((d / "eval_after.json").read_text()) for arm, d in dirs.items()},
+            }
+        )
+    write_outputs(args, json.loads(before_path.read_text()), seeds)
+    return 0
+
+
 def freeze_config(config: Path, overrides: list[str], frozen: Path) -> Path:
     """``frozen`` holds ``config`` with ``overrides`` applied, written at the first start; a
     resumed benchmark must be given the same ``overrides`` (or none)."""
@@ -427,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/heldout_gain"), help="run directories (resumable)")
     parser.add_argument("--cache", type=Path, default=None, help="execution cache (default: RUNS/eval_cache.jsonl)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/autoresearch", help="table, json and plot")
+    parser.add_argument("--report-only", action="store_true", help="report the finished seeds; run nothing")
     parser.add_argument("--override", nargs="*", default=[], help="extra key=value config overrides for every run")
     args = parser.parse_args(argv)
     args.cache = args.cache or args.runs / "eval_cache.jsonl"
@@ -435,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
     started = time.perf_counter()
 
+    if args.report_only:
+        return report_finished(args)
     before = evaluate_policy(args, None, EVAL_SEED, args.runs / "eval_before.json", "before")
     seeds = []
     for seed in range(args.seeds):  # seeds outermost: a partial run has whole seeds of both arms
