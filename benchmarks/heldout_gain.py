@@ -71,7 +71,7 @@ ARMS = {
 COMMON = ["eval.every=0", "logging.progress=false", "logging.tensorboard=false", "checkpoint.every=2"]
 EVAL_SEED = 7_000_003
 """Sampling seed of every evaluation (common random numbers)."""
-CHUNK_TASKS = 10
+CHUNK_TASKS = 4
 """Tasks executed per call during evaluation (each call is flushed to the cache)."""
 
 
@@ -465,9 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     before = evaluate_policy(args, None, EVAL_SEED, args.runs / "eval_before.json", "before")
     seeds = []
     for seed in range(args.seeds):  # seeds outermost: a partial run has whole seeds of both arms
-        train_records = {arm: train_arm(args, arm, seed) for arm in ARMS}
-        evals = {}
-        for arm in ARMS:
+        train_records, evals = {}, {}
+        for arm in reversed(ARMS):  # the noise arm first: it executes nothing in training
+            train_records[arm] = train_arm(args, arm, seed)
             state = load_checkpoint(args.runs / f"{arm}-seed{seed}" / "checkpoints")["policy"]
             evals[arm] = evaluate_policy(
                 args, state, EVAL_SEED, args.runs / f"{arm}-seed{seed}" / "eval_after.json", f"{arm} seed {seed}"
