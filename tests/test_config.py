@@ -25,6 +25,7 @@ def test_yaml_and_overrides_merge(synthetic_config):
         ("denoise.method=average", "denoise.method"),
         ("denoise.lambda_window=1", "lambda_window"),
         ("debias.calibrator=spline", "debias.calibrator"),
+        ("eval.max_tasks=0", "eval.max_tasks"),
     ],
 )
 def test_bad_values_name_the_key(override, fragment):

@@ -206,3 +206,14 @@ def test_diagnostics_hand_computed():
     real = np.array([0.0, 1.0, 5.0, 6.0])
     # centred differences: group 0 (-1, 1) - (-0.5, 0.5) = (-0.5, 0.5); group 1 (0, 0) - (-0.5, 0.5)
     assert _within_group_error(predicted, real, np.array([0, 0, 1, 1])) == pytest.approx(0.5)
+
+
+def test_evenly_spaced_keeps_first_and_last_and_spans_the_order():
+    from wmrl_core.trainer import evenly_spaced
+
+    items = list(range(10))
+    assert evenly_spaced(items, 4) == [0, 3, 6, 9]  # round(i * 9 / 3)
+    assert evenly_spaced(items, 1) == [0]
+    assert evenly_spaced(items, None) == items
+    assert evenly_spaced(items, 25) == items
+    assert len(set(evenly_spaced(list(range(63)), 21))) == 21  # no index repeats

@@ -129,6 +129,9 @@ class EvalConfig:
     """Tasks to evaluate on (falls back to ``train`` when the environment has no such split)."""
     samples_per_task: int = 16
     """Solutions sampled per task for evaluation."""
+    max_tasks: Optional[int] = None
+    """Evaluate on at most this many tasks of the split, evenly spaced in the environment's order
+    (``None``: all), so that a large held-out split can be sampled within a budget."""
 
 
 @dataclass
@@ -197,6 +200,8 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"mode={cfg.mode!r} is unknown; use one of {', '.join(MODES)}")
     if cfg.mode != "real" and cfg.world_model is None:
         raise ConfigError(f"mode={cfg.mode} needs a world model: set world_model.name (or use mode=real)")
+    if cfg.eval.max_tasks is not None and cfg.eval.max_tasks < 1:
+        raise ConfigError(f"eval.max_tasks must be >= 1 or null (all tasks), got {cfg.eval.max_tasks}")
     if cfg.steps < 0:
         raise ConfigError(f"steps must be >= 0, got {cfg.steps}")
     if cfg.rollout.batch_tasks < 1 or cfg.rollout.group_size < 2:

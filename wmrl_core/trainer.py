@@ -41,7 +41,7 @@ from wmrl_core.progress import TrainingProgress
 from wmrl_core.step import ScoredStep, TrainState, _nanmean, update_step
 from wmrl_core.types import Outcome, Rollouts, Task, as_outcome
 
-__all__ = ["train", "score_step", "extract_rewards", "evaluate"]
+__all__ = ["train", "score_step", "extract_rewards", "evaluate", "evenly_spaced"]
 
 
 def extract_rewards(reward_fn: Any, tasks: Sequence[Task], outcomes: Sequence[Outcome | float]) -> np.ndarray:
@@ -86,12 +86,24 @@ def _truncate_anchor_pairs(path: Path, after_step: int) -> None:
     atomic_write_text(path, "".join(line + "\n" for line in kept), "anchor pairs")
 
 
-def _eval_tasks(c: Components, split: str) -> list[Task]:
+def evenly_spaced(items: Sequence[Any], n: int | None) -> list[Any]:
+    """``n`` items at indices :math:`\\operatorname{round}(i (N-1)/(n-1))`, :math:`i = 0..n-1`
+    (first and last included; all ``N`` items when ``n`` is ``None`` or ``>= N``): a fixed
+    subset that spans the whole order, e.g. every family of a split listed family by family."""
+    items = list(items)
+    if n is None or n >= len(items):
+        return items
+    if n == 1:
+        return items[:1]
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)]
+
+
+def _eval_tasks(c: Components, split: str, max_tasks: int | None = None) -> list[Task]:
     try:
         tasks = c.environment.tasks(split)
     except (ValueError, KeyError):
         tasks = []
-    return tasks or c.environment.tasks("train")
+    return evenly_spaced(tasks or c.environment.tasks("train"), max_tasks)
 
 
 def _stateful(obj: Any) -> bool:
@@ -177,7 +189,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     state = TrainState.create(cfg, c.policy)
     B, G = cfg.rollout.batch_tasks, cfg.rollout.group_size
     train_tasks = c.environment.tasks(cfg.rollout.task_split)
-    eval_tasks = _eval_tasks(c, cfg.eval.split)
+    eval_tasks = _eval_tasks(c, cfg.eval.split, cfg.eval.max_tasks)
 
     start_step = 0
     if cfg.resume and has_checkpoint(run_dir / "checkpoints"):

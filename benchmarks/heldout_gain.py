@@ -1,0 +1,484 @@
+"""Held-out gain of the AutoResearch main job against its pure-noise control, over seeds.
+
+For each seed, trains the main job's config (``configs/autoresearch/quickstart.yaml`` unless
+``--config``) twice, identical in everything but the rewards the update sees:
+
+* ``wmrl``: the config as shipped (learned world model, anchors executed for real).
+* ``noise``: the same config, same mode, tasks, anchor groups, calibration, fusion and
+  optimiser, but every reward, real or predicted, replaced by an i.i.d. ``U(0, 1)`` draw
+  (the reward extractor ``noise-reward`` below). Since that reward ignores outcomes, the
+  world model is ``noise`` and the anchors' executions are skipped (environment
+  ``autoresearch-unexecuted``: every anchor comes back ``ok``, as nearly all do); neither
+  changes what reaches the update. Whatever this arm does to the held-out score is what the
+  optimiser does without information, e.g. the drift towards a few programs.
+
+Then every final policy is scored on the held-out split by real execution of
+``--samples`` programs per task. The untrained program policy is the uniform distribution
+over programs whatever the seed (its output heads start at zero), so one "before" evaluation
+serves every seed and arm. Every evaluation draws its programs with the same sampling seed
+(common random numbers: the policy samples each decision by inverse CDF from the same uniform
+draws, so where two policies agree they sample the same program), and evaluation executions go
+through one execution cache (``--cache``): a repeated (task, program) replays its first
+execution. So the evaluation is deterministic per (task, program), a program that training
+did not change costs nothing to score again, the evaluation noise largely cancels in gains
+and differences, and an interrupted evaluation resumes where it stopped.
+
+Reported per seed: ``gain = after - before`` per arm, and ``difference = after(wmrl) -
+after(noise)`` (= the difference of the gains: the shared "before" cancels), with the
+evaluation's own noise beside it, a bootstrap over the programs of each task (paired across
+the two arms by sample index). Across seeds: mean and 95% t-interval. Writes a markdown
+table, a JSON file and a plot to ``--out``.
+
+    python benchmarks/heldout_gain.py                                  # what docs/results/autoresearch shows
+    python benchmarks/heldout_gain.py --seeds 1 --samples 1 --override steps=2 --runs /tmp/hg --out /tmp/hg
+    python benchmarks/heldout_gain.py --override world_model.name=NEW   # the same benchmark with another world model
+
+Resumable: training runs resume from their checkpoints, finished runs and evaluations are
+read back from ``--runs``. The config is frozen into ``RUNS/config.yaml`` (with the
+overrides) at the first start, and a resumed benchmark uses that copy, so editing the shipped
+config meanwhile cannot mix two settings in one result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wmrl_core import hookimpl
+from wmrl_core.checkpoint import has_checkpoint, load_checkpoint
+from wmrl_core.components import make_components
+from wmrl_core.config import load_config
+from wmrl_core.experiment import mean_ci95
+from wmrl_core.metrics import read_metrics
+from wmrl_core.plugins import build_registry, get_plugin_manager
+from wmrl_core.trainer import evenly_spaced, extract_rewards, train
+from wmrl_core.types import Outcome, as_outcome
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs/autoresearch/quickstart.yaml"
+ARMS = {
+    "wmrl": [],
+    "noise": ["world_model.name=noise", "reward.name=noise-reward", "environment.name=autoresearch-unexecuted"],
+}
+"""Arm -> config overrides on top of the main job's config."""
+COMMON = ["eval.every=0", "logging.progress=false", "logging.tensorboard=false", "checkpoint.every=2"]
+EVAL_SEED = 7_000_003
+"""Sampling seed of every evaluation (common random numbers)."""
+CHUNK_TASKS = 4
+"""Tasks executed per call during evaluation (each call is flushed to the cache)."""
+
+
+# ------------------------------------------------------------------ the noise reward
+
+
+class NoiseReward:
+    """Reward :math:`r \\sim U(\\text{low}, \\text{high})` i.i.d., whatever the outcome.
+
+    Called only for outcomes that carry a reward (the engine drops ``sandbox_error`` and
+    ``no_prediction`` before asking), real and predicted alike, so the update sees exactly the
+    main job's mask of rollouts, with the information removed.
+
+    :param env: unused (factory contract).
+    :param seed: seed of the draws; ``None`` takes the run's seed (the trainer seeds torch with
+        ``seed`` before it makes components).
+    """
+
+    def __init__(self, env: Any = None, *, low: float = 0.0, high: float = 1.0, seed: int | None = None):
+        self.rng = np.random.default_rng([int(torch.initial_seed() if seed is None else seed), 104_729])
+        self.low, self.high = float(low), float(high)
+
+    def __call__(self, task: Any, outcome: Any) -> float:
+        return float(self.rng.uniform(self.low, self.high))
+
+
+def unexecuted_environment(**kwargs: Any):
+    """The AutoResearch environment (same tasks and settings) whose ``execute`` runs nothing:
+    every outcome is ``ok`` with score 0 and no cost. Only for the noise arm, whose reward
+    ignores outcomes."""
+    from wmrl_autoresearch.environment import AutoResearchEnvironment
+
+    class UnexecutedEnvironment(AutoResearchEnvironment):
+        def execute(self, tasks, solutions):
+            return [Outcome("ok", 0.0, {"cost_s": 0.0}) for _ in solutions]
+
+    return UnexecutedEnvironment(**kwargs)
+
+
+class _NoiseArmPlugin:
+    @hookimpl
+    def wmrl_register_reward_extractors(self, table):
+        table.add(
+            "noise-reward",
+            NoiseReward,
+            description="control: i.i.d. uniform reward for every rewarded outcome (benchmarks/heldout_gain.py)",
+        )
+
+    @hookimpl
+    def wmrl_register_environments(self, table):
+        table.add(
+            "autoresearch-unexecuted",
+            unexecuted_environment,
+            description="control: the autoresearch tasks with execution skipped (benchmarks/heldout_gain.py)",
+        )
+
+
+def plugin_manager():
+    return get_plugin_manager(extra_plugins=[_NoiseArmPlugin()])
+
+
+# ------------------------------------------------------------------ training
+
+
+def train_arm(args, arm: str, seed: int) -> dict[str, Any]:
+    """Train one arm of one seed (resuming an interrupted run); returns its training record."""
+    run_dir = Path(args.runs) / f"{arm}-seed{seed}"
+    done = run_dir / "heldout_gain_train.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    resume = has_checkpoint(run_dir / "checkpoints")
+    cfg = load_config(
+        args.config,
+        [*COMMON, *ARMS[arm], f"seed={seed}", f"run_dir={run_dir}", f"resume={resume}", *args.override],
+    )
+    start = time.perf_counter()
+    print(f"[train] {arm} seed {seed}: {cfg.steps} steps{' (resuming)' if resume else ''}", flush=True)
+    train(cfg, plugin_manager=plugin_manager())
+    records = [r for r in read_metrics(run_dir) if r["step"] > 0]
+    last = records[-1]
+    result = {
+        "arm": arm,
+        "seed": seed,
+        "steps": cfg.steps,
+        "entropy_curve": [r.get("policy/entropy") for r in records],
+        "train_reward_curve": [r.get("reward/train_mean") for r in records],
+        "executions": last.get("compute/execution_items"),
+        "execution_s": last.get("compute/execution_s"),
+        "wall_s_last_invocation": time.perf_counter() - start,
+    }
+    done.write_text(json.dumps(result))
+    print(
+        f"[train] {arm} seed {seed}: entropy {result['entropy_curve'][0]:.2f} -> {result['entropy_curve'][-1]:.2f}, "
+        f"{result['executions'] if arm != 'noise' else 'no'} real executions [{result['wall_s_last_invocation']:.0f} s]",
+        flush=True,
+    )
+    return result
+
+
+# ------------------------------------------------------------------ evaluation
+
+
+def eval_config(args):
+    """The main job's environment and policy, in ``real`` mode (no world model is built), with
+    the execution cache."""
+    return load_config(
+        args.config,
+        [*COMMON, "mode=real", "world_model=null", f"environment.cache={args.cache}", *args.override],
+    )
+
+
+@torch.no_grad()
+def evaluate_policy(args, policy_state: dict | None, sampling_seed: int, path: Path, label: str) -> dict[str, Any]:
+    """Real execution of ``--samples`` programs per held-out task; one record per program.
+
+    Programs are drawn in one call (so they depend only on the policy and ``sampling_seed``)
+    and executed ``CHUNK_TASKS`` tasks at a time; an interrupted evaluation draws the same
+    programs again and replays the executed ones from the cache."""
+    if path.exists():
+        return json.loads(path.read_text())
+    cfg = eval_config(args)
+    pm = plugin_manager()
+    c = make_components(cfg, build_registry(pm), pm)
+    try:
+        if policy_state is not None:
+            c.policy.load_state_dict(policy_state)
+        tasks = evenly_spaced(c.environment.tasks(cfg.eval.split), args.max_tasks)
+        k = args.samples
+        with torch.random.fork_rng():
+            torch.manual_seed(sampling_seed)
+            rollouts = c.policy.generate(tasks, k)
+        start = time.perf_counter()
+        records = []
+        for first in range(0, len(tasks), CHUNK_TASKS):
+            idx = list(range(first * k, min(first + CHUNK_TASKS, len(tasks)) * k))
+            chunk_tasks = [rollouts.tasks[i] for i in idx]
+            outcomes = [as_outcome(o) for o in c.environment.execute(chunk_tasks, [rollouts.solutions[i] for i in idx])]
+            rewards = extract_rewards(c.reward, chunk_tasks, outcomes)
+            for j, (task, outcome, reward) in enumerate(zip(chunk_tasks, outcomes, rewards, strict=True)):
+                records.append(
+                    {
+                        "task": task.id,
+                        "sample": (idx[j]) % k,
+                        "status": str(outcome.status),
+                        "reward": None if math.isnan(reward) else float(reward),
+                        "cost_s": outcome.info.get("cost_s"),
+                        "container_cpu_s": outcome.info.get("resources", {}).get("container_cpu_s"),
+                        "replayed": bool(outcome.info.get("replayed", False)),
+                    }
+                )
+            print(
+                f"[eval] {label}: {min(first + CHUNK_TASKS, len(tasks))}/{len(tasks)} tasks "
+                f"[{time.perf_counter() - start:.0f} s]",
+                flush=True,
+            )
+    finally:
+        c.close()
+    result = {
+        "label": label,
+        "sampling_seed": sampling_seed,
+        "samples_per_task": k,
+        "tasks": len(tasks),
+        "wall_s": time.perf_counter() - start,
+        "records": records,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result))
+    return result
+
+
+def reward_matrix(evaluation: dict[str, Any]) -> tuple[list[str], np.ndarray]:
+    """(task ids, rewards of shape (tasks, samples)); NaN where an execution gave no reward."""
+    tasks = sorted({r["task"] for r in evaluation["records"]})
+    row = {t: i for i, t in enumerate(tasks)}
+    m = np.full((len(tasks), evaluation["samples_per_task"]), np.nan)
+    for r in evaluation["records"]:
+        m[row[r["task"]], r["sample"]] = np.nan if r["reward"] is None else r["reward"]
+    return tasks, m
+
+
+def bootstrap_se(matrices: list[np.ndarray], weights: list[float], n_boot: int = 2000, seed: int = 0) -> float:
+    """Standard error of :math:`\\sum_a w_a \\bar r_a` (``\\bar r_a``: NaN-aware mean of matrix
+    ``a``, shape (tasks, samples)), the same resampled indices for every matrix (paired).
+
+    With two or more samples per task it resamples the samples within each task (the task set
+    is fixed: the noise of the evaluation itself). With one sample per task that is impossible,
+    so it resamples tasks, which also counts the task-to-task spread of the effect
+    (conservative)."""
+    rng = np.random.default_rng(seed)
+    n_tasks, k = matrices[0].shape
+    stats = np.empty(n_boot)
+    for b in range(n_boot):
+        if k > 1:
+            rows, cols = np.arange(n_tasks)[:, None], rng.integers(0, k, size=(n_tasks, k))
+        else:
+            rows, cols = rng.integers(0, n_tasks, size=(n_tasks, 1)), np.zeros((n_tasks, 1), dtype=int)
+        stats[b] = sum(w * np.nanmean(m[rows, cols]) for m, w in zip(matrices, weights, strict=True))
+    return float(np.std(stats, ddof=1))
+
+
+def summarize_eval(evaluation: dict[str, Any]) -> dict[str, Any]:
+    _, m = reward_matrix(evaluation)
+    recs = evaluation["records"]
+    return {
+        "mean": float(np.nanmean(m)),
+        "se": bootstrap_se([m], [1.0]),
+        "ok_fraction": float(np.mean([r["status"] == "ok" for r in recs])),
+        "programs": len(recs),
+        "replayed": int(sum(r["replayed"] for r in recs)),
+        "cost_s": float(sum(r["cost_s"] or 0.0 for r in recs)),
+        "container_cpu_s": float(sum(r.get("container_cpu_s") or 0.0 for r in recs if not r["replayed"])),
+    }
+
+
+# ------------------------------------------------------------------ report
+
+
+def _ci(values: list[float]) -> str:
+    mean, half = mean_ci95(values)
+    return f"{mean:+.3f} ± {half:.3f}"
+
+
+def report(before: dict, seeds: list[dict], args) -> tuple[str, dict[str, Any]]:
+    b = summarize_eval(before)
+    lines = [
+        f"Held-out split: {before['tasks']} tasks; before: {b['programs']} programs of the untrained (uniform) policy, "
+        f"mean {b['mean']:.3f} (bootstrap s.e. {b['se']:.3f}); after: {args.samples} programs per task per arm.",
+        "",
+        "| seed | after, wmrl | after, noise | gain, wmrl | gain, noise | difference (wmrl - noise) "
+        "| evaluation s.e. of the difference | final entropy wmrl / noise (nats) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows = []
+    for s in seeds:
+        w, n = summarize_eval(s["eval"]["wmrl"]), summarize_eval(s["eval"]["noise"])
+        _, mw = reward_matrix(s["eval"]["wmrl"])
+        _, mn = reward_matrix(s["eval"]["noise"])
+        row = {
+            "seed": s["seed"],
+            "after_wmrl": w,
+            "after_noise": n,
+            "gain_wmrl": w["mean"] - b["mean"],
+            "gain_noise": n["mean"] - b["mean"],
+            "difference": w["mean"] - n["mean"],
+            "difference_se": bootstrap_se([mw, mn], [1.0, -1.0]),
+            "entropy_wmrl": s["train"]["wmrl"]["entropy_curve"][-1],
+            "entropy_noise": s["train"]["noise"]["entropy_curve"][-1],
+            "train": s["train"],
+        }
+        rows.append(row)
+        lines.append(
+            f"| {row['seed']} | {w['mean']:.3f} ± {w['se']:.3f} | {n['mean']:.3f} ± {n['se']:.3f} "
+            f"| {row['gain_wmrl']:+.3f} | {row['gain_noise']:+.3f} | {row['difference']:+.3f} "
+            f"| {row['difference_se']:.3f} | {row['entropy_wmrl']:.2f} / {row['entropy_noise']:.2f} |"
+        )
+    summary = {}
+    if rows:
+        summary = {
+            "seeds": len(rows),
+            "gain_wmrl": mean_ci95([r["gain_wmrl"] for r in rows]),
+            "gain_noise": mean_ci95([r["gain_noise"] for r in rows]),
+            "difference": mean_ci95([r["difference"] for r in rows]),
+            "evaluation_se_of_difference": float(np.sqrt(np.mean([r["difference_se"] ** 2 for r in rows]))),
+        }
+        mean, half = summary["difference"]
+        lines.append(
+            f"| **mean ± 95% t-interval ({len(rows)} seeds)** | | | {_ci([r['gain_wmrl'] for r in rows])} "
+            f"| {_ci([r['gain_noise'] for r in rows])} | **{mean:+.3f} ± {half:.3f}** "
+            f"| {summary['evaluation_se_of_difference']:.3f} (rms over seeds) | |"
+        )
+    return "\n".join(lines), {"before": b, "seeds": rows, "summary": summary}
+
+
+def plot(before: dict, result: dict[str, Any], path: Path) -> None:
+    """Left: held-out reward before and after per seed and arm (bootstrap s.e. bars); right: the
+    difference per seed with its evaluation s.e., and the mean with its 95% t-interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["seeds"]
+    b = result["before"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
+    for i, row in enumerate(rows):
+        for dx, arm, color in ((-0.1, "wmrl", "tab:blue"), (0.1, "noise", "tab:grey")):
+            a = row[f"after_{arm}"]
+            ax.errorbar(i + dx, a["mean"], yerr=a["se"], fmt="o", color=color, label=arm if i == 0 else None)
+    ax.axhline(b["mean"], color="black", ls="--", lw=1, label="before (untrained)")
+    ax.axhspan(b["mean"] - b["se"], b["mean"] + b["se"], color="black", alpha=0.1)
+    ax.set_xticks(range(len(rows)), [f"seed {r['seed']}" for r in rows])
+    ax.set_ylabel("held-out mean reward (real execution)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    diffs = [r["difference"] for r in rows]
+    bx.errorbar(range(len(rows)), diffs, yerr=[r["difference_se"] for r in rows], fmt="o", color="tab:blue")
+    if rows:
+        mean, half = result["summary"]["difference"]
+        bx.errorbar([len(rows)], [mean], yerr=[half], fmt="s", color="black", capsize=4)
+    bx.axhline(0, color="grey", lw=0.8)
+    bx.set_xticks(range(len(rows) + 1), [f"seed {r['seed']}" for r in rows] + ["mean (95% CI)"])
+    bx.set_ylabel("after(wmrl) - after(noise)")
+    bx.grid(alpha=0.3)
+    fig.suptitle("AutoResearch held-out gain: WMRL vs the same settings on pure-noise rewards", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(args, before: dict, seeds: list[dict]) -> None:
+    text, result = report(before, seeds, args)
+    result["settings"] = {
+        "config": str(args.config),
+        "config_yaml": Path(args.config).read_text(),
+        "samples_per_task": args.samples,
+        "max_tasks": args.max_tasks,
+        "cache": str(args.cache),
+    }
+    print(text, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "heldout_gain_table.md").write_text(text + "\n")
+    (args.out / "heldout_gain.json").write_text(json.dumps(result, indent=1, default=float))
+    plot(before, result, args.out / "heldout_gain.png")
+
+
+def report_finished(args) -> int:
+    """Tables, json and plot from the seeds already finished in ``--runs``; runs nothing."""
+    before_path = args.runs / "eval_before.json"
+    if not before_path.exists():
+        raise SystemExit(f"{before_path} does not exist yet: nothing to report")
+    seeds = []
+    for seed in range(args.seeds):
+        dirs = {arm: args.runs / f"{arm}-seed{seed}" for arm in ARMS}
+        paths = [d / name for d in dirs.values() for name in ("heldout_gain_train.json", "eval_after.json")]
+        if not all(p.exists() for p in paths):
+            break
+        seeds.append(
+            {
+                "seed": seed,
+                "train": {arm: json.loads((d / "heldout_gain_train.json").read_text()) for arm, d in dirs.items()},
+                "eval": {arm: json.loads((d / "eval_after.json").read_text()) for arm, d in dirs.items()},
+            }
+        )
+    write_outputs(args, json.loads(before_path.read_text()), seeds)
+    return 0
+
+
+def freeze_config(config: Path, overrides: list[str], frozen: Path) -> Path:
+    """``frozen`` holds ``config`` with ``overrides`` applied, written at the first start; a
+    resumed benchmark must be given the same ``overrides`` (or none)."""
+    from omegaconf import OmegaConf
+
+    merged = OmegaConf.merge(OmegaConf.load(config), OmegaConf.from_dotlist(overrides))
+    if frozen.exists():
+        if overrides and OmegaConf.load(frozen) != merged:
+            raise SystemExit(
+                f"{frozen} holds other settings than {config} with {overrides}; resume without overrides "
+                f"or give another --runs"
+            )
+        return frozen
+    frozen.parent.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(merged, frozen)
+    return frozen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the main job's config")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=4, help="programs per held-out task and evaluation")
+    parser.add_argument(
+        "--max-tasks",
+        type=int,
+        default=None,
+        help="evaluate on N held-out tasks, evenly spaced in the split's order (as eval.max_tasks)",
+    )
+    parser.add_argument("--runs", type=Path, default=Path("runs/heldout_gain"), help="run directories (resumable)")
+    parser.add_argument("--cache", type=Path, default=None, help="execution cache (default: RUNS/eval_cache.jsonl)")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/results/autoresearch", help="table, json and plot")
+    parser.add_argument("--report-only", action="store_true", help="report the finished seeds; run nothing")
+    parser.add_argument("--override", nargs="*", default=[], help="extra key=value config overrides for every run")
+    args = parser.parse_args(argv)
+    args.cache = args.cache or args.runs / "eval_cache.jsonl"
+    args.config = freeze_config(args.config, args.override, args.runs / "config.yaml")
+    args.override = []
+    torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
+    started = time.perf_counter()
+
+    if args.report_only:
+        return report_finished(args)
+    before = evaluate_policy(args, None, EVAL_SEED, args.runs / "eval_before.json", "before")
+    seeds = []
+    for seed in range(args.seeds):  # seeds outermost: a partial run has whole seeds of both arms
+        train_records, evals = {}, {}
+        for arm in reversed(ARMS):  # the noise arm first: it executes nothing in training
+            train_records[arm] = train_arm(args, arm, seed)
+            state = load_checkpoint(args.runs / f"{arm}-seed{seed}" / "checkpoints")["policy"]
+            evals[arm] = evaluate_policy(
+                args, state, EVAL_SEED, args.runs / f"{arm}-seed{seed}" / "eval_after.json", f"{arm} seed {seed}"
+            )
+        seeds.append({"seed": seed, "train": train_records, "eval": evals})
+        write_outputs(args, before, seeds)
+        print(f"[heldout_gain] seed {seed} done [{time.perf_counter() - started:.0f} s]", flush=True)
+    if not seeds:
+        write_outputs(args, before, seeds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
