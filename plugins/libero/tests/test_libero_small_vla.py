@@ -122,8 +122,9 @@ def test_training_fast_path_matches_the_observation_path():
 
 
 def test_policy_executes_whole_chunks_like_eval_and_dagger():
-    from wmrl_core.types import Task
     from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    from wmrl_core.types import Task
 
     torch.manual_seed(0)
     policy = SmallVLAPolicy(max_steps=7, chunk=3, object_dim=4, hidden=16)

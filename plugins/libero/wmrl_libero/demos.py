@@ -42,7 +42,15 @@ def _episode(env: LiberoGymEnv, init_state: int, seed: int, noise: float = 0.0, 
     expert = ScriptedExpert(env.goal_predicates())
     rows: dict[str, list] = {
         k: []
-        for k in ("actions", "executed_actions", "states", "proprio", "object_state", "agentview_rgb", "eye_in_hand_rgb")
+        for k in (
+            "actions",
+            "executed_actions",
+            "states",
+            "proprio",
+            "object_state",
+            "agentview_rgb",
+            "eye_in_hand_rgb",
+        )
     }
     success = False
     while True:
