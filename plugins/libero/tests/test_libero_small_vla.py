@@ -140,3 +140,15 @@ def test_policy_executes_whole_chunks_like_eval_and_dagger():
     new = policy.log_probs(rollouts)
     assert rollouts.mask[0].tolist() == [1, 1, 1, 1, 1, 0, 0]
     assert torch.allclose(new.detach() * rollouts.mask, rollouts.old_log_probs * rollouts.mask, atol=1e-4)
+
+
+def test_shipped_base_policy_loads_and_acts():
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "checkpoints" / "small_vla_dagger_t0-8.pt"
+    model = load_small_vla(path)
+    assert model.chunk == 4 and model.image_size is None  # physics-state observations
+    x = VLAInput("put both moka pots on the stove", np.zeros(16, np.float32), np.zeros(40, np.float32))
+    actions, _ = model.sample([x], deterministic=True)
+    assert actions.shape == (1, 4, 7) and torch.isfinite(actions).all() and actions.abs().max() <= 1
+    assert torch.load(path, weights_only=False)["meta"]["tasks"] == list(range(9))
