@@ -226,9 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="successful demos per task, cycling through the init states (default one episode per init state)",
     )
-    p.add_argument(
-        "--noise", type=float, default=0.05, help="std of noise on executed actions of repeated init states"
-    )
+    p.add_argument("--noise", type=float, default=0.05, help="std of noise on executed actions of repeated init states")
     p.add_argument("--image-size", type=int, default=None, help="also store camera images of this size")
     p.add_argument("--keep-failures", action="store_true", help="store unsuccessful episodes too")
     p.set_defaults(fn=_cmd_record)
