@@ -64,6 +64,36 @@ def test_rollout_init_states_cycle_through_the_training_split():
     assert states[4] == [37, 38, 39, 0, 1, 2, 3, 4] and max(max(s) for s in states) == 39
 
 
+def test_recorded_demos_can_be_the_beta_one_iteration():
+    from wmrl_libero.dagger import _episodes_per_task, _rollout_init_states
+
+    config = DaggerConfig(out="x", task_indices=[0], demos=["d.hdf5"], expert_episodes_per_task=0, episodes_per_task=4)
+    assert [_episodes_per_task(config, i) for i in range(3)] == [0, 4, 4]
+    assert _rollout_init_states(config, 1) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="needs --demos"):
+        DaggerConfig(out="x", task_indices=[0], expert_episodes_per_task=0)
+
+
+def test_cpu_seconds_count_child_processes():
+    import subprocess
+    import sys
+    import time
+
+    from wmrl_libero.dagger import _cpu_seconds
+
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\ntime.sleep(60)"
+    before = _cpu_seconds()
+    child = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        deadline = time.time() + 30  # a loaded machine may give the child its 0.5 s slowly
+        while _cpu_seconds() - before < 0.4 and time.time() < deadline:
+            time.sleep(0.2)  # this process sleeps: only the child's CPU time can add up
+        assert _cpu_seconds() - before >= 0.4
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_config_refuses_heldout_init_states():
     with pytest.raises(ValueError, match="held out"):
         DaggerConfig(out="x", task_indices=[0], init_states=[38, 39, 40])

@@ -51,3 +51,26 @@ def test_expert_solves_libero10_task0_and_demo_is_written_in_libero_layout(tmp_p
     demo = load_demonstrations(path)[0]
     assert demo["language_instruction"] == "put both the alphabet soup and the tomato sauce in the basket"
     assert np.abs(demo["actions"]).max() <= 1.0
+    # a rerun resumes: the episode already recorded is skipped (no simulator is even built)
+    log = []
+    record_demonstrations(path, task_indices=[0], init_states=[0], log=log.append)
+    assert log == [] and len(load_demonstrations(path)) == 1
+
+
+def test_resume_drops_a_demo_cut_short_and_remembers_failures(tmp_path):
+    import json
+
+    import h5py
+    from wmrl_libero.demos import _open_for_append
+
+    with h5py.File(tmp_path / "d.hdf5", "w") as f:
+        done = f.create_group("data/demo_0")
+        done.attrs.update(task_index=2, init_state=5, repeat=1)
+        done.create_dataset("obs/proprio", data=np.zeros((3, 16)))
+        f.create_group("data/demo_1").create_dataset("actions", data=np.zeros((3, 7)))  # interrupted write
+        f["data"].attrs["failed_episodes"] = json.dumps(["2:6:0"])
+    f, data, tried = _open_for_append(tmp_path / "d.hdf5", image_size=None)
+    try:
+        assert list(data) == ["demo_0"] and tried == {"2:5:1", "2:6:0"}
+    finally:
+        f.close()

@@ -119,3 +119,36 @@ def test_training_fast_path_matches_the_observation_path():
     ]
     assert torch.allclose(fast, model.distribution(inputs).mean, atol=1e-6)
     assert samples.targets.shape == (8, 2, 7) and torch.equal(samples.targets[3, 1], samples.targets[3, 0])
+
+
+def test_policy_executes_whole_chunks_like_eval_and_dagger():
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    from wmrl_core.types import Task
+
+    torch.manual_seed(0)
+    policy = SmallVLAPolicy(max_steps=7, chunk=3, object_dim=4, hidden=16)
+    rollouts = policy.generate([Task(id="t", description="open it")], group_size=1)
+    ctrl = rollouts.solutions[0]
+    rng = np.random.default_rng(0)
+    obs = [{"proprio": rng.normal(size=16).astype(np.float32), "object_state": rng.normal(size=4)} for _ in range(5)]
+    planned = ctrl.act_batch(obs[:1], 0)[0]  # what imagination would run from obs 0
+    executed = np.concatenate([ctrl.act(o, {}) for o in obs])
+    assert len(ctrl.actions) == 5 and len(ctrl.inputs) == 2  # a new prediction at steps 0 and 3 only
+    np.testing.assert_allclose(executed[:3], planned, atol=1e-6)  # steps 1, 2 ignore their observations
+    assert not np.allclose(executed[3], planned[0])
+    new = policy.log_probs(rollouts)
+    assert rollouts.mask[0].tolist() == [1, 1, 1, 1, 1, 0, 0]
+    assert torch.allclose(new.detach() * rollouts.mask, rollouts.old_log_probs * rollouts.mask, atol=1e-4)
+
+
+def test_shipped_base_policy_loads_and_acts():
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "checkpoints" / "small_vla_dagger_t0-8.pt"
+    model = load_small_vla(path)
+    assert model.chunk == 4 and model.image_size is None  # physics-state observations
+    x = VLAInput("put both moka pots on the stove", np.zeros(16, np.float32), np.zeros(40, np.float32))
+    actions, _ = model.sample([x], deterministic=True)
+    assert actions.shape == (1, 4, 7) and torch.isfinite(actions).all() and actions.abs().max() <= 1
+    assert torch.load(path, weights_only=False)["meta"]["tasks"] == list(range(9))

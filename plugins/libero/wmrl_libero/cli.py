@@ -123,6 +123,8 @@ def _cmd_record(args) -> int:
         suite=args.suite,
         task_indices=_ints(args.tasks) if args.tasks else None,
         init_states=_ints(args.init_states),
+        per_task=args.per_task,
+        noise=args.noise,
         image_size=args.image_size,
         keep_failures=args.keep_failures,
     )
@@ -215,10 +217,16 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=_cmd_bench_batch)
 
     p = sub.add_parser("record-demos", help="record scripted-expert demonstrations in LIBERO's HDF5 layout")
-    p.add_argument("--out", required=True, help="output .hdf5 file")
+    p.add_argument("--out", required=True, help="output .hdf5 file; appended to episode by episode, reruns resume")
     p.add_argument("--suite", default="libero_10")
     p.add_argument("--tasks", help="task indices (default all)")
     p.add_argument("--init-states", default="0-9")
+    p.add_argument(
+        "--per-task",
+        type=int,
+        help="successful demos per task, cycling through the init states (default one episode per init state)",
+    )
+    p.add_argument("--noise", type=float, default=0.05, help="std of noise on executed actions of repeated init states")
     p.add_argument("--image-size", type=int, default=None, help="also store camera images of this size")
     p.add_argument("--keep-failures", action="store_true", help="store unsuccessful episodes too")
     p.set_defaults(fn=_cmd_record)

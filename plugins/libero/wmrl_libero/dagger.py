@@ -27,7 +27,8 @@ checkpoint is trained on, not recollected)::
                               labels, `executed_actions` what ran, `expert_executed` (0/1)
     checkpoints/iter_<i>.pt   the student after iteration i
     policy.pt                 the latest student (`wmrl-libero eval small-vla:policy.pt`)
-    progress.jsonl            one line per iteration: beta, episodes, successes, seconds
+    progress.jsonl            one line per iteration: beta, episodes, successes, wall and CPU
+                              seconds of rollouts (simulator workers included) and training
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class DaggerConfig:
     """Rollouts per task and iteration; init states cycle through ``init_states``."""
     expert_episodes_per_task: int | None = None
     """Rollouts per task in iterations whose beta is 1 (the expert alone: more
-    demonstrations); default ``episodes_per_task``."""
+    demonstrations); default ``episodes_per_task``. 0 with ``demos``: iteration 0 is behaviour
+    cloning on the recorded demonstrations alone (they are the beta = 1 data)."""
     init_states: list[int] = field(default_factory=lambda: list(SPLITS["train"]))
     """Init states for rollouts: the training split 0-39 (40-49 are held out)."""
     beta0: float = 1.0
@@ -122,6 +124,8 @@ class DaggerConfig:
             )
         if self.episodes_per_task < 1 or self.iterations < 1 or self.chunk < 1:
             raise ValueError("iterations, episodes_per_task and chunk must be >= 1")
+        if self.expert_episodes_per_task == 0 and not self.demos:
+            raise ValueError("--expert-episodes-per-task 0 needs --demos (iteration 0 trains on them alone)")
 
 
 def beta_schedule(iteration: int, beta0: float = 1.0, decay: float = 0.5, beta_min: float = 0.05) -> float:
@@ -195,7 +199,9 @@ def _student(model: SmallVLA, instruction: str):
 
 def _episodes_per_task(config: DaggerConfig, iteration: int) -> int:
     beta = beta_schedule(iteration, config.beta0, config.beta_decay, config.beta_min)
-    return config.expert_episodes_per_task or config.episodes_per_task if beta >= 1.0 else config.episodes_per_task
+    if beta >= 1.0 and config.expert_episodes_per_task is not None:
+        return config.expert_episodes_per_task
+    return config.episodes_per_task
 
 
 def _rollout_init_states(config: DaggerConfig, iteration: int) -> list[int]:
@@ -302,8 +308,11 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
         for i in range(start, config.iterations):
             beta = beta_schedule(i, config.beta0, config.beta_decay, config.beta_min)
             path = out / "data" / f"iter_{i:02d}.hdf5"
-            rollout_s = 0.0
-            if not path.exists():
+            rollout_s = rollout_cpu = 0.0
+            if not path.exists() and _episodes_per_task(config, i) == 0:
+                _write_iteration(path, config, i, beta, [], [])  # beta 1 from the recorded demos alone
+                record = {"rollouts": 0}
+            elif not path.exists():
                 if model is None and beta < 1.0:
                     model = _fit(config, None, data, config.first_train_steps, log)  # pi_0 from the demonstrations
                 if pool is None:
@@ -320,20 +329,20 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
                         config.num_workers,
                         envs_per_worker=len(config.task_indices),
                     )
-                started = time.time()
+                started, cpu = time.time(), _cpu_seconds()
                 results, controllers = _collect(config, pool, model if beta < 1.0 else None, i, beta, log)
-                rollout_s = time.time() - started
+                rollout_s, rollout_cpu = time.time() - started, _cpu_seconds() - cpu
                 _write_iteration(path, config, i, beta, results, controllers)
                 record = _rollout_summary(results, controllers)
             else:
                 record = {"rollouts": "reused from an interrupted run"}
             new = load_demonstrations(path)
             data += new
-            started = time.time()
+            started, cpu = time.time(), time.process_time()
             model = _fit(
                 config, model, data, config.train_steps if model is not None else config.first_train_steps, log
             )
-            train_s = time.time() - started
+            train_s, train_cpu = time.time() - started, time.process_time() - cpu
             ckpt = save_small_vla(
                 model,
                 out / "checkpoints" / f"iter_{i:02d}.pt",
@@ -351,7 +360,9 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
                 episodes_total=len(data),
                 samples_total=int(sum(len(d["actions"]) for d in data)),
                 rollout_seconds=round(rollout_s, 1),
+                rollout_cpu_seconds=round(rollout_cpu, 1),
                 train_seconds=round(train_s, 1),
+                train_cpu_seconds=round(train_cpu, 1),
                 checkpoint=str(ckpt),
             )
             with open(out / "progress.jsonl", "a") as f:
@@ -361,6 +372,21 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
         if pool is not None:
             pool.close()
     return out / "policy.pt"
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and its live children, the persistent
+    simulator workers (read from Linux's /proc; elsewhere this process alone)."""
+    total = time.process_time()
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # the worker ended meanwhile
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
 
 
 def _rollout_summary(results, controllers) -> dict[str, Any]:

@@ -14,8 +14,11 @@ Layout (that of LIBERO's released datasets, robomimic style)::
                       proprio (T,16) (this plugin's observation, for behaviour cloning),
                       agentview_rgb / eye_in_hand_rgb (T,H,W,3) uint8 when images are on
 
-One file per call; demos of several tasks go in one file, each demo naming its task
-(LIBERO's own files hold one task each; split with ``task_index`` if needed).
+Demos of several tasks go in one file, each demo naming its task (LIBERO's own files hold
+one task each; split with ``task_index`` if needed, or record one file per task). Recording
+appends episode by episode and resumes: see :func:`record_demonstrations`; each demo also
+stores ``repeat`` (its index among the episodes from the same init state) and
+``executed_actions`` (the labels plus any execution noise).
 """
 
 from __future__ import annotations
@@ -33,15 +36,26 @@ from wmrl_libero.gym_env import LiberoGymEnv
 __all__ = ["record_demonstrations", "load_demonstrations", "write_demo", "write_file_attributes"]
 
 
-def _episode(env: LiberoGymEnv, init_state: int, seed: int):
+def _episode(env: LiberoGymEnv, init_state: int, seed: int, noise: float = 0.0, rng=None):
+    """One expert episode; ``noise`` > 0 perturbs the executed actions, not the recorded labels."""
     obs, info = env.reset(seed=seed, options={"init_state": init_state})
     expert = ScriptedExpert(env.goal_predicates())
     rows: dict[str, list] = {
-        k: [] for k in ("actions", "states", "proprio", "object_state", "agentview_rgb", "eye_in_hand_rgb")
+        k: []
+        for k in (
+            "actions",
+            "executed_actions",
+            "states",
+            "proprio",
+            "object_state",
+            "agentview_rgb",
+            "eye_in_hand_rgb",
+        )
     }
     success = False
     while True:
         action = expert.act(obs, info)[0]
+        executed = action if noise == 0 else np.clip(action + rng.normal(0.0, noise, action.shape), -1, 1)
         rows["states"].append(env.sim_state())
         rows["proprio"].append(obs["proprio"])
         rows["object_state"].append(obs["object_state"])
@@ -49,7 +63,8 @@ def _episode(env: LiberoGymEnv, init_state: int, seed: int):
             rows["agentview_rgb"].append(obs["agentview_image"])
             rows["eye_in_hand_rgb"].append(obs["wrist_image"])
         rows["actions"].append(action)
-        obs, _, terminated, truncated, info = env.step(action)
+        rows["executed_actions"].append(executed)
+        obs, _, terminated, truncated, info = env.step(executed)
         if terminated or truncated:
             success = bool(terminated)
             break
@@ -146,60 +161,131 @@ def write_file_attributes(
     )
 
 
+def _episode_key(task: int, init_state: int, repeat: int) -> str:
+    return f"{task}:{init_state}:{repeat}"
+
+
+def _open_for_append(out: Path, image_size: int | None):
+    """Open ``out`` for appending; drop a demo group cut short by an interrupted run.
+
+    :return: the file, its ``data`` group, and the episode keys already tried (kept or failed).
+    """
+    import h5py
+
+    f = h5py.File(out, "a")
+    data = f.require_group("data")
+    if "env_args" in data.attrs:
+        stored = json.loads(data.attrs["env_args"])["env_kwargs"].get("camera_heights")
+        if stored != image_size:
+            f.close()
+            raise ValueError(
+                f"{out} holds demos with image size {stored}, this run asks for {image_size}; "
+                "pass the same --image-size or write to another --out file"
+            )
+    tried = set(json.loads(data.attrs.get("failed_episodes", "[]")))
+    for name in list(data):
+        g = data[name]
+        if "obs" not in g or "proprio" not in g["obs"] or "repeat" not in g.attrs:
+            del data[name]  # written only in part when the previous run stopped
+            continue
+        tried.add(_episode_key(int(g.attrs["task_index"]), int(g.attrs["init_state"]), int(g.attrs["repeat"])))
+    return f, data, tried
+
+
 def record_demonstrations(
     out: str | Path,
     *,
     suite: str = "libero_10",
     task_indices: Sequence[int] | None = None,
     init_states: Sequence[int] = range(10),
+    per_task: int | None = None,
+    noise: float = 0.05,
     image_size: int | None = None,
     keep_failures: bool = False,
     log=print,
 ) -> Path:
-    """Run the scripted expert from the given init states and write the HDF5 file.
+    """Run the scripted expert from the given init states, appending each episode to ``out``.
 
+    Resumable: every episode is written (and the file flushed) as soon as it ends, and a rerun
+    with the same ``out`` skips the episodes already tried (kept demos, and failures listed in
+    the ``failed_episodes`` attribute), so an interrupted run loses at most one episode.
+
+    :param per_task: successful demos wanted per task (default: one episode per init state).
+        Episode ``j`` starts from ``init_states[j % n]``; its ``repeat`` ``j // n`` > 0 adds
+        Gaussian noise of std ``noise`` to the actions executed (the stored labels stay the
+        expert's clean actions, as in DART), so repeats of an init state differ. At most
+        ``2 * per_task`` episodes are tried per task.
     :return: the file written; its ``data`` attrs say how many demos it holds.
     """
-    import h5py
-
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     task_indices = list(range(10)) if task_indices is None else list(task_indices)
-    n = total = 0
-    with h5py.File(out, "w") as f:
-        data = f.create_group("data")
-        problems = {}
+    init_states = [int(s) for s in init_states]
+    if not init_states:
+        raise ValueError("no init states given; pass e.g. --init-states 0-39")
+    f, data, tried = _open_for_append(out, image_size)
+    try:
+        problems = json.loads(data.attrs.get("problem_info", "{}")).get("tasks", {})
+        problems = {int(k): v for k, v in problems.items()}
+        failed = json.loads(data.attrs.get("failed_episodes", "[]"))
+        n = max((int(k.split("_")[1]) + 1 for k in data), default=0)
         for t in task_indices:
-            env = LiberoGymEnv(suite, t, image_size=image_size, privileged_info=True)
+            wanted = per_task if per_task is not None else len(init_states)
+            attempts = 2 * per_task if per_task is not None else len(init_states)
+            have = sum(int(data[k].attrs["task_index"]) == t and bool(data[k].attrs["success"]) for k in data)
+            env = None
             try:
-                problems[t] = {"language_instruction": env.language_instruction, "bddl_file_name": env.task.bddl_file}
-                for s in init_states:
-                    rows, success = _episode(env, int(s), seed=int(s))
-                    log(f"task {t} init {s}: {'success' if success else 'failure'} ({len(rows['actions'])} steps)")
-                    if not success and not keep_failures:
+                for j in range(attempts):
+                    if have >= wanted:
+                        break
+                    s, repeat = init_states[j % len(init_states)], j // len(init_states)
+                    key = _episode_key(t, s, repeat)
+                    if key in tried:
                         continue
-                    write_demo(
-                        data,
-                        n,
-                        rows,
-                        init_state=int(s),
-                        task_index=t,
-                        success=success,
-                        instruction=env.language_instruction,
+                    if env is None:
+                        env = LiberoGymEnv(suite, t, image_size=image_size, privileged_info=True)
+                        problems[t] = env.language_instruction
+                    rng = np.random.default_rng([t, s, repeat])
+                    rows, success = _episode(env, s, seed=s, noise=noise if repeat else 0.0, rng=rng)
+                    log(
+                        f"task {t} init {s} repeat {repeat}: {'success' if success else 'failure'} "
+                        f"({len(rows['actions'])} steps)",
                     )
-                    n += 1
-                    total += len(rows["actions"])
+                    tried.add(key)
+                    if success or keep_failures:
+                        write_demo(
+                            data,
+                            n,
+                            rows,
+                            init_state=s,
+                            task_index=t,
+                            success=success,
+                            instruction=problems[t],
+                            attrs={"repeat": repeat, "executed_noise": noise if repeat else 0.0},
+                            extra={"executed_actions": np.asarray(rows["executed_actions"], dtype=np.float64)},
+                        )
+                        n += 1
+                        have += int(success)
+                    if not success:
+                        failed.append(key)
+                    write_file_attributes(
+                        data,
+                        suite,
+                        problems,
+                        bddl_file_name=env.task.bddl_file,
+                        image_size=image_size,
+                        num_demos=n,
+                        total=int(sum(data[k].attrs["num_samples"] for k in data)),
+                    )
+                    data.attrs["failed_episodes"] = json.dumps(failed)
+                    f.flush()
             finally:
-                env.close()
-        write_file_attributes(
-            data,
-            suite,
-            {t: p["language_instruction"] for t, p in problems.items()},
-            bddl_file_name=problems[task_indices[0]]["bddl_file_name"] if task_indices else "",
-            image_size=image_size,
-            num_demos=n,
-            total=total,
-        )
+                if env is not None:
+                    env.close()
+            if have < wanted:
+                log(f"task {t}: only {have} of {wanted} demos succeeded")
+    finally:
+        f.close()
     return out
 
 

@@ -182,40 +182,63 @@ def load_controller_factory(path: str):
 
 
 class _NoiseController:
-    """A closed-loop sample of the policy with noise drawn in advance.
+    """A sample of the policy, whole chunks executed open loop, with noise drawn in advance.
 
-    ``a_t = mu(o_t) + sigma * eps_t`` with ``eps_t`` fixed at generation time, so the
-    sampling-time log-prob ``sum log N(eps_t; 0, 1) - log sigma`` is known before the episode
-    runs; the observations met during execution are recorded so that
-    :meth:`SmallVLAPolicy.log_probs` can recompute ``log pi(a_t | o_t)`` under new weights.
+    Every ``chunk`` steps the policy reads the observation ``o_s`` and the next ``chunk``
+    actions are ``a_{s+j} = mu_j(o_s) + sigma * eps_{s+j}`` (j = 0..chunk-1), the way
+    ``wmrl-libero eval`` and DAgger run the small VLA (one chunk per observation, executed
+    in full). ``eps_t`` is fixed at generation time, so the sampling-time log-prob
+    ``sum log N(eps_t; 0, 1) - log sigma`` is known before the episode runs. :meth:`act`
+    hands out one action per call, so the controller counts the steps actually executed;
+    the observations at chunk starts are recorded so that :meth:`SmallVLAPolicy.log_probs`
+    can recompute ``log pi(a_t | o_s)`` under new weights.
     """
 
     def __init__(self, model: SmallVLA, instruction: str, eps: torch.Tensor):
         self.model, self.instruction, self.eps = model, instruction, eps  # eps: (T, 7)
-        self.inputs: list[VLAInput] = []
-        self.actions: list[torch.Tensor] = []
+        self.inputs: list[VLAInput] = []  # one per chunk: the observation it was predicted from
+        self.actions: list[torch.Tensor] = []  # one per executed step
+        self._planned: torch.Tensor | None = None  # the current chunk (chunk, 7), unclamped
+
+    def _chunk(self, dist: torch.distributions.Normal, row: int, t: int) -> torch.Tensor:
+        n = min(self.model.chunk, len(self.eps) - t)
+        return dist.mean[row, :n] + dist.stddev[row, :n] * self.eps[t : t + n]
 
     @torch.no_grad()
     def act(self, obs, info) -> np.ndarray:
         t = len(self.actions)
         if t >= len(self.eps):
             return NOOP_ACTION[None].copy()
-        x = VLAInput.from_obs(obs, self.instruction)
-        dist = self.model.distribution([x])
-        a = dist.mean[0, 0] + dist.stddev[0, 0] * self.eps[t]
-        self.inputs.append(x)
+        if t % self.model.chunk == 0:
+            x = VLAInput.from_obs(obs, self.instruction)
+            self._planned = self._chunk(self.model.distribution([x]), 0, t)
+            self.inputs.append(x)
+        a = self._planned[t % self.model.chunk]
         self.actions.append(a)
         return a.clamp(-1, 1).numpy()[None]
+
+    @torch.no_grad()
+    def act_batch(self, obs_list: list[dict], t: int) -> np.ndarray:
+        """The chunk each observation would start at step ``t`` (B, chunk, 7), recording nothing
+        (the imagination world model's interface; its steps then match real execution when
+        its chunk is a multiple of the policy's)."""
+        dist = self.model.distribution([VLAInput.from_obs(o, self.instruction) for o in obs_list])
+        out = np.tile(NOOP_ACTION, (len(obs_list), self.model.chunk, 1)).astype(np.float32)
+        for row in range(len(obs_list)):
+            a = self._chunk(dist, row, t).clamp(-1, 1).numpy() if t < len(self.eps) else out[row, :0]
+            out[row, : len(a)] = a
+        return out
 
 
 class SmallVLAPolicy(nn.Module):
     """The small VLA as a WMRL policy (GRPO).
 
-    A solution is a closed-loop controller (see :class:`_NoiseController`); its ``T`` log-prob
-    entries are its actions (``T = max_steps``). The mask marks the steps actually executed:
-    it is all ones at generation time and :meth:`log_probs` clears the steps after the
-    episode ended (the environment runs controllers in this process, so they record what
-    happened). Only the first action of each predicted chunk is used in closed loop.
+    A solution is a controller (see :class:`_NoiseController`) that executes each predicted
+    chunk in full, as ``wmrl-libero eval`` and DAgger do (so the base policy's measured
+    success is what GRPO starts from); its ``T`` log-prob entries are its actions
+    (``T = max_steps``). The mask marks the steps actually executed: it is all ones at
+    generation time and :meth:`log_probs` clears the steps after the episode ended (the
+    environment runs controllers in this process, so they record what happened).
 
     :param env: the WMRL environment (unused; for the factory signature).
     :param checkpoint: a behaviour-cloned checkpoint to start from (else random weights).
@@ -243,12 +266,15 @@ class SmallVLAPolicy(nn.Module):
         return Rollouts(flat, solutions, np.asarray(groups), old_lp, torch.ones_like(old_lp), extra=None)
 
     def log_probs(self, rollouts) -> torch.Tensor:
+        """``log pi(a_t | o_s)`` per executed step, ``s`` the start of ``t``'s chunk."""
         out = torch.zeros(len(rollouts), self.max_steps)
+        k = self.model.chunk
         for i, ctrl in enumerate(rollouts.solutions):
             n = len(ctrl.actions)
             rollouts.mask[i, n:] = 0.0
             if n:
-                dist = self.model.distribution(ctrl.inputs)
-                lp = dist.log_prob(torch.stack(ctrl.actions)[:, None, :].expand(-1, self.model.chunk, -1))[:, 0].sum(-1)
-                out[i, :n] = lp
+                dist = self.model.distribution(ctrl.inputs)  # (chunks, k, 7)
+                steps = torch.arange(n)
+                mean, std = dist.mean[steps // k, steps % k], dist.stddev[steps // k, steps % k]
+                out[i, :n] = torch.distributions.Normal(mean, std).log_prob(torch.stack(ctrl.actions)).sum(-1)
         return out
