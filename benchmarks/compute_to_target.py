@@ -63,7 +63,13 @@ SUITES = {
             "wmrl_no_denoise": ["mode=wmrl", "steps=16", "denoise.enabled=false"],
         },
         "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=4", "eval.samples_per_task=4"],
-        "quick": ["eval.every=1", "eval.samples_per_task=1", "eval.max_tasks=3", "rollout.batch_tasks=2", "rollout.group_size=2"],
+        "quick": [
+            "eval.every=1",
+            "eval.samples_per_task=1",
+            "eval.max_tasks=3",
+            "rollout.batch_tasks=2",
+            "rollout.group_size=2",
+        ],
         "quick_steps": 0.125,
         "seeds": 3,
         # the learned world model was fitted on real executions of the training tasks: a one-off

@@ -62,8 +62,15 @@ def test_cache_export_is_replayed_by_the_trainers_cache(tmp_path):
     script = render_script(program, classification=task.data.kind == "classification")
     from wmrl_core.execution_cache import solution_digest
 
-    row = {"task_id": task.id, "solution_sha256": solution_digest(script), "status": "ok", "score": 0.7,
-           "reward": 0.7, "cost_s": 1.25, "runtime_s": 2.0}
+    row = {
+        "task_id": task.id,
+        "solution_sha256": solution_digest(script),
+        "status": "ok",
+        "score": 0.7,
+        "reward": 0.7,
+        "cost_s": 1.25,
+        "runtime_s": 2.0,
+    }
     namespace = cache_namespace("autoresearch", {"sandbox": "docker", "limits": {"timeout_s": 30}})
     assert write_execution_cache([row], tmp_path / "cache.jsonl", namespace) == 1
 

@@ -54,7 +54,9 @@ def _synthetic(n_tasks=30, per_task=16, seed=0):
 
 def test_learns_failures_and_task_by_program_interactions_with_a_spread():
     a = _synthetic()
-    model = OutcomeModel(members=3, max_iter=100).fit(a["features"], a["choices"], a["failed"], a["reward"], a["task_ids"])
+    model = OutcomeModel(members=3, max_iter=100).fit(
+        a["features"], a["choices"], a["failed"], a["reward"], a["task_ids"]
+    )
     probe_f = np.array([[0.2, 1.0], [0.8, 1.0]])
     fails = np.array([[0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0, 0, 0]])
     p = model.predict(np.repeat(probe_f, 2, axis=0), np.tile(fails, (2, 1))).p_fail
@@ -81,5 +83,7 @@ def test_cross_validation_ranks_new_programs_and_scores_models_on_shared_folds()
     res = cross_validate(a, {"outcome": outcome, "constant": constant}, n_folds=3)
     assert res["outcome"]["within_task_spearman"] > 0.4 and res["constant"]["within_task_spearman"] == 0.0
     assert res["outcome"]["n_tasks"] == res["constant"]["n_tasks"] == 12
-    assert res["outcome"]["within_task_spearman_per_fold"] > 0.25 and res["constant"]["within_task_spearman_per_fold"] == 0
+    assert (
+        res["outcome"]["within_task_spearman_per_fold"] > 0.25 and res["constant"]["within_task_spearman_per_fold"] == 0
+    )
     assert res["outcome"]["n_task_folds"] == res["constant"]["n_task_folds"] > 12

@@ -242,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, help="decides the job list (tasks and programs)")
     c.add_argument("--warm", type=int, default=2, help="warm pre-importing containers kept ready")
     c.add_argument("--parallel", type=int, default=2, help="sandboxes running at once")
-    c.add_argument("--batch", type=int, default=2, help="executions per call to the environment (several calls in flight)")
+    c.add_argument(
+        "--batch", type=int, default=2, help="executions per call to the environment (several calls in flight)"
+    )
     c.add_argument("--timeout-s", type=float, default=30.0, help="CPU-second limit per run (the benchmark configs' 30)")
     c.set_defaults(fn=_cmd_build_corpus)
 

@@ -39,6 +39,7 @@ HIDDEN, RIDGE = 0, 30.0
 """The earlier ridge model's settings (chosen by leave-one-task-out cross-validation on the
 built-in training suite)."""
 
+
 def _arrays(rows: Sequence[dict], tasks_by_id: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = [r for r in rows if r["reward"] is not None]
     features = np.stack([np.asarray(tasks_by_id[r["task_id"]].features, dtype=np.float32) for r in rows])
@@ -72,7 +73,10 @@ def cross_validation_report(rows: Sequence[dict], features: dict, folds: int = 5
         return {"reward": pred.reward, "p_fail": pred.p_fail, "reward_std": pred.reward_std}
 
     a = corpus_arrays(rows, features)
-    return {"arrays": a, "results": cross_validate(a, {"outcome_model": outcome, "ridge": _ridge_fit_predict}, folds, seed)}
+    return {
+        "arrays": a,
+        "results": cross_validate(a, {"outcome_model": outcome, "ridge": _ridge_fit_predict}, folds, seed),
+    }
 
 
 def _plot_calibration(report: dict, path: Path) -> dict:
@@ -102,8 +106,14 @@ def _plot_calibration(report: dict, path: Path) -> dict:
     axes[0].set_ylabel("observed failure rate")
     axes[0].set_title("failure: reliability (out of fold)")
     for name, color in (("ridge", "tab:gray"), ("outcome_model", "tab:blue")):
-        axes[1].scatter(res[name]["oof"]["reward"], a["reward"], s=5, alpha=0.35, color=color,
-                        label=f"{name}: within-task Spearman {res[name]['within_task_spearman']:.2f}")
+        axes[1].scatter(
+            res[name]["oof"]["reward"],
+            a["reward"],
+            s=5,
+            alpha=0.35,
+            color=color,
+            label=f"{name}: within-task Spearman {res[name]['within_task_spearman']:.2f}",
+        )
     axes[1].plot([-1, 1], [-1, 1], "k--", lw=1)
     axes[1].set_xlabel("predicted reward (out of fold)")
     axes[1].set_ylabel("real reward")
@@ -187,9 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report is not None:
         args.report.mkdir(parents=True, exist_ok=True)
         report = cross_validation_report(rows, features, args.folds, args.seed, members=args.members)
-        summary = {
-            name: {k: v for k, v in r.items() if k != "oof"} for name, r in report["results"].items()
-        }
+        summary = {name: {k: v for k, v in r.items() if k != "oof"} for name, r in report["results"].items()}
         summary = {
             "corpus": corpus_name,
             "n_executions": int(len(report["arrays"]["reward"])),

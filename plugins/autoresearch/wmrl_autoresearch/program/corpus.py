@@ -138,8 +138,14 @@ def _pack(out: Path) -> dict:
     with open(out / "corpus.jsonl.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
         for row in rows:
             f.write((json.dumps(row, separators=(",", ":")) + "\n").encode())
-    sessions = json.loads((out / "corpus_cost.json").read_text())["sessions"] if (out / "corpus_cost.json").exists() else []
-    return {"executions": len(rows), "sandbox_cpu_s": round(sum(r["cost_s"] or 0.0 for r in rows), 1), "sessions": sessions}
+    sessions = (
+        json.loads((out / "corpus_cost.json").read_text())["sessions"] if (out / "corpus_cost.json").exists() else []
+    )
+    return {
+        "executions": len(rows),
+        "sandbox_cpu_s": round(sum(r["cost_s"] or 0.0 for r in rows), 1),
+        "sessions": sessions,
+    }
 
 
 def build_corpus(
@@ -171,8 +177,10 @@ def build_corpus(
     reward_fn = AutoResearchScoreReward()
     done = {r["job"] for r in _read_rows(out / "corpus.jsonl")}
     jobs = [j for j in corpus_jobs(train, executions, seed) if j[0] not in done]
-    log(f"corpus: {len(done)} executions done, {len(jobs)} to run over {len(train)} training tasks "
-        f"({len(set(families.values()))} families); limits {limits}; warm={warm} parallel={parallel}")
+    log(
+        f"corpus: {len(done)} executions done, {len(jobs)} to run over {len(train)} training tasks "
+        f"({len(set(families.values()))} families); limits {limits}; warm={warm} parallel={parallel}"
+    )
     started, cpu_s, n = time.time(), 0.0, 0
     meta = {"seed": seed, "limits": limits, "task_sets": list(task_sets), "split": "train"}
 
@@ -216,14 +224,22 @@ def build_corpus(
         env.close()
         cost_path = out / "corpus_cost.json"
         sessions = json.loads(cost_path.read_text())["sessions"] if cost_path.exists() else []
-        sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-                         "executed": n, "wall_s": round(time.time() - started, 1), "sandbox_cpu_s": round(cpu_s, 1)})
+        sessions.append(
+            {
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                "executed": n,
+                "wall_s": round(time.time() - started, 1),
+                "sandbox_cpu_s": round(cpu_s, 1),
+            }
+        )
         cost_path.write_text(json.dumps({**meta, "sessions": sessions}, indent=2))
         summary = _pack(out)
         summary["wall_s"] = round(sum(s["wall_s"] for s in sessions), 1)
         cost_path.write_text(json.dumps({**meta, **summary}, indent=2))
-        log(f"corpus: {summary['executions']} executions, {summary['sandbox_cpu_s']} sandbox CPU s, "
-            f"{summary['wall_s']} s wall over {len(sessions)} session(s); {out / 'corpus.jsonl.gz'}")
+        log(
+            f"corpus: {summary['executions']} executions, {summary['sandbox_cpu_s']} sandbox CPU s, "
+            f"{summary['wall_s']} s wall over {len(sessions)} session(s); {out / 'corpus.jsonl.gz'}"
+        )
     return summary
 
 
@@ -250,8 +266,9 @@ def write_execution_cache(rows: Iterable[dict], path: str | Path, namespace: str
     return len(lines)
 
 
-def export_cache_for_config(config: str | Path, cache: str | Path, corpus: str | Path | None = None,
-                            overrides: Sequence[str] = ()) -> int:
+def export_cache_for_config(
+    config: str | Path, cache: str | Path, corpus: str | Path | None = None, overrides: Sequence[str] = ()
+) -> int:
     """Write the corpus's executions into ``cache`` keyed as a run of ``config`` keys them, so that a
     benchmark of that config replays them; refuses a config whose environment limits differ from
     the corpus's (its executions would be other events). Rows of a legacy corpus (``"legacy"``:

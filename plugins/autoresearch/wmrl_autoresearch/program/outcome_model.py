@@ -125,7 +125,12 @@ class OutcomeModel:
             return self._fit(*args, **kwargs)
 
     def _fit(
-        self, task_features: np.ndarray, choices: np.ndarray, failed: np.ndarray, score: np.ndarray, task_ids: Sequence[str]
+        self,
+        task_features: np.ndarray,
+        choices: np.ndarray,
+        failed: np.ndarray,
+        score: np.ndarray,
+        task_ids: Sequence[str],
     ) -> OutcomeModel:
         """Fit on executions: ``failed`` (bool) and ``score`` (normalized; ignored where failed)."""
         from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor

@@ -65,16 +65,21 @@ class _OpenLoop:
 
 
 class _NoiseControllers:
-    """The small VLA's closed-loop solutions (``mu(o) + sigma * eps_t``), one policy forward for
-    all episodes that share a model; the observation is held within a chunk.
+    """The small VLA's closed-loop solutions, one policy forward for all episodes that share a
+    model, whole policy chunks executed as in a real run: at every step ``s`` with
+    ``s % chunk == 0`` the policy reads the observation and plans
+    ``a_{s+j} = mu_j(o_s) + sigma * eps_{s+j}`` (j = 0..chunk-1). Imagination observes only at
+    its own chunk boundaries, so a plan made inside a dynamics chunk reads the observation at
+    the boundary (exact when the dynamics chunk equals the policy's, the shipped setting).
 
-    With ``record``, each controller's ``inputs``/``actions`` become the imagined episode (the
-    observation and unclipped action of every imagined step, as a real execution records them),
-    so that the policy's ``log_probs`` gives a rollout scored only in imagination its gradient;
-    a later real execution starts the record afresh (``LiberoEnvironment``)."""
+    With ``record``, each controller's ``inputs`` (one per planned chunk) and ``actions`` (one
+    per step) become the imagined episode, as a real execution records them, so that the
+    policy's ``log_probs`` gives a rollout scored only in imagination its gradient; a later real
+    execution starts the record afresh (``LiberoEnvironment``)."""
 
     def __init__(self, controllers: list[Any], record: bool = False):
         self.controllers, self.record = controllers, record
+        self.planned: list[torch.Tensor | None] = [None] * len(controllers)
         if record:
             for c in controllers:
                 c.inputs.clear()
@@ -84,7 +89,8 @@ class _NoiseControllers:
         """Keep only the steps each episode actually imagined (before it ended or was cut)."""
         if self.record:
             for c, n in zip(self.controllers, steps):
-                del c.inputs[int(n) :], c.actions[int(n) :]
+                chunks = -(-int(n) // c.model.chunk)  # the chunks those steps were planned in
+                del c.inputs[chunks:], c.actions[int(n) :]
 
     @torch.no_grad()
     def actions(self, obs: list[dict], t: int, k: int) -> np.ndarray:
@@ -96,16 +102,24 @@ class _NoiseControllers:
             by_model.setdefault(id(c.model), []).append(i)
         for rows in by_model.values():
             model = self.controllers[rows[0]].model
-            dist = model.distribution([VLAInput.from_obs(obs[i], self.controllers[i].instruction) for i in rows])
-            mean, std = dist.mean[:, 0], dist.stddev[:, 0]  # first action of the chunk, as executed
-            for j, i in enumerate(rows):
-                c = self.controllers[i]
-                a = mean[j] + std[j] * c.eps[t : t + k]
-                out[i, : len(a)] = a.clamp(-1, 1).numpy()
-                if self.record:
-                    x = VLAInput.from_obs(obs[i], c.instruction)
-                    c.inputs.extend([x] * len(a))
-                    c.actions.extend(a.unbind(0))
+            for s in range(t, t + k):
+                live = [i for i in rows if s < len(self.controllers[i].eps)]
+                if not live:
+                    break
+                if s % model.chunk == 0:  # every episode of this model plans at the same step
+                    x = [VLAInput.from_obs(obs[i], self.controllers[i].instruction) for i in live]
+                    dist = model.distribution(x)
+                    for j, i in enumerate(live):
+                        c = self.controllers[i]
+                        n = min(model.chunk, len(c.eps) - s)
+                        self.planned[i] = dist.mean[j, :n] + dist.stddev[j, :n] * c.eps[s : s + n]
+                        if self.record:
+                            c.inputs.append(x[j])
+                for i in live:
+                    a = self.planned[i][s % model.chunk]
+                    out[i, s - t] = a.clamp(-1, 1).numpy()
+                    if self.record:
+                        self.controllers[i].actions.append(a)
         return out
 
 
@@ -133,7 +147,7 @@ def _actors(solutions: Sequence[Any], record: bool = False) -> list[tuple[list[i
     """Group solutions by how they are batched: ``[(indices, actor), ...]``."""
     groups: dict[str, list[int]] = {"open": [], "vla": [], "other": []}
     for i, s in enumerate(solutions):
-        if all(hasattr(s, a) for a in ("model", "instruction", "eps")) and not hasattr(s, "act_batch"):
+        if all(hasattr(s, a) for a in ("model", "instruction", "eps", "inputs", "actions")):
             groups["vla"].append(i)
         elif hasattr(s, "act") or hasattr(s, "act_batch"):
             groups["other"].append(i)
