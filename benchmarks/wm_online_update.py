@@ -67,11 +67,18 @@ class _MemoPrior:
     def __init__(self, model):
         self.model, self.memo = model, {}
 
-    def predict(self, features: np.ndarray, choices: np.ndarray):
-        keys = [f.tobytes() + c.tobytes() for f, c in zip(np.asarray(features), np.asarray(choices))]
+    def predict(self, features: np.ndarray, choices: np.ndarray, task_ids=None):
+        ids = [str(t) for t in task_ids] if task_ids is not None else [""] * len(features)
+        keys = [
+            f.tobytes() + c.tobytes() + t.encode() for f, c, t in zip(np.asarray(features), np.asarray(choices), ids)
+        ]
         missing = [i for i, k in enumerate(keys) if k not in self.memo]
         if missing:
-            out = self.model.predict(np.asarray(features)[missing], np.asarray(choices)[missing])
+            out = self.model.predict(
+                np.asarray(features)[missing],
+                np.asarray(choices)[missing],
+                None if task_ids is None else [ids[i] for i in missing],
+            )
             for j, i in enumerate(missing):
                 self.memo[keys[i]] = tuple(np.asarray(getattr(out, f.name))[j] for f in fields(out))
         return OutcomePrediction(*(np.array(col) for col in zip(*(self.memo[k] for k in keys))))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from wmrl_autoresearch.program.cross_validation import cross_validate, program_folds, within_task_spearman
 from wmrl_autoresearch.program.grammar import N_OPTIONS, Program
-from wmrl_autoresearch.program.outcome_model import OutcomeModel, reward_moments
+from wmrl_autoresearch.program.outcome_model import OutcomeModel, reward_moments, shrunk_task_statistic
 
 
 def test_reward_moments_of_the_two_outcome_mixture():
@@ -87,3 +87,45 @@ def test_cross_validation_ranks_new_programs_and_scores_models_on_shared_folds()
         res["outcome"]["within_task_spearman_per_fold"] > 0.25 and res["constant"]["within_task_spearman_per_fold"] == 0
     )
     assert res["outcome"]["n_task_folds"] == res["constant"]["n_task_folds"] > 12
+
+
+def test_shrunk_task_statistic_by_hand():
+    # (3 * 1.0 + 1 * 0.0) / (3 + 1) = 0.75; no executions: the prior; k = 0: the task's own value
+    out = shrunk_task_statistic(np.array([1.0, np.nan, 1.0]), np.array([3, 0, 3]), np.zeros(3), strength=1.0)
+    assert out.tolist() == pytest.approx([0.75, 0.0, 0.75])
+    assert shrunk_task_statistic(np.array([1.0]), np.array([2]), np.array([5.0]), strength=0.0)[0] == 1.0
+
+
+def test_task_scaled_score_uses_each_tasks_own_level_and_scale():
+    """Level and spread differ by task in ways the meta-features do not tell (one constant feature);
+    the program effect (the scale choice) is shared in z-units. With task ids the model recovers
+    each task's level and spread; without them every task gets the same, meta-feature prediction."""
+    rng = np.random.default_rng(0)
+    n_tasks, per_task = 24, 20
+    level, spread = rng.uniform(-0.5, 0.5, n_tasks), rng.uniform(0.02, 0.3, n_tasks)
+    rows = {"task_ids": [], "features": [], "choices": [], "failed": [], "reward": []}
+    for t in range(n_tasks):
+        for _ in range(per_task):
+            c = np.array(Program.sample(rng).choices)
+            rows["task_ids"].append(f"t{t}")
+            rows["features"].append([1.0])
+            rows["choices"].append(c)
+            rows["failed"].append(False)
+            rows["reward"].append(level[t] + spread[t] * (c[1] - 1.5) / 1.1 + rng.normal(0, 0.01))
+    a = {k: np.array(v) for k, v in rows.items()}
+    model = OutcomeModel(members=1, max_iter=100).fit(
+        a["features"], a["choices"], a["failed"], a["reward"], a["task_ids"]
+    )
+    probe = np.array([[0, s, 0, 0, 0, 0, 0, 0] for s in range(N_OPTIONS[1])] * 2)
+    ids = ["t0"] * N_OPTIONS[1] + ["t1"] * N_OPTIONS[1]
+    own = model.predict(np.ones((len(probe), 1)), probe, ids).score.reshape(2, -1)
+    for t in (0, 1):  # the task's mean, shrunk 3 executions' worth towards the mean of all tasks
+        assert own[t].mean() == pytest.approx((20 * level[t] + 3 * level.mean()) / 23, abs=0.03)
+        assert np.ptp(own[t]) == pytest.approx(2 * 1.5 / 1.1 * spread[t], rel=0.35)
+        assert (np.diff(own[t]) > 0).all()
+    blind = model.predict(np.ones((len(probe), 1)), probe).score.reshape(2, -1)
+    assert blind[0] == pytest.approx(blind[1])  # the features cannot tell the tasks apart
+    with pytest.raises(ValueError, match="task_ids"):
+        model.predict(np.ones((2, 1)), probe[:2], ["t0"])
+    with pytest.raises(ValueError, match="score_model"):
+        OutcomeModel(score_model="nonsense")

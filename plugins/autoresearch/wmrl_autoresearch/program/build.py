@@ -66,17 +66,23 @@ def cross_validation_report(rows: Sequence[dict], features: dict, folds: int = 5
     from wmrl_autoresearch.program.cross_validation import corpus_arrays, cross_validate
     from wmrl_autoresearch.program.outcome_model import OutcomeModel
 
-    def outcome(train: dict, test: dict) -> dict[str, np.ndarray]:
-        model = OutcomeModel(**{**OUTCOME_SETTINGS, **settings}, seed=seed)
-        model.fit(train["features"], train["choices"], train["failed"], train["reward"], train["task_ids"])
-        pred = model.predict(test["features"], test["choices"])
-        return {"reward": pred.reward, "p_fail": pred.p_fail, "reward_std": pred.reward_std}
+    def outcome(**override):
+        def fit_predict(train: dict, test: dict) -> dict[str, np.ndarray]:
+            model = OutcomeModel(**{**OUTCOME_SETTINGS, **settings, **override}, seed=seed)
+            model.fit(train["features"], train["choices"], train["failed"], train["reward"], train["task_ids"])
+            pred = model.predict(test["features"], test["choices"], test["task_ids"])
+            return {"reward": pred.reward, "p_fail": pred.p_fail, "reward_std": pred.reward_std}
+
+        return fit_predict
 
     a = corpus_arrays(rows, features)
-    return {
-        "arrays": a,
-        "results": cross_validate(a, {"outcome_model": outcome, "ridge": _ridge_fit_predict}, folds, seed),
+    models = {
+        "outcome_model": outcome(),
+        # the earlier recipe (level plus effect on centred scores), on the same folds
+        "outcome_model_task_level": outcome(score_model="task_level"),
+        "ridge": _ridge_fit_predict,
     }
+    return {"arrays": a, "results": cross_validate(a, models, folds, seed)}
 
 
 def _plot_calibration(report: dict, path: Path) -> dict:
@@ -105,14 +111,18 @@ def _plot_calibration(report: dict, path: Path) -> dict:
     axes[0].set_xlabel("predicted P(failure)")
     axes[0].set_ylabel("observed failure rate")
     axes[0].set_title("failure: reliability (out of fold)")
-    for name, color in (("ridge", "tab:gray"), ("outcome_model", "tab:blue")):
+    for name, color in (
+        ("ridge", "tab:gray"),
+        ("outcome_model_task_level", "tab:orange"),
+        ("outcome_model", "tab:blue"),
+    ):
         axes[1].scatter(
             res[name]["oof"]["reward"],
             a["reward"],
             s=5,
             alpha=0.35,
             color=color,
-            label=f"{name}: within-task Spearman {res[name]['within_task_spearman']:.2f}",
+            label=f"{name}: within-task Spearman {res[name]['within_task_spearman_per_fold']:.2f}",
         )
     axes[1].plot([-1, 1], [-1, 1], "k--", lw=1)
     axes[1].set_xlabel("predicted reward (out of fold)")
@@ -147,13 +157,16 @@ def _cv_table(summary: dict) -> str:
         f"Within-task Spearman on new programs of the training tasks: {summary['folds']}-fold cross-validation "
         f"grouped by program, {summary['n_executions']} executions ({summary['corpus']}); mean over tasks, 95% t-interval",
         "",
-        "| model | within-task Spearman (pooled out of fold) | tasks | within one fold's model | task-folds |",
+        "(*one model*: a task's new programs in one fold, ranked by that fold's model, what GRPO sees; "
+        "*pooled*: a task's out-of-fold predictions from different fold models, whose task levels differ)",
+        "",
+        "| model | within-task Spearman, one model | task-folds | pooled out of fold | tasks |",
         "|---|---|---|---|---|",
     ]
     for name, r in summary["models"].items():
         lines.append(
-            f"| {name} | {r['within_task_spearman']:.3f} ± {r['ci95']:.3f} | {r['n_tasks']} | "
-            f"{r['within_task_spearman_per_fold']:.3f} ± {r['per_fold_ci95']:.3f} | {r['n_task_folds']} |"
+            f"| {name} | {r['within_task_spearman_per_fold']:.3f} ± {r['per_fold_ci95']:.3f} | {r['n_task_folds']} | "
+            f"{r['within_task_spearman']:.3f} ± {r['ci95']:.3f} | {r['n_tasks']} |"
         )
     c = summary["calibration"]
     lines += [

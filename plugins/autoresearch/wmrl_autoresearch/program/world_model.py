@@ -327,7 +327,7 @@ class LearnedWorldModel:
                 one_hot = torch.as_tensor(np.stack([p.one_hot() for p in programs]))
                 pred = self.model(torch.as_tensor(features), one_hot).clamp(-1.0, 1.0).numpy()
             return pred.astype(np.float64), {}
-        out = self.model.predict(features, np.array([p.choices for p in programs]))
+        out = self.model.predict(features, np.array([p.choices for p in programs]), [t.id for t in tasks])
         extra = {"p_fail": out.p_fail, "predicted_score": out.score, "reward_std": out.reward_std}
         return np.clip(out.reward, -1.0, 1.0), extra
 
