@@ -143,7 +143,8 @@ def fit_small_vla(
     """AdamW on the chunk NLL ``-mean log pi(a[t:t+k] | o_t)`` over random minibatches; the
     model is trained in place (continuing from its weights).
 
-    The learning rate follows :func:`cosine_learning_rate` (``final_lr_fraction`` 1: constant);
+    The learning rate follows :func:`cosine_learning_rate` (``final_lr_fraction`` 1: constant;
+    the warm-up is capped at a tenth of the fit, so that short fits still reach ``lr``);
     ``obs_noise`` adds Gaussian noise of that many feature standard deviations to the physics
     features of every minibatch (noise on observations against compounding errors).
     :return: the last minibatch's NLL."""
@@ -151,6 +152,7 @@ def fit_small_vla(
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
     loss = torch.tensor(float("nan"))
+    warmup = min(warmup, iterations // 10)
     for it in range(iterations):
         for group in opt.param_groups:
             group["lr"] = cosine_learning_rate(it, iterations, lr, warmup, final_lr_fraction)
