@@ -81,3 +81,20 @@ def test_observation_noise_spares_constant_features_and_training_lowers_the_erro
     assert not any(torch.equal(s, samples.state[: len(s)]) for s in seen)
     after = chunk_action_error(model, samples)
     assert all(after[t] < before[t] for t in before)
+
+
+def test_fit_calls_back_every_n_steps_and_after_the_last_in_eval_mode():
+    torch.manual_seed(0)
+    samples = chunk_samples(_demos(np.random.default_rng(2)), chunk=2, object_dim=4)
+    model = SmallVLA(chunk=2, object_dim=4, hidden=8)
+    calls = []
+    fit_small_vla(
+        model,
+        samples,
+        iterations=7,
+        batch_size=4,
+        callback=lambda step, m: calls.append((step, m.training)),
+        callback_every=3,
+        log=lambda *_: None,
+    )
+    assert calls == [(3, False), (6, False), (7, False)]

@@ -138,6 +138,8 @@ def fit_small_vla(
     final_lr_fraction: float = 1.0,
     obs_noise: float = 0.0,
     seed: int = 0,
+    callback=None,
+    callback_every: int = 1000,
     log=print,
 ) -> float:
     """AdamW on the chunk NLL ``-mean log pi(a[t:t+k] | o_t)`` over random minibatches; the
@@ -147,6 +149,8 @@ def fit_small_vla(
     the warm-up is capped at a tenth of the fit, so that short fits still reach ``lr``);
     ``obs_noise`` adds Gaussian noise of that many feature standard deviations to the physics
     features of every minibatch (noise on observations against compounding errors).
+    ``callback(step, model)``, if given, runs after every ``callback_every`` steps and after
+    the last (e.g. a held-out score; the model is in eval mode during the call).
     :return: the last minibatch's NLL."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -168,6 +172,10 @@ def fit_small_vla(
         opt.step()
         if it % 500 == 0 or it == iterations - 1:
             log(f"bc iteration {it}: nll {loss.item():.3f}")
+        if callback is not None and ((it + 1) % callback_every == 0 or it == iterations - 1):
+            model.eval()
+            callback(it + 1, model)
+            model.train()
     model.eval()
     return float(loss.detach())
 
