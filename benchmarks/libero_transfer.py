@@ -19,7 +19,7 @@ policy (as in training) ``--rollouts`` times from each init state of the trainin
 the training ledger (declared cost) and their wall time, and a plot of held-out success
 against simulator seconds. Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` to ``--docs``.
 
-    python benchmarks/libero_transfer.py --base plugins/libero/checkpoints/small_vla_dagger_t0-8.pt --wm runs/libero_wm/wm.pt \\
+    python benchmarks/libero_transfer.py --base plugins/libero/checkpoints/small_vla_dagger_t0-9.pt --wm runs/libero_wm/wm.pt \\
         --seeds 0,1,2 --tasks 0,4,6,7 --out runs/libero_transfer
     ... --quick          # every arm end to end, one task, 2 steps, tiny groups (the CI check)
 """

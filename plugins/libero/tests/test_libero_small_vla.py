@@ -142,13 +142,14 @@ def test_policy_executes_whole_chunks_like_eval_and_dagger():
     assert torch.allclose(new.detach() * rollouts.mask, rollouts.old_log_probs * rollouts.mask, atol=1e-4)
 
 
-def test_shipped_base_policy_loads_and_acts():
+@pytest.mark.parametrize("name,tasks", [("small_vla_dagger_t0-8.pt", 9), ("small_vla_dagger_t0-9.pt", 10)])
+def test_shipped_base_policy_loads_and_acts(name, tasks):
     from pathlib import Path
 
-    path = Path(__file__).parents[1] / "checkpoints" / "small_vla_dagger_t0-8.pt"
+    path = Path(__file__).parents[1] / "checkpoints" / name
     model = load_small_vla(path)
     assert model.chunk == 4 and model.image_size is None  # physics-state observations
     x = VLAInput("put both moka pots on the stove", np.zeros(16, np.float32), np.zeros(40, np.float32))
     actions, _ = model.sample([x], deterministic=True)
     assert actions.shape == (1, 4, 7) and torch.isfinite(actions).all() and actions.abs().max() <= 1
-    assert torch.load(path, weights_only=False)["meta"]["tasks"] == list(range(9))
+    assert torch.load(path, weights_only=False)["meta"]["tasks"] == list(range(tasks))

@@ -165,6 +165,10 @@ def _cmd_dagger(args) -> int:
         train_steps=args.train_steps,
         batch_size=args.batch_size,
         lr=args.lr,
+        lr_warmup=args.lr_warmup,
+        final_lr_fraction=args.final_lr_fraction,
+        weight_decay=args.weight_decay,
+        obs_noise=args.obs_noise,
         num_workers=args.workers,
         max_episode_steps=args.max_steps,
         seed=args.seed,
@@ -262,10 +266,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--chunk", type=int, default=4)
     p.add_argument("--hidden", type=int, default=512)
-    p.add_argument("--first-train-steps", type=int, default=4000)
-    p.add_argument("--train-steps", type=int, default=2000, help="gradient steps per later iteration")
+    p.add_argument("--first-train-steps", type=int, default=16000, help="gradient steps of the first fit")
+    p.add_argument("--train-steps", type=int, default=4000, help="gradient steps per later iteration")
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate of each fit (AdamW)")
+    p.add_argument("--lr-warmup", type=int, default=200, help="linear warm-up steps of each fit")
+    p.add_argument(
+        "--final-lr-fraction",
+        type=float,
+        default=0.0,
+        help="cosine decay of each fit down to this fraction of --lr (1: constant learning rate)",
+    )
+    p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW's decoupled weight decay")
+    p.add_argument(
+        "--obs-noise", type=float, default=0.0, help="training noise on physics features, in feature std units"
+    )
     p.add_argument("--workers", type=int, default=2, help="simulator worker processes (persistent)")
     p.add_argument("--max-steps", type=int, help="episode limit (default the suite's)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")

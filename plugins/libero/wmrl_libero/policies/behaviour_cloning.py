@@ -22,6 +22,9 @@ from wmrl_libero.policies.vla_interface import VLAInput, batch_inputs
 
 __all__ = [
     "chunk_targets",
+    "cosine_learning_rate",
+    "split_by_init_state",
+    "chunk_action_error",
     "ChunkSamples",
     "chunk_samples",
     "fit_feature_scaling",
@@ -35,6 +38,53 @@ def chunk_targets(actions: np.ndarray, chunk: int) -> np.ndarray:
     T = len(actions)
     idx = np.minimum(np.arange(T)[:, None] + np.arange(chunk)[None, :], T - 1)
     return actions[idx]
+
+
+def cosine_learning_rate(step: int, total: int, base: float, warmup: int = 0, final_fraction: float = 0.0) -> float:
+    """Linear warm-up, then cosine decay (the usual BC schedule, as in robomimic / ACT)::
+
+        lr(s) = base * (s + 1) / warmup                                    for s < warmup
+        lr(s) = base * (f + (1 - f) * (1 + cos(pi * (s - warmup) / (total - warmup))) / 2)
+
+    with ``f = final_fraction`` (the last step's share of ``base``).
+    """
+    if step < warmup:
+        return base * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return base * (final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + np.cos(np.pi * progress)))
+
+
+def split_by_init_state(
+    demos: Sequence[dict], heldout_init_states: Sequence[int]
+) -> tuple[list[dict], list[dict]]:
+    """(training, validation) demos: whole episodes whose ``init_state`` is in
+    ``heldout_init_states`` go to validation, so that no state of a validation episode (nor a
+    repeat from the same init state) is trained on."""
+    heldout = set(heldout_init_states)
+    train = [d for d in demos if int(d["init_state"]) not in heldout]
+    val = [d for d in demos if int(d["init_state"]) in heldout]
+    return train, val
+
+
+@torch.no_grad()
+def chunk_action_error(
+    model: SmallVLA, samples: "ChunkSamples", horizon: int | None = None, batch_size: int = 4096
+) -> dict[str, float]:
+    """Mean squared error of the deterministic chunk per instruction::
+
+        err(task) = mean over samples of that task, steps j < horizon, dims d of (mu_j,d(o_t) - a*_{t+j},d)^2
+
+    (the held-out action error used to choose the BC recipe; ``horizon`` (default the chunk)
+    makes models with different chunk lengths comparable)."""
+    h = horizon or model.chunk
+    model.eval()
+    sq = torch.zeros(len(samples))
+    for i in range(0, len(samples), batch_size):
+        mean = model.state_distribution(
+            samples.state[i : i + batch_size], samples.instructions, samples.which[i : i + batch_size]
+        ).mean
+        sq[i : i + batch_size] = ((mean[:, :h] - samples.targets[i : i + batch_size, :h]) ** 2).mean((1, 2))
+    return {text: float(sq[samples.which == k].mean()) for k, text in enumerate(samples.instructions)}
 
 
 @dataclass
@@ -83,24 +133,49 @@ def fit_small_vla(
     iterations: int,
     batch_size: int = 256,
     lr: float = 1e-3,
+    weight_decay: float = 0.0,
+    warmup: int = 0,
+    final_lr_fraction: float = 1.0,
+    obs_noise: float = 0.0,
     seed: int = 0,
+    callback=None,
+    callback_every: int = 1000,
     log=print,
 ) -> float:
-    """Adam on the chunk NLL ``-mean log pi(a[t:t+k] | o_t)`` over random minibatches; the
-    model is trained in place (continuing from its weights). :return: the last minibatch's NLL."""
+    """AdamW on the chunk NLL ``-mean log pi(a[t:t+k] | o_t)`` over random minibatches; the
+    model is trained in place (continuing from its weights).
+
+    The learning rate follows :func:`cosine_learning_rate` (``final_lr_fraction`` 1: constant;
+    the warm-up is capped at a tenth of the fit, so that short fits still reach ``lr``);
+    ``obs_noise`` adds Gaussian noise of that many feature standard deviations to the physics
+    features of every minibatch (noise on observations against compounding errors).
+    ``callback(step, model)``, if given, runs after every ``callback_every`` steps and after
+    the last (e.g. a held-out score; the model is in eval mode during the call).
+    :return: the last minibatch's NLL."""
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
     loss = torch.tensor(float("nan"))
+    warmup = min(warmup, iterations // 10)
     for it in range(iterations):
+        for group in opt.param_groups:
+            group["lr"] = cosine_learning_rate(it, iterations, lr, warmup, final_lr_fraction)
         idx = torch.randint(len(samples), (batch_size,), generator=gen)
-        dist = model.state_distribution(samples.state[idx], samples.instructions, samples.which[idx])
+        state = samples.state[idx]
+        if obs_noise > 0:  # not on constant features (zero padding): their std was clamped
+            scale = model.feat_std * (model.feat_std > 1e-3)
+            state = state + obs_noise * scale * torch.randn(state.shape, generator=gen)
+        dist = model.state_distribution(state, samples.instructions, samples.which[idx])
         loss = -dist.log_prob(samples.targets[idx]).sum(-1).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
         if it % 500 == 0 or it == iterations - 1:
             log(f"bc iteration {it}: nll {loss.item():.3f}")
+        if callback is not None and ((it + 1) % callback_every == 0 or it == iterations - 1):
+            model.eval()
+            callback(it + 1, model)
+            model.train()
     model.eval()
     return float(loss.detach())
 
