@@ -258,6 +258,18 @@ def quality_report(
     out["imagination"]["auroc_interval"] = auroc_interval(y, pred)
     out["scorer_on_real_final_state"]["auroc_interval"] = auroc_interval(y, p_real)
     out["progress_scorer"]["auroc_interval"] = auroc_interval(y, pot)
+    out["per_episode"] = [  # so that any subset (e.g. the tasks of an older checkpoint) can be re-scored
+        dict(
+            task=e.task_index,
+            init_state=e.init_state,
+            rollout=e.rollout,
+            success=bool(e.success),
+            imagination=float(a),
+            scorer_on_real_final_state=float(b),
+            progress_scorer=float(c),
+        )
+        for e, a, b, c in zip(episodes, pred, p_real, pot)
+    ]
     out["per_task"] = per_task(
         [e.task_index for e in episodes],
         y,
