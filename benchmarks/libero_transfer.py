@@ -19,8 +19,8 @@ policy (as in training) ``--rollouts`` times from each init state of the trainin
 the training ledger (declared cost) and their wall time, and a plot of held-out success
 against simulator seconds. Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` to ``--docs``.
 
-    python benchmarks/libero_transfer.py --base plugins/libero/checkpoints/small_vla_dagger_t0-9.pt --wm runs/libero_wm/wm.pt \\
-        --seeds 0,1,2 --tasks 0,4,6,7 --out runs/libero_transfer
+    python benchmarks/libero_transfer.py --base plugins/libero/checkpoints/small_vla_dagger_t0-9.pt \\
+        --wm plugins/libero/checkpoints/libero_wm_t0-9.pt --seeds 0,1,2 --tasks 0-9 --out runs/libero_transfer
     ... --quick          # every arm end to end, one task, 2 steps, tiny groups (the CI check)
 """
 
@@ -300,11 +300,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", default=str(ROOT / "configs/libero/libero_long.yaml"))
     p.add_argument("--base", required=True, help="base policy checkpoint (small VLA .pt)")
-    p.add_argument("--wm", required=True, help="`wmrl-libero train-wm` checkpoint (dynamics + scorer)")
+    p.add_argument(
+        "--wm",
+        default=str(ROOT / "plugins/libero/checkpoints/libero_wm_t0-9.pt"),
+        help="`wmrl-libero train-wm` checkpoint (dynamics + scorer); default: the shipped one, tasks 0-9",
+    )
     p.add_argument("--arms", default=",".join(ARMS), help=f"subset of {', '.join(ARMS)}")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--suite", default="libero_10")
-    p.add_argument("--tasks", default="0,4,6,7", help="LIBERO-10 tasks the base policy covers")
+    p.add_argument("--tasks", default="0-9", help="LIBERO-10 tasks the base policy covers (the shipped one: 0-9)")
     p.add_argument("--train-init", default="0-9", help="training-split init states evaluated")
     p.add_argument("--heldout-init", default="40-49")
     p.add_argument("--rollouts", type=int, default=4, help="sampled rollouts per init state in evaluation")

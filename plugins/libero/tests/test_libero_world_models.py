@@ -18,6 +18,7 @@ from wmrl_libero.world_models.dynamics import (
 )
 from wmrl_libero.world_models.features import (
     Episode,
+    load_episodes,
     split_by_init_state,
     split_state,
     state_vector,
@@ -25,9 +26,11 @@ from wmrl_libero.world_models.features import (
 from wmrl_libero.world_models.imagination import ImaginationWorldModel, imagine
 from wmrl_libero.world_models.quality import (
     auroc,
+    auroc_interval,
     brier_score,
     expected_calibration_error,
     horizon_errors,
+    per_task,
     within_group_spearman,
 )
 from wmrl_libero.world_models.scorer import (
@@ -236,6 +239,44 @@ def test_quality_metrics():
         [(0, 1)] * 3 + [(0, 2)] * 3 + [(0, 3)] * 2, [1, 0, 0, 1, 0, 1, 1, 1], [0.9, 0.1, 0.2, 0.3, 0.05, 0.4, 0.4, 0.6]
     )
     assert n == 2 and rho == pytest.approx(0.8660254)  # group (0, 3) is all successes: skipped
+
+
+def test_auroc_interval_brackets_the_auroc_and_narrows_with_more_episodes():
+    rng = np.random.default_rng(0)
+    y = rng.random(400) < 0.5
+    p = y + rng.normal(0, 1.0, 400)  # informative but noisy: AUROC about 0.76
+    lo, hi = auroc_interval(y, p)
+    assert lo < auroc(y, p) < hi and hi - lo < 0.15
+    lo_small, hi_small = auroc_interval(y[:20], p[:20])
+    assert hi_small - lo_small > hi - lo
+    assert all(np.isnan(auroc_interval([1, 1, 1], [0.1, 0.2, 0.3])))
+
+
+def test_per_task_splits_the_metrics_by_task():
+    rows = per_task(
+        [0, 0, 0, 0, 1, 1],
+        [1, 0, 1, 0, 1, 1],
+        [(0, 40), (0, 40), (0, 41), (0, 41), (1, 40), (1, 40)],
+        {"m": [0.9, 0.1, 0.8, 0.2, 0.5, 0.6]},
+    )
+    assert [(r["task"], r["episodes"], r["successes"]) for r in rows] == [(0, 4, 2), (1, 2, 2)]
+    assert rows[0]["m"]["auroc"] == 1.0 and rows[0]["m"]["spearman_within_group"] == (pytest.approx(1.0), 2)
+    assert np.isnan(rows[1]["m"]["auroc"])  # task 1: successes only
+
+
+def test_load_episodes_reads_the_executed_actions_not_the_labels(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "d.hdf5", "w") as f:
+        for i, executed in enumerate([True, False]):
+            g = f.create_group(f"data/demo_{i}")
+            g.attrs.update(task_index=3, init_state=i, success=True)
+            g["obs/proprio"] = np.zeros((5, 16))
+            g["obs/object_state"] = np.zeros((5, 4))
+            g["actions"] = np.zeros((5, 7))  # the expert's labels
+            if executed:
+                g["executed_actions"] = np.ones((5, 7))  # what ran (labels + noise)
+    eps = load_episodes([tmp_path / "d.hdf5"], object_dim=8)
+    assert eps[0].actions.mean() == 1.0 and eps[1].actions.mean() == 0.0
 
 
 def test_horizon_errors_measure_drift():

@@ -54,9 +54,7 @@ def cosine_learning_rate(step: int, total: int, base: float, warmup: int = 0, fi
     return base * (final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + np.cos(np.pi * progress)))
 
 
-def split_by_init_state(
-    demos: Sequence[dict], heldout_init_states: Sequence[int]
-) -> tuple[list[dict], list[dict]]:
+def split_by_init_state(demos: Sequence[dict], heldout_init_states: Sequence[int]) -> tuple[list[dict], list[dict]]:
     """(training, validation) demos: whole episodes whose ``init_state`` is in
     ``heldout_init_states`` go to validation, so that no state of a validation episode (nor a
     repeat from the same init state) is trained on."""

@@ -91,7 +91,7 @@ def add_world_model_commands(sub) -> None:
     p = sub.add_parser("record-wm-data", help="record the scripted expert with perturbations (successes and failures)")
     p.add_argument("--out", required=True, help="output .hdf5 file (appended to: a killed run resumes)")
     p.add_argument("--suite", default="libero_10")
-    p.add_argument("--tasks", default="0,4,6,7", help="task indices (default: those the expert solves)")
+    p.add_argument("--tasks", default="0-9", help="task indices (default: all ten; the expert solves each)")
     p.add_argument("--init-states", default="0-39")
     p.add_argument("--rollouts", default="0-3", help="perturbation indices per init state (0: clean expert)")
     p.add_argument("--init-states-per-pass", type=int, default=2)

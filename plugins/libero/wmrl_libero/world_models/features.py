@@ -56,9 +56,17 @@ def split_state(state: np.ndarray, object_len: int) -> dict[str, np.ndarray]:
     return {"proprio": state[..., :PROPRIO_DIM], "object_state": state[..., PROPRIO_DIM : PROPRIO_DIM + object_len]}
 
 
+def _executed_key(group) -> str:
+    return "executed_actions" if "executed_actions" in group else "actions"
+
+
 def load_episodes(paths: Iterable[str | Path], object_dim: int = 128) -> list[Episode]:
     """Every episode of LIBERO-layout HDF5 files (this plugin's demos, DAgger data, perturbed
-    rollouts); failures included when the file holds them (``success`` attribute)."""
+    rollouts); failures included when the file holds them (``success`` attribute).
+
+    Actions are the *executed* ones: demonstrations with execution noise and DAgger rollouts
+    store the expert's labels in ``actions`` and what ran in ``executed_actions``, and the
+    dynamics must learn from what moved the robot."""
     import h5py
 
     out = []
@@ -77,7 +85,7 @@ def load_episodes(paths: Iterable[str | Path], object_dim: int = 128) -> list[Ep
                         int(g.attrs["init_state"]),
                         success,
                         states,
-                        np.asarray(g["actions"][()], dtype=np.float32),
+                        np.asarray(g[_executed_key(g)][()], dtype=np.float32),
                         int(o["object_state"].shape[1]),
                         int(g.attrs.get("rollout", 0)),
                         str(path),

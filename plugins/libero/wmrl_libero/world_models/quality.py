@@ -20,10 +20,12 @@ from wmrl_libero.world_models.features import PROPRIO_DIM, Episode
 
 __all__ = [
     "auroc",
+    "auroc_interval",
     "expected_calibration_error",
     "brier_score",
     "within_group_spearman",
     "horizon_errors",
+    "per_task",
     "quality_report",
     "report_markdown",
 ]
@@ -38,6 +40,32 @@ def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
     if y.all() or not y.any():
         return float("nan")
     return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64)))
+
+
+def auroc_interval(
+    labels: Sequence[bool], scores: Sequence[float], *, level: float = 0.95, resamples: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the AUROC over episodes: resample the episodes with
+    replacement, ``AUROC*_b`` for each resample holding both classes, and return the
+    ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles; (NaN, NaN) with one class only.
+
+    Episodes from the same init state are not independent, so with few groups the true
+    uncertainty is wider still."""
+    y, p = np.asarray(labels, dtype=bool), np.asarray(scores, dtype=np.float64)
+    if y.all() or not y.any():
+        return float("nan"), float("nan")
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(resamples):
+        i = rng.integers(0, len(y), len(y))
+        yi, n_pos = y[i], int(y[i].sum())
+        if 0 < n_pos < len(i):  # Mann-Whitney: AUROC = (rank sum of successes - n1(n1+1)/2) / (n1 n0)
+            ranks = rankdata(p[i])
+            draws.append((ranks[yi].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * (len(i) - n_pos)))
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
 
 
 def expected_calibration_error(labels: Sequence[bool], probs: Sequence[float], bins: int = 10) -> float:
@@ -110,6 +138,30 @@ def horizon_errors(
                     disagreement=float(np.mean(dis)),
                 )
             )
+    return rows
+
+
+def per_task(
+    task_of: Sequence[int],
+    labels: Sequence[bool],
+    groups: Sequence[Any],
+    scores: dict[str, Sequence[float]],
+) -> list[dict[str, Any]]:
+    """Per task: episodes, successes, and for each named score its AUROC with a bootstrap
+    interval (:func:`auroc_interval`) and its mean Spearman within groups (with the count)."""
+    task_of, y = np.asarray(task_of), np.asarray(labels, dtype=bool)
+    rows = []
+    for t in sorted(set(task_of.tolist())):
+        m = task_of == t
+        row: dict[str, Any] = {"task": int(t), "episodes": int(m.sum()), "successes": int(y[m].sum())}
+        for name, values in scores.items():
+            v = np.asarray(values, dtype=np.float64)[m]
+            row[name] = dict(
+                auroc=auroc(y[m], v),
+                auroc_interval=auroc_interval(y[m], v),
+                spearman_within_group=within_group_spearman([g for g, k in zip(groups, m) if k], y[m], v),
+            )
+        rows.append(row)
     return rows
 
 
@@ -203,6 +255,27 @@ def quality_report(
         peak_spearman_within_group=within_group_spearman(groups, y, peak),
     )
     out["progress_scorer"]["episodes_per_s"] = _time_progress(checkpoint, tasks, episodes)
+    out["imagination"]["auroc_interval"] = auroc_interval(y, pred)
+    out["scorer_on_real_final_state"]["auroc_interval"] = auroc_interval(y, p_real)
+    out["progress_scorer"]["auroc_interval"] = auroc_interval(y, pot)
+    out["per_episode"] = [  # so that any subset (e.g. the tasks of an older checkpoint) can be re-scored
+        dict(
+            task=e.task_index,
+            init_state=e.init_state,
+            rollout=e.rollout,
+            success=bool(e.success),
+            imagination=float(a),
+            scorer_on_real_final_state=float(b),
+            progress_scorer=float(c),
+        )
+        for e, a, b, c in zip(episodes, pred, p_real, pot)
+    ]
+    out["per_task"] = per_task(
+        [e.task_index for e in episodes],
+        y,
+        groups,
+        {"imagination": pred, "scorer_on_real_final_state": p_real, "progress_scorer": pot},
+    )
 
     # closed-loop speed: the small VLA's solutions (random weights: speed only), batched
     from wmrl_libero.policies.small_vla import SmallVLAPolicy
@@ -260,6 +333,11 @@ def _f(x: float) -> str:
     return "n/a" if x != x else f"{x:.3f}"
 
 
+def _ci(m: dict[str, Any]) -> str:
+    lo, hi = m.get("auroc_interval", (float("nan"), float("nan")))
+    return "" if lo != lo else f" [{lo:.2f}, {hi:.2f}]"
+
+
 def report_markdown(r: dict[str, Any], command: str) -> str:
     im, pr, sc = r["imagination"], r["progress_scorer"], r["scorer_on_real_final_state"]
     t = r["train"]
@@ -282,11 +360,13 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
         "",
         "| model | AUROC | ECE | Brier (base-rate Brier) | Spearman within group (groups) |",
         "|---|---:|---:|---:|---:|",
-        f"| imagination (recorded actions replayed in the ensemble, {im['horizon_steps']} steps) | {_f(im['auroc'])} | "
+        f"| imagination (recorded actions replayed in the ensemble, {im['horizon_steps']} steps) | "
+        f"{_f(im['auroc'])}{_ci(im)} | "
         f"{_f(im['ece'])} | {_f(im['brier'])} ({_f(im['base_rate_brier'])}) | "
         f"{_f(im['spearman_within_group'][0])} ({im['spearman_within_group'][1]}) |",
-        f"| scorer on the real final state (no dynamics) | {_f(sc['auroc'])} | {_f(sc['ece'])} | {_f(sc['brier'])} | |",
-        f"| progress scorer, potential-style (last 3 - first 3 of 8 states) | {_f(pr['auroc'])} | | | "
+        f"| scorer on the real final state (no dynamics) | {_f(sc['auroc'])}{_ci(sc)} | {_f(sc['ece'])} | "
+        f"{_f(sc['brier'])} | |",
+        f"| progress scorer, potential-style (last 3 - first 3 of 8 states) | {_f(pr['auroc'])}{_ci(pr)} | | | "
         f"{_f(pr['spearman_within_group'][0])} ({pr['spearman_within_group'][1]}) |",
         f"| progress scorer, peak (max of 8; for comparison) | {_f(pr['peak_auroc'])} | | | "
         f"{_f(pr['peak_spearman_within_group'][0])} ({pr['peak_spearman_within_group'][1]}) |",
@@ -305,6 +385,26 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
         f"{h['disagreement']:.3f} |"
         for h in im["horizon"]
     ]
+    if r.get("per_task"):
+        lines += [
+            "",
+            "## Per task (AUROC [95% bootstrap interval over episodes]; Spearman within group (groups))",
+            "",
+            "Few episodes per task: the intervals are wide, and episodes from one init state are not "
+            "independent, so the true uncertainty is wider still. n/a: one class only.",
+            "",
+            "| task | episodes | successes | imagination AUROC | scorer on real final state AUROC | "
+            "progress scorer AUROC | imagination Spearman | progress Spearman |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in r["per_task"]:
+            i, f, g = row["imagination"], row["scorer_on_real_final_state"], row["progress_scorer"]
+            lines.append(
+                f"| {row['task']} | {row['episodes']} | {row['successes']} | {_f(i['auroc'])}{_ci(i)} | "
+                f"{_f(f['auroc'])}{_ci(f)} | {_f(g['auroc'])}{_ci(g)} | "
+                f"{_f(i['spearman_within_group'][0])} ({i['spearman_within_group'][1]}) | "
+                f"{_f(g['spearman_within_group'][0])} ({g['spearman_within_group'][1]}) |"
+            )
     lines += [
         "",
         "## Speed (this 2-core shared CPU)",

@@ -171,7 +171,7 @@ def record_perturbed_rollouts(
         try:
             for s, r in todo:
                 p = perturbation_for(t, s, r, max_steps)
-                start = time.time()
+                start, cpu = time.time(), time.process_time()
                 rows, success = _run_episode(env, s, p)
                 with h5py.File(out, "a") as f:
                     _write(
@@ -187,7 +187,7 @@ def record_perturbed_rollouts(
                 log(
                     f"task {t} init {s} rollout {r}: {'success' if success else 'failure'} "
                     f"({len(rows['actions'])} steps, noise {p.noise_scale}, burst {p.burst_start}, "
-                    f"limit {p.step_limit}, {time.time() - start:.1f} s)"
+                    f"limit {p.step_limit}, {time.time() - start:.1f} s wall, {time.process_time() - cpu:.1f} CPU-s)"
                 )
         finally:
             env.close()
