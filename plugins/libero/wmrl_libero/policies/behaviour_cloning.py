@@ -66,7 +66,7 @@ def split_by_init_state(demos: Sequence[dict], heldout_init_states: Sequence[int
 
 @torch.no_grad()
 def chunk_action_error(
-    model: SmallVLA, samples: "ChunkSamples", horizon: int | None = None, batch_size: int = 4096
+    model: SmallVLA, samples: ChunkSamples, horizon: int | None = None, batch_size: int = 4096
 ) -> dict[str, float]:
     """Mean squared error of the deterministic chunk per instruction::
 
