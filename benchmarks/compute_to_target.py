@@ -62,7 +62,15 @@ SUITES = {
             "wmrl_no_debias": ["mode=wmrl", "steps=16", "debias.enabled=false"],
             "wmrl_no_denoise": ["mode=wmrl", "steps=16", "denoise.enabled=false"],
         },
-        "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=4", "eval.samples_per_task=4"],
+        # common random numbers: every evaluation of a seed (every step, every arm) samples with
+        # the same draws, so arms are compared on mostly the same held-out programs
+        "overrides": [
+            "logging.tensorboard=false",
+            "checkpoint.every=0",
+            "eval.every=4",
+            "eval.samples_per_task=4",
+            "eval.common_random_numbers=true",
+        ],
         "quick": [
             "eval.every=1",
             "eval.samples_per_task=1",

@@ -217,3 +217,21 @@ def test_evenly_spaced_keeps_first_and_last_and_spans_the_order():
     assert evenly_spaced(items, None) == items
     assert evenly_spaced(items, 25) == items
     assert len(set(evenly_spaced(list(range(63)), 21))) == 21  # no index repeats
+
+
+def test_evaluation_seed_is_shared_across_steps_only_with_common_random_numbers():
+    from wmrl_core.trainer import evaluation_seed
+
+    assert evaluation_seed(3, 0) == 300009 and evaluation_seed(3, 5) == 300014
+    assert evaluation_seed(3, 5, common_random_numbers=True) == evaluation_seed(3, 0) == 300009
+    assert evaluation_seed(4, 5, common_random_numbers=True) != evaluation_seed(3, 5, common_random_numbers=True)
+
+
+@pytest.mark.parametrize("crn", [True, False])
+def test_common_random_numbers_evaluate_an_unchanged_policy_identically(synthetic_config, tmp_path, crn):
+    # lr = 1e-12: the policy does not change, so with common random numbers every evaluation draws the
+    # same solutions and reads the same score; without, each step draws anew
+    train(_cfg(synthetic_config, tmp_path, "mode=real", "grpo.lr=1e-12", f"eval.common_random_numbers={crn}"))
+    scores = [r["eval/true_reward"] for r in read_metrics(tmp_path / "run") if "eval/true_reward" in r]
+    assert len(scores) == 5
+    assert (len(set(scores)) == 1) == crn

@@ -132,6 +132,12 @@ class EvalConfig:
     max_tasks: Optional[int] = None
     """Evaluate on at most this many tasks of the split, evenly spaced in the environment's order
     (``None``: all), so that a large held-out split can be sampled within a budget."""
+    common_random_numbers: bool = False
+    """Sample every evaluation of a run with the same seed (``seed * 100003``), not a new one
+    per step: runs of one seed that evaluate similar policies then draw mostly the same
+    solutions, so differences between evaluations (over steps and between arms) are not
+    buried in sampling noise, and an execution cache replays most of them. Each evaluation is
+    still an unbiased sample of its policy; seeds keep independent draws."""
 
 
 @dataclass

@@ -41,7 +41,7 @@ from wmrl_core.progress import TrainingProgress
 from wmrl_core.step import ScoredStep, TrainState, _nanmean, update_step
 from wmrl_core.types import Outcome, Rollouts, Task, as_outcome
 
-__all__ = ["train", "score_step", "extract_rewards", "evaluate", "evenly_spaced"]
+__all__ = ["train", "score_step", "extract_rewards", "evaluate", "evaluation_seed", "evenly_spaced"]
 
 
 def extract_rewards(reward_fn: Any, tasks: Sequence[Task], outcomes: Sequence[Outcome | float]) -> np.ndarray:
@@ -53,6 +53,13 @@ def extract_rewards(reward_fn: Any, tasks: Sequence[Task], outcomes: Sequence[Ou
         r = reward_fn(task, outcome) if is_rewarded(outcome.status) else None
         values.append(float(r) if r is not None and math.isfinite(r) else math.nan)
     return np.asarray(values, dtype=np.float64)
+
+
+def evaluation_seed(seed: int, step: int, common_random_numbers: bool = False) -> int:
+    """Sampling seed of the evaluation at ``step`` of a run with ``seed``: ``seed·100003 + step``,
+    or ``seed·100003`` at every step with common random numbers (``eval.common_random_numbers``),
+    so that evaluations of one seed share their draws."""
+    return seed * 100003 + (0 if common_random_numbers else step)
 
 
 @torch.no_grad()
@@ -250,7 +257,14 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         if start_step == 0:
             record = {"step": 0, **state.ledger.metrics()}
             if should_eval(0):
-                record.update(evaluate(c, eval_tasks, cfg.eval.samples_per_task, seed=cfg.seed * 100003))
+                record.update(
+                    evaluate(
+                        c,
+                        eval_tasks,
+                        cfg.eval.samples_per_task,
+                        seed=evaluation_seed(cfg.seed, 0, cfg.eval.common_random_numbers),
+                    )
+                )
             writer.write(record)
             last = record
         for step in range(start_step + 1, cfg.steps + 1):
@@ -277,7 +291,14 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             # 10. evaluation, metrics, checkpoint
             record = {**update.record, **state.faults.metrics()}
             if should_eval(step):
-                record.update(evaluate(c, eval_tasks, cfg.eval.samples_per_task, seed=cfg.seed * 100003 + step))
+                record.update(
+                    evaluate(
+                        c,
+                        eval_tasks,
+                        cfg.eval.samples_per_task,
+                        seed=evaluation_seed(cfg.seed, step, cfg.eval.common_random_numbers),
+                    )
+                )
             writer.write(record)
             last = record
             if (cfg.checkpoint.every and step % cfg.checkpoint.every == 0) or step == cfg.steps:
