@@ -205,8 +205,8 @@ class OutcomeModel:
             elif self.score_model == "task_level":
                 reg = _LevelPlusDelta(kw, self.n_features).fit(x[ok], score[ok], ids[ok])
             else:
-                reg = HistGradientBoostingRegressor(**kw).fit(x[ok], score[ok])
-            residuals.append(score[ok] - _predict_score(reg, x[ok], ids[ok]))
+                reg = _Pooled(HistGradientBoostingRegressor(**kw).fit(x[ok], score[ok]))
+            residuals.append(score[ok] - reg.predict(x[ok], ids[ok]))
             self.classifiers.append(clf)
             self.regressors.append(reg)
         self.score_std = float(np.std(np.concatenate(residuals))) if residuals else 0.0
@@ -232,7 +232,7 @@ class OutcomeModel:
         if ids is not None and len(ids) != len(x):
             raise ValueError(f"task_ids has {len(ids)} entries for {len(x)} predictions")
         p = np.stack([c.predict_proba(x)[:, 1] for c in self.classifiers])
-        s = np.clip(np.stack([_predict_score(r, x, ids) for r in self.regressors]), -1.0, 1.0)
+        s = np.clip(np.stack([r.predict(x, ids) for r in self.regressors]), -1.0, 1.0)
         member_reward, _ = reward_moments(p, s, np.zeros_like(s))
         p_mean, s_mean = p.mean(0), s.mean(0)
         mean, aleatoric = reward_moments(p_mean, s_mean, np.full_like(s_mean, self.score_std))
@@ -246,10 +246,15 @@ class OutcomeModel:
         )
 
 
-def _predict_score(regressor: Any, x: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
-    if isinstance(regressor, _TaskScaledEffect):
-        return regressor.predict(x, ids)
-    return regressor.predict(x)
+class _Pooled:
+    """One regression of the score on task and program features (``score_model="pooled"``);
+    like every score model, ``predict(x, ids)`` (task ids unused)."""
+
+    def __init__(self, regressor: Any):
+        self.regressor = regressor
+
+    def predict(self, x: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
+        return self.regressor.predict(x)
 
 
 class _TaskScaledEffect:
@@ -323,7 +328,7 @@ class _LevelPlusDelta:
         self.delta = HistGradientBoostingRegressor(**self.tree_kwargs).fit(x, score - means[inverse])
         return self
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
+    def predict(self, x: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
         return self.level.predict(x[:, : self.n]) + self.delta.predict(x)
 
 
