@@ -44,3 +44,15 @@ def test_rectified_is_unbiased_where_the_world_model_is_not():
     assert errors["rectified (λ=1.00)"][1] < 0.015
     lam_star = [k for k in errors if k.startswith("rectified (λ*")]
     assert len(lam_star) == 1 and errors[lam_star[0]][0] < errors["anchors"][0]
+
+
+def test_the_oracle_world_model_bounds_every_unbiased_fusion_from_below():
+    env = SyntheticBanditEnvironment(truth_seed=0, seed=0)
+    wm = SyntheticWorldModel(env, seed=0)
+    probs = np.full((8, 10), 0.1)
+    errors = fusion_gradient_errors(env, wm, probs, IsotonicDebiaser(), rho2=0.5, replications=500, oracle_draws=8)
+    oracle_mse, oracle_bias2 = errors["rectified, oracle world model"]
+    lam_star = next(v for k, v in errors.items() if k.startswith("rectified (λ*"))
+    # the conditional expectation is the best control variate: unbiased, and below any λ's error
+    assert oracle_bias2 < 0.02
+    assert oracle_mse < lam_star[0] and oracle_mse < errors["anchors"][0] / 2

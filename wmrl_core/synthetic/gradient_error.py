@@ -17,6 +17,12 @@ group executed, estimated from all simulated groups):
 * ``rectified``: :math:`\bar h^R_{\mathcal A} + \lambda(\bar h^C_{\text{all}} - \bar h^C_{\mathcal A})` at
   the given :math:`\lambda` and at :math:`\lambda^* = -E[(\bar h^R_{\mathcal A}-g^*)\cdot d]/E\|d\|^2`,
   :math:`d = \bar h^C_{\text{all}} - \bar h^C_{\mathcal A}` (the trace-optimal :math:`\lambda`, from the simulation).
+* ``rectified, oracle world model``: :math:`\bar h^R_{\mathcal A} + \bar m_{\text{all}} - \bar m_{\mathcal A}`
+  with :math:`m_g = E[h^R_g \mid \text{task}, y_{g,1..G}]`, the real gradient averaged over
+  ``oracle_draws`` fresh executions of the same solutions: the best correction any world model
+  can give (a control variate cannot beat the conditional expectation), so its error is the
+  smallest an *unbiased* fusion of these anchors reaches. What is left is the anchors'
+  execution noise, :math:`E\|\bar h^R_{\mathcal A} - \bar m_{\mathcal A}\|^2`, plus the batch's own sampling error.
 
 Reported per estimator: :math:`E\|\hat g - g^*\|^2/\|g^*\|^2` (relative mean squared error) and its
 bias part :math:`\|E\hat g - g^*\|^2/\|g^*\|^2`. Tasks are drawn i.i.d., so the first :math:`k` groups
@@ -79,6 +85,7 @@ def fusion_gradient_errors(
     anchors: int = 2,
     replications: int = 4000,
     seed: int = 0,
+    oracle_draws: int = 0,
 ) -> dict[str, tuple[float, float]]:
     """Relative MSE and bias² of each estimator (module docstring) at policy ``probs`` (tasks × arms)."""
     rng = np.random.default_rng(seed)
@@ -107,10 +114,17 @@ def fusion_gradient_errors(
     for lam in (*lams, lam_star):
         label = f"rectified (λ*={lam:.2f})" if lam is lam_star else f"rectified (λ={lam:.2f})"
         out[label] = relative_errors(h_r_anchor + lam * d, target)
+    if oracle_draws:
+        mu = np.array([[env.true_reward(t, k) for k in range(K)] for t in task_list])[tasks[..., None], arms]
+        m = np.zeros_like(h_r)
+        for _ in range(oracle_draws):
+            redrawn = mu + env.execution_noise * rng.standard_normal(mu.shape)
+            m += group_gradients(_z(redrawn), arms, tasks, T, K) / oracle_draws
+        out["rectified, oracle world model"] = relative_errors(h_r_anchor + m.mean(1) - m[:, :anchors].mean(1), target)
     return out
 
 
-def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4000) -> str:
+def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4000, oracle_draws: int = 0) -> str:
     """A markdown table of :func:`fusion_gradient_errors` at the checkpoints ``steps`` of a
     synthetic run (``checkpoint.every`` must have saved them); :math:`\\hat\\rho^2` and
     :math:`\\hat\\lambda` are the run's own at each step (in a rectified run, :math:`\\hat\\rho^2` is
@@ -149,6 +163,7 @@ def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4
             group_size=cfg.rollout.group_size,
             anchors=max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks)),
             replications=replications,
+            oracle_draws=oracle_draws,
         )
         for i, (name, (mse, bias2)) in enumerate(errors.items()):
             head = (
@@ -165,8 +180,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("run_dir")
     parser.add_argument("--steps", default="20,40", help="comma-separated checkpoint steps")
     parser.add_argument("--replications", type=int, default=4000)
+    parser.add_argument(
+        "--oracle-draws", type=int, default=0, help="re-executions per batch for the oracle world model's row (0: none)"
+    )
     args = parser.parse_args(argv)
-    print(snapshot_report(args.run_dir, [int(s) for s in args.steps.split(",")], args.replications))
+    print(snapshot_report(args.run_dir, [int(s) for s in args.steps.split(",")], args.replications, args.oracle_draws))
 
 
 if __name__ == "__main__":
