@@ -32,6 +32,7 @@ from wmrl_libero.world_models.quality import (
     horizon_errors,
     per_task,
     within_group_spearman,
+    within_task_auroc,
 )
 from wmrl_libero.world_models.scorer import (
     fit_scorer,
@@ -313,3 +314,14 @@ def test_chunk_windows_and_rollout_training():
         4,
         D,
     )
+
+
+def test_within_task_auroc_compares_only_episodes_of_one_task():
+    # task a ranks its success above its failure, task b too, but b's scores sit higher overall:
+    # pooled, b's failure (0.8) outranks a's success (0.3), within each task the ranking is perfect
+    tasks, y = ["a", "a", "b", "b", "c"], [True, False, True, False, True]
+    scores = [0.3, 0.1, 0.9, 0.8, 0.5]
+    assert within_task_auroc(tasks, y, scores) == (1.0, 2)
+    assert within_task_auroc(tasks, y, [0.1, 0.3, 0.9, 0.9, 0.5]) == (0.25, 2)  # a wrong, b tied
+    value, pairs = within_task_auroc(["a", "b"], [True, False], [0.5, 0.5])
+    assert np.isnan(value) and pairs == 0

@@ -24,6 +24,7 @@ __all__ = [
     "expected_calibration_error",
     "brier_score",
     "within_group_spearman",
+    "within_task_auroc",
     "horizon_errors",
     "per_task",
     "quality_report",
@@ -66,6 +67,32 @@ def auroc_interval(
             draws.append((ranks[yi].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * (len(i) - n_pos)))
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def within_task_auroc(tasks: Sequence[Any], labels: Sequence[bool], scores: Sequence[float]) -> tuple[float, int]:
+    """(``P(score of a success > score of a failure of the same task)``, ties 1/2; the number of
+    such pairs). What GRPO uses of a world model is its ranking within a task's group, so a model
+    whose level differs between tasks can rank well here and poorly in the pooled AUROC; NaN
+    without a task that has both classes."""
+    keys = np.array([str(t) for t in tasks])
+    y, p = np.asarray(labels, dtype=bool), np.asarray(scores, dtype=np.float64)
+    wins = pairs = 0.0
+    for k in np.unique(keys):
+        m = keys == k
+        pos, neg = p[m & y], p[m & ~y]
+        wins += float((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum())
+        pairs += len(pos) * len(neg)
+    return (wins / pairs if pairs else float("nan")), int(pairs)
+
+
+def add_within_task_auroc(report: dict[str, Any]) -> dict[str, Any]:
+    """Add ``auroc_within_task`` to each model of a :func:`quality_report` from its ``per_episode``
+    predictions (also for a report written before this field existed)."""
+    episodes = report["per_episode"]
+    tasks, y = [e["task"] for e in episodes], [e["success"] for e in episodes]
+    for model in ("imagination", "scorer_on_real_final_state", "progress_scorer"):
+        report[model]["auroc_within_task"] = within_task_auroc(tasks, y, [e[model] for e in episodes])
+    return report
 
 
 def expected_calibration_error(labels: Sequence[bool], probs: Sequence[float], bins: int = 10) -> float:
@@ -270,6 +297,7 @@ def quality_report(
         )
         for e, a, b, c in zip(episodes, pred, p_real, pot)
     ]
+    add_within_task_auroc(out)
     out["per_task"] = per_task(
         [e.task_index for e in episodes],
         y,
@@ -338,6 +366,11 @@ def _ci(m: dict[str, Any]) -> str:
     return "" if lo != lo else f" [{lo:.2f}, {hi:.2f}]"
 
 
+def _within(m: dict[str, Any]) -> str:
+    value, pairs = m.get("auroc_within_task", (float("nan"), 0))
+    return f"{_f(value)} ({pairs})"
+
+
 def report_markdown(r: dict[str, Any], command: str) -> str:
     im, pr, sc = r["imagination"], r["progress_scorer"], r["scorer_on_real_final_state"]
     t = r["train"]
@@ -358,17 +391,17 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
         "",
         "## Predicted success",
         "",
-        "| model | AUROC | ECE | Brier (base-rate Brier) | Spearman within group (groups) |",
-        "|---|---:|---:|---:|---:|",
+        "| model | AUROC | AUROC within task (pairs) | ECE | Brier (base-rate Brier) | Spearman within group (groups) |",
+        "|---|---:|---:|---:|---:|---:|",
         f"| imagination (recorded actions replayed in the ensemble, {im['horizon_steps']} steps) | "
-        f"{_f(im['auroc'])}{_ci(im)} | "
+        f"{_f(im['auroc'])}{_ci(im)} | {_within(im)} | "
         f"{_f(im['ece'])} | {_f(im['brier'])} ({_f(im['base_rate_brier'])}) | "
         f"{_f(im['spearman_within_group'][0])} ({im['spearman_within_group'][1]}) |",
-        f"| scorer on the real final state (no dynamics) | {_f(sc['auroc'])}{_ci(sc)} | {_f(sc['ece'])} | "
-        f"{_f(sc['brier'])} | |",
-        f"| progress scorer, potential-style (last 3 - first 3 of 8 states) | {_f(pr['auroc'])}{_ci(pr)} | | | "
-        f"{_f(pr['spearman_within_group'][0])} ({pr['spearman_within_group'][1]}) |",
-        f"| progress scorer, peak (max of 8; for comparison) | {_f(pr['peak_auroc'])} | | | "
+        f"| scorer on the real final state (no dynamics) | {_f(sc['auroc'])}{_ci(sc)} | {_within(sc)} | "
+        f"{_f(sc['ece'])} | {_f(sc['brier'])} | |",
+        f"| progress scorer, potential-style (last 3 - first 3 of 8 states) | {_f(pr['auroc'])}{_ci(pr)} | "
+        f"{_within(pr)} | | | {_f(pr['spearman_within_group'][0])} ({pr['spearman_within_group'][1]}) |",
+        f"| progress scorer, peak (max of 8; for comparison) | {_f(pr['peak_auroc'])} | | | | "
         f"{_f(pr['peak_spearman_within_group'][0])} ({pr['peak_spearman_within_group'][1]}) |",
         "",
         f"Imagination guards: {100 * im['cut_fraction']:.0f}% of imagined episodes were cut by ensemble "
