@@ -122,10 +122,12 @@ class SandboxPool:
         self.warm_lifetime_s = float(warm_lifetime_s)
         self.engine_wait_s = float(engine_wait_s)
         self.client = None
+        self._owns_client = False
         if backend == "docker":
             from wmrl_autoresearch.sandbox.docker_client import docker_client
             from wmrl_autoresearch.sandbox.orphans import sweep_orphans
 
+            self._owns_client = client is None  # a client we made is ours to close
             self.client = client or docker_client()
             self.swept = sweep_orphans(self.client)
             device_ids = detect_nvidia_gpus() if gpus == "auto" else ([] if gpus == "none" else list(gpus))
@@ -408,6 +410,8 @@ class SandboxPool:
             self._reaper.join(30.0)
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.workspace.close()
+        if self._owns_client and self.client is not None:
+            self.client.close()  # its HTTP connection pool (an unclosed socket otherwise)
 
     def __enter__(self) -> SandboxPool:
         return self
