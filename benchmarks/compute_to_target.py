@@ -164,6 +164,11 @@ def run_suite(
         metric_label=spec["label"],
     )
     summary["execution_cache"] = str(cache) if cache else None
+    summary["evaluation_se"] = evaluation_noise(out / "runs", spec["metric"])
+    if summary["evaluation_se"]["mean"] is not None:
+        with (out / "table.md").open("a") as f:
+            common = "eval.common_random_numbers=true" in overrides
+            f.write("\n" + evaluation_noise_note(summary["evaluation_se"], common) + "\n")
     plot_calibration(out / "runs" / "wmrl-seed0", out / "calibration.png")
     (out / "curves.md").write_text(curves_table(results, spec["label"].replace("final ", "")))
     if "world_model_corpus" in spec:
@@ -189,6 +194,34 @@ def run_suite(
     summary["wall_s"] = time.perf_counter() - started
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def evaluation_noise(runs: Path, metric: str) -> dict:
+    """The standard error of one evaluation from sampling solutions (``<metric>_se``, logged by
+    every evaluation: ``wmrl_core.trainer.stratified_standard_error``), over every evaluation of
+    every run: what a single evaluation's score carries of its own noise."""
+    values = [
+        r[f"{metric}_se"]
+        for run in sorted(runs.glob("*-seed*"))
+        for r in read_metrics(run)
+        if isinstance(r.get(f"{metric}_se"), (int, float)) and math.isfinite(r[f"{metric}_se"])
+    ]
+    if not values:
+        return {"mean": None, "max": None, "evaluations": 0}
+    return {"mean": float(np.mean(values)), "max": float(np.max(values)), "evaluations": len(values)}
+
+
+def evaluation_noise_note(noise: dict, common_random_numbers: bool) -> str:
+    note = (
+        f"Evaluation noise: one evaluation's own standard error (sampling of solutions within each task) is "
+        f"{noise['mean']:.3f} on average (at most {noise['max']:.3f}, {noise['evaluations']} evaluations)"
+    )
+    if common_random_numbers:
+        note += (
+            "; with `eval.common_random_numbers` the evaluations of one seed share their draws, so the "
+            "difference between two of them carries less"
+        )
+    return note + "."
 
 
 def curves_table(results: dict, label: str) -> str:

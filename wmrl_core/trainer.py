@@ -41,7 +41,15 @@ from wmrl_core.progress import TrainingProgress
 from wmrl_core.step import ScoredStep, TrainState, _nanmean, update_step
 from wmrl_core.types import Outcome, Rollouts, Task, as_outcome
 
-__all__ = ["train", "score_step", "extract_rewards", "evaluate", "evaluation_seed", "evenly_spaced"]
+__all__ = [
+    "train",
+    "score_step",
+    "extract_rewards",
+    "evaluate",
+    "evaluation_seed",
+    "stratified_standard_error",
+    "evenly_spaced",
+]
 
 
 def extract_rewards(reward_fn: Any, tasks: Sequence[Task], outcomes: Sequence[Outcome | float]) -> np.ndarray:
@@ -62,6 +70,29 @@ def evaluation_seed(seed: int, step: int, common_random_numbers: bool = False) -
     return seed * 100003 + (0 if common_random_numbers else step)
 
 
+def stratified_standard_error(values: Sequence[float], strata: Sequence[Any]) -> float:
+    r"""Standard error of the mean of ``values`` over a fixed set of :math:`T` strata (the
+    evaluation's tasks) with :math:`n_t` draws each (the sampled solutions):
+
+    .. math:: \operatorname{se} = \frac1T\sqrt{\textstyle\sum_t s_t^2/n_t},
+
+    :math:`s_t^2` the sample variance within stratum :math:`t` (NaNs dropped). The tasks are the
+    same at every evaluation, so only the sampling of solutions is noise; differences between
+    tasks are not. A stratum with one value has no variance of its own and takes the pooled
+    within-stratum variance; NaN without any stratum of two values."""
+    x, keys = np.asarray(values, dtype=np.float64), np.asarray([str(k) for k in strata])
+    if x.shape != keys.shape:
+        raise ValueError(f"{x.size} values for {keys.size} strata")
+    groups = [x[(keys == k) & np.isfinite(x)] for k in dict.fromkeys(keys.tolist())]
+    groups = [g for g in groups if g.size]
+    multi = [g for g in groups if g.size >= 2]
+    if not multi:
+        return float("nan")
+    pooled = sum(float(np.sum((g - g.mean()) ** 2)) for g in multi) / sum(g.size - 1 for g in multi)
+    var = sum((float(np.var(g, ddof=1)) if g.size >= 2 else pooled) / g.size for g in groups)
+    return float(np.sqrt(var) / len(groups))
+
+
 @torch.no_grad()
 def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: int) -> dict[str, float]:
     """Mean reward of the current policy on ``tasks``: the known truth when the environment
@@ -72,13 +103,17 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
         rollouts = c.policy.generate(list(tasks), samples_per_task)
     if callable(getattr(c.environment, "true_reward", None)):
         truth = [c.environment.true_reward(t, s) for t, s in zip(rollouts.tasks, rollouts.solutions)]
-        return {"eval/true_reward": float(np.mean(truth))}
+        return {
+            "eval/true_reward": float(np.mean(truth)),
+            "eval/true_reward_se": stratified_standard_error(truth, [t.id for t in rollouts.tasks]),
+        }
     start = time.perf_counter()
     outcomes = c.environment.execute(rollouts.tasks, rollouts.solutions)
     guard = StepFaults()  # an extractor that raises loses that reward, not the evaluation
     rewards = guard.rewards(c.reward, rollouts.tasks, outcomes)
     return {
         "eval/reward": _nanmean(rewards),
+        "eval/reward_se": stratified_standard_error(rewards, [t.id for t in rollouts.tasks]),
         "eval/execution_s": time.perf_counter() - start,
         "eval/ok_fraction": float(np.mean([as_outcome(o).ok for o in outcomes])),
         "eval/reward_errors": guard.metrics()["faults/reward_errors"],
