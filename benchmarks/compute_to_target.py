@@ -59,6 +59,7 @@ SUITES = {
             "real": ["mode=real", "steps=8"],
             "world_model": ["mode=world_model", "steps=16"],
             "wmrl": ["mode=wmrl", "steps=16"],
+            "wmrl_inverse_variance": ["mode=wmrl", "steps=16", "denoise.method=inverse_variance"],
             "wmrl_no_debias": ["mode=wmrl", "steps=16", "debias.enabled=false"],
             "wmrl_no_denoise": ["mode=wmrl", "steps=16", "denoise.enabled=false"],
         },

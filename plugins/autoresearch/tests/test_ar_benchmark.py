@@ -34,7 +34,14 @@ def test_autoresearch_quick_benchmark_runs_each_arm_with_the_cache(docker_ready,
     assert "execution cache: on" in (tmp_path / "table.md").read_text()
     assert len((tmp_path / "executions.jsonl").read_text().splitlines()) > 0
     arms = summary["arms"]
-    assert set(arms) == {"real", "world_model", "wmrl", "wmrl_no_debias", "wmrl_no_denoise"}
+    assert set(arms) == {
+        "real",
+        "world_model",
+        "wmrl",
+        "wmrl_inverse_variance",
+        "wmrl_no_debias",
+        "wmrl_no_denoise",
+    }
     assert arms["world_model"]["compute_execution_s"] == 0.0
     assert arms["real"]["compute_execution_s"] > 0 and arms["wmrl"]["compute_execution_s"] > 0
     assert (tmp_path / "reward_vs_compute.png").exists() and (tmp_path / "calibration.png").exists()
@@ -44,3 +51,6 @@ def test_autoresearch_quick_benchmark_runs_each_arm_with_the_cache(docker_ready,
     corpus = summary["world_model_corpus"]
     assert corpus["executions"] == len(load_corpus()) and corpus["cost_s"] > 0
     assert "World model corpus (one-off" in (tmp_path / "table.md").read_text()
+    # every evaluation logged its own standard error, and the table says what it was
+    assert summary["evaluation_se"]["evaluations"] > 0 and summary["evaluation_se"]["mean"] >= 0
+    assert "Evaluation noise" in (tmp_path / "table.md").read_text()
