@@ -74,7 +74,7 @@ SUITES = {
         ],
         "quick": [
             "eval.every=1",
-            "eval.samples_per_task=1",
+            "eval.samples_per_task=2",  # two per task: the evaluation's own noise is estimable
             "eval.max_tasks=3",
             "rollout.batch_tasks=2",
             "rollout.group_size=2",
