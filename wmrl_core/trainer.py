@@ -70,7 +70,7 @@ def evaluation_seed(seed: int, step: int, common_random_numbers: bool = False) -
     return seed * 100003 + (0 if common_random_numbers else step)
 
 
-def stratified_standard_error(values: Sequence[float], strata: Sequence[Any]) -> float:
+def stratified_standard_error(values: Sequence[float] | np.ndarray, strata: Sequence[Any]) -> float:
     r"""Standard error of the mean of ``values`` over a fixed set of :math:`T` strata (the
     evaluation's tasks) with :math:`n_t` draws each (the sampled solutions):
 
