@@ -223,7 +223,7 @@ def _gain(g: dict[str, Any]) -> str:
 
 def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     lines = [
-        f"# LIBERO-Long transfer{' (PILOT)' if meta['label'] else ''}",
+        f"# LIBERO-Long transfer{' (' + meta['label'].upper() + ')' if meta['label'] else ''}",
         "",
         meta["note"],
         "",

@@ -10,6 +10,7 @@ from wmrl_core.experiment import (
     markdown_table,
     mean_ci95,
     paired_compute_ratios,
+    smoothed_final,
     summarize,
 )
 
@@ -44,12 +45,14 @@ def test_summarize_reports_paired_gain_and_flags_a_baseline_that_did_not_improve
     real = _arm("real", [[(0.0, 0.8), (100.0, 0.7), (200.0, 0.6)], [(0.0, 0.8), (100.0, 0.7), (200.0, 0.7)]])
     wmrl = _arm("wmrl", [[(0.0, 0.8), (10.0, 0.9), (20.0, 0.9)], [(0.0, 0.8), (10.0, 0.85), (20.0, 0.9)]])
     s = summarize({"real": real, "wmrl": wmrl}, fraction=1.0)
-    assert s["target"] == pytest.approx(0.65)
+    # the target is real's mean of its last two trained evaluations, averaged over seeds
+    assert s["target"] == pytest.approx((0.65 + 0.7) / 2)
     assert not s["baseline_improved"]
     assert s["arms"]["real"]["gain_mean"] == pytest.approx(-0.15)
     assert s["arms"]["wmrl"]["gain_mean"] == pytest.approx(0.1)
-    # real reaches 0.65 at 100 s (seed 0) and 100 s (seed 1); wmrl at 10 s on both
+    # real reaches 0.675 at 100 s (seed 0) and 100 s (seed 1); wmrl at 10 s on both
     assert s["arms"]["wmrl"]["speedup_vs_baseline"] == pytest.approx(10.0)
+    assert s["arms"]["wmrl"]["speedup_seeds"] == "2/2"
     assert "did not improve on the untrained policy" in markdown_table(s)
 
 
@@ -77,3 +80,24 @@ def test_paired_compute_ratios_compare_arms_seed_by_seed():
     s = summarize({"real": ivw, "wmrl": wmrl, "wmrl_inverse_variance": ivw}, fraction=0.5 / 0.6)
     assert [q["arm"] for q in s["paired"]] == ["wmrl"]
     assert "| wmrl / wmrl_inverse_variance | 0.50, 1.00, - | 0.75 ±" in markdown_table(s)
+
+
+def test_smoothed_final_is_the_running_mean_that_reaching_is_tested_with():
+    curve = [(0.0, 0.1), (10.0, 0.3), (20.0, 0.5), (30.0, 0.9)]
+    assert smoothed_final(curve, smooth=2) == pytest.approx(0.7)
+    assert smoothed_final(curve, smooth=1) == pytest.approx(0.9)
+    assert smoothed_final([(0.0, 0.4)]) == pytest.approx(0.4)  # only the untrained evaluation
+    # a curve whose smoothed final equals the target reaches it at its last evaluation
+    assert compute_to_reach(curve, smoothed_final(curve)) == 30.0
+
+
+def test_the_speed_up_uses_the_seeds_where_both_arms_reach_the_target_and_says_how_many():
+    # real's last-two means: 0.6 and 0.4 -> target 0.5; only seed 0 of real reaches it
+    real = _arm("real", [[(0, 0.1), (100, 0.6), (200, 0.6)], [(0, 0.1), (100, 0.4), (200, 0.4)]])
+    wmrl = _arm("wmrl", [[(0, 0.1), (20, 0.6), (40, 0.6)], [(0, 0.1), (20, 0.6), (40, 0.6)]])
+    s = summarize({"real": real, "wmrl": wmrl}, fraction=1.0)
+    assert s["target"] == pytest.approx(0.5)
+    assert s["arms"]["real"]["seeds_reaching_target"] == "1/2"
+    assert s["arms"]["wmrl"]["speedup_vs_baseline"] == pytest.approx(100 / 20)
+    assert s["arms"]["wmrl"]["speedup_seeds"] == "1/2"
+    assert "5.0x ± 0.0 (1/2 seeds)" in markdown_table(s)

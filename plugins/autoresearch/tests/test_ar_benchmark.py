@@ -41,10 +41,13 @@ def test_autoresearch_quick_benchmark_runs_each_arm_with_the_cache(docker_ready,
         "wmrl_inverse_variance",
         "wmrl_no_debias",
         "wmrl_no_denoise",
+        "noise_control",
     }
     assert arms["world_model"]["compute_execution_s"] == 0.0
+    assert arms["noise_control"]["compute_execution_s"] == 0.0
     assert arms["real"]["compute_execution_s"] > 0 and arms["wmrl"]["compute_execution_s"] > 0
-    assert (tmp_path / "reward_vs_compute.png").exists() and (tmp_path / "calibration.png").exists()
+    for plot in ("reward_vs_compute.png", "reward_vs_compute_runs.png", "calibration.png"):
+        assert (tmp_path / plot).stat().st_size > 0, plot
     # the world model's training corpus is priced at its recorded costs (else the rate measured in this run)
     from wmrl_autoresearch.program.corpus import load_corpus
 
