@@ -103,6 +103,39 @@ def train_arm(args, arm: str, seed: int, run_dir: Path) -> dict[str, Any]:
     return {k: float(last.get(v) or 0.0) for k, v in LEDGER_KEYS.items()}
 
 
+def anchor_diagnostics(run_dir: Path, group_size: int) -> dict[str, float]:
+    """What the world model was worth on the anchors, the groups both simulated and predicted:
+
+    * ``anchor_auroc``: P(world-model score of a success > that of a failure of the *same group*)
+      (same init state, different noise draws: the ranking GRPO uses; ties 1/2), and its pairs;
+    * ``overprediction``: mean world-model score minus mean real success on the anchors;
+    * ``lambda_late``: mean fusion weight (``fusion/lambda``) over the second half of training.
+
+    NaN where the arm has no anchors (``real``, ``world_model``) or no group with both outcomes."""
+    from wmrl_libero.world_models.quality import within_task_auroc
+
+    from wmrl_core.metrics import read_metrics
+
+    keys, labels, scores, real = [], [], [], []
+    pairs_file = run_dir / "anchor_pairs.jsonl"
+    for line in pairs_file.read_text().splitlines() if pairs_file.exists() else []:
+        row = json.loads(line)
+        for i, (w, y) in enumerate(zip(row["world_model"], row["real"])):
+            keys.append((row["step"], i // group_size))
+            labels.append(bool(y >= 0.5))
+            scores.append(float(w))
+            real.append(float(y))
+    auroc, pairs = within_task_auroc(keys, labels, scores) if keys else (math.nan, 0)
+    records = [r for r in read_metrics(run_dir) if r["step"] > 0] if (run_dir / "metrics.jsonl").exists() else []
+    late = [r["fusion/lambda"] for r in records[len(records) // 2 :] if r.get("fusion/lambda") is not None]
+    return {
+        "anchor_auroc": auroc,
+        "anchor_pairs": float(pairs),
+        "overprediction": float(np.mean(scores) - np.mean(real)) if keys else math.nan,
+        "lambda_late": float(np.mean(late)) if late else math.nan,
+    }
+
+
 def _policy(args, run_dir: Path | None):
     """The base policy, with the arm's trained weights when ``run_dir`` holds a checkpoint."""
     from wmrl_libero.policies.small_vla import SmallVLAPolicy
@@ -205,8 +238,29 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "heldout_gain": gain(runs, "heldout"),
             "ledger": {k: float(np.mean([r["ledger"][k] for r in runs])) for k in LEDGER_KEYS},
             "train_cpu_s": float(np.mean([r.get("train_cpu_s", 0.0) for r in runs])),
+            "anchors": _pooled_diagnostics([r.get("anchors") for r in runs]),
         }
     return out
+
+
+def _pooled_diagnostics(per_seed: list[dict[str, float] | None]) -> dict[str, float]:
+    """Anchor diagnostics over seeds: AUROC weighted by pairs, the others averaged."""
+    rows = [d for d in per_seed if d]
+    if not rows:
+        return {}
+    pairs = sum(d["anchor_pairs"] for d in rows)
+    weighted = [d["anchor_auroc"] * d["anchor_pairs"] for d in rows if d["anchor_pairs"]]
+    return {
+        "anchor_auroc": float(sum(weighted) / pairs) if pairs else math.nan,
+        "anchor_pairs": float(pairs),
+        "overprediction": _nanmean([d["overprediction"] for d in rows]),
+        "lambda_late": _nanmean([d["lambda_late"] for d in rows]),
+    }
+
+
+def _nanmean(values: list[float]) -> float:
+    v = [x for x in values if math.isfinite(x)]
+    return float(np.mean(v)) if v else math.nan
 
 
 def _pct(s: dict[str, Any]) -> str:
@@ -239,11 +293,15 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         "declared cost per call and item) and, in brackets, wall time (the simulator's includes "
         "starting its workers and building scenes). Policy: sampling the rollouts' noise; the "
         "policy's forward passes run inside the simulator and imagination stages. Training CPU: "
-        "the training process's CPU seconds (GRPO update included; simulator workers not).",
+        "the training process's CPU seconds (GRPO update included; simulator workers not). "
+        "Anchors (the groups both simulated and scored by the world model): AUROC of the world model "
+        "within a group (same init state, different noise: what GRPO ranks; pairs in brackets), its "
+        "mean score minus the real success rate, and the fusion weight λ̂ over the second half.",
         "",
         "| arm | train init, after | gain | held-out init, after | gain | simulator s | world-model s "
-        "| policy s | training CPU s | simulated episodes |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| policy s | training CPU s | simulated episodes | anchor AUROC within group | world model minus real "
+        "| λ̂ late |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm, s in summary.items():
         ledger = s["ledger"]
@@ -252,9 +310,22 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
             f"{_gain(s['heldout_gain'])} | {ledger['simulator_s']:.0f} [{ledger['simulator_wall_s']:.0f}] | "
             f"{ledger['world_model_s']:.1f} [{ledger['world_model_wall_s']:.1f}] | "
             f"{ledger['policy_s']:.1f} [{ledger['policy_wall_s']:.1f}] | {s['train_cpu_s']:.0f} | "
-            f"{ledger['simulated_episodes']:.0f} |"
+            f"{ledger['simulated_episodes']:.0f} | {_anchor_cells(s.get('anchors') or {})} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _anchor_cells(d: dict[str, float]) -> str:
+    if not d:
+        return "- | - | -"
+
+    def fmt(x: float, spec: str) -> str:
+        return format(x, spec) if math.isfinite(x) else "-"
+
+    return (
+        f"{fmt(d['anchor_auroc'], '.2f')} ({d['anchor_pairs']:.0f}) | {fmt(d['overprediction'], '+.2f')} | "
+        f"{fmt(d['lambda_late'], '.2f')}"
+    )
 
 
 def plot(summary: dict[str, Any], path: Path, title: str) -> None:
@@ -374,7 +445,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     cpu_file = run_dir / "train_cpu_s.txt"
                     cpu = float(cpu_file.read_text()) if cpu_file.exists() else math.nan
                 evaluation = evaluate_arm(args, env, arm, seed, run_dir)
-                results[arm].append({"seed": seed, "eval": evaluation, "ledger": ledger, "train_cpu_s": cpu})
+                anchors = None
+                if ARMS[arm] is not None and "mode=wmrl" in ARMS[arm]:
+                    group_size = int(_config(args, arm, seed, run_dir).rollout.group_size)
+                    anchors = anchor_diagnostics(run_dir, group_size)
+                results[arm].append(
+                    {"seed": seed, "eval": evaluation, "ledger": ledger, "train_cpu_s": cpu, "anchors": anchors}
+                )
                 print(f"seed {seed} {arm}: {json.dumps(evaluation)} ledger {json.dumps(ledger)}", flush=True)
     finally:
         env.close()
