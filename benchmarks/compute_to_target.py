@@ -182,24 +182,18 @@ def run_suite(
             f.write("\n" + corpus_note(summary["world_model_corpus"]) + "\n")
         if "wmrl" in results:
             cost = summary["world_model_corpus"]["cost_s"]
-            plot_curves(
-                results,
-                out / "reward_vs_compute.png",
-                ylabel=spec["label"].replace("final ", ""),
-                target=summary["target"],
-                target_label="real's final",
-                shifted={"wmrl": (cost, f"wmrl + world-model corpus ({cost:.0f} s, one-off)")},
-                xscale="linear",
-            )
-            # the same curves without the one-off corpus, on the runs' own compute scale
-            plot_curves(
-                results,
-                out / "reward_vs_compute_runs.png",
-                ylabel=spec["label"].replace("final ", ""),
-                target=summary["target"],
-                target_label="real's final",
-                xscale="linear",
-            )
+            # with the one-off corpus shifted onto wmrl, and without it on the runs' own compute scale
+            one_off = {"wmrl": (cost, f"wmrl + world-model corpus ({cost:.0f} s, one-off)")}
+            for name, shifted in (("reward_vs_compute.png", one_off), ("reward_vs_compute_runs.png", None)):
+                plot_curves(
+                    results,
+                    out / name,
+                    ylabel=spec["label"].replace("final ", ""),
+                    target=summary["target"],
+                    target_label="real's final",
+                    shifted=shifted,
+                    xscale="linear",
+                )
     summary["machine"] = {
         "cpus": __import__("os").cpu_count(),
         "processor": platform.processor() or platform.machine(),
