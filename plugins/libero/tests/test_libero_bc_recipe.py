@@ -11,6 +11,7 @@ from wmrl_libero.policies.behaviour_cloning import (
     fit_feature_scaling,
     fit_small_vla,
     split_by_init_state,
+    without_heldout_init_states,
 )
 from wmrl_libero.policies.small_vla import SmallVLA
 
@@ -31,6 +32,15 @@ def test_split_by_init_state_keeps_whole_episodes_and_repeats_together():
     train, val = split_by_init_state(demos, [1, 7])
     assert [d["id"] for d in train] == [0, 2]
     assert [d["id"] for d in val] == [1, 3, 4, 5]
+
+
+def test_demonstrations_from_held_out_init_states_never_reach_training():
+    # demos_task9 of an earlier session covered init states 0-49; 40-49 are the evaluation's
+    demos = [{"init_state": s, "id": i} for i, s in enumerate([0, 39, 40, 49, 50, 45])]
+    kept, dropped = without_heldout_init_states(iter(demos), range(40, 50))
+    assert [d["id"] for d in kept] == [0, 1, 4]
+    assert dropped == 3
+    assert without_heldout_init_states([], range(40, 50)) == ([], 0)
 
 
 def _demos(rng, n=2, T=6):

@@ -57,6 +57,7 @@ from wmrl_libero.policies.behaviour_cloning import (
     chunk_samples,
     fit_feature_scaling,
     fit_small_vla,
+    without_heldout_init_states,
 )
 from wmrl_libero.policies.small_vla import SmallVLA, load_small_vla, save_small_vla
 from wmrl_libero.policies.vla_interface import VLAInput
@@ -303,8 +304,15 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(config), indent=1))
     torch.manual_seed(config.seed)
-    demos = [d for f in config.demos for d in load_demonstrations(f)]
+    demos, dropped = without_heldout_init_states(
+        (d for f in config.demos for d in load_demonstrations(f)), SPLITS["heldout"]
+    )
     log(f"dagger: {len(demos)} demonstrations from {len(config.demos)} file(s); tasks {config.task_indices}")
+    if dropped:
+        log(
+            f"dagger: left out {dropped} demonstration(s) from held-out init states {SPLITS['heldout'][0]}-"
+            f"{SPLITS['heldout'][-1]} (the evaluation's states; record demos with --init-states 0-39)"
+        )
     done = [i for i in range(config.iterations) if (out / "checkpoints" / f"iter_{i:02d}.pt").exists()]
     start = max(done) + 1 if done else 0
     model = load_small_vla(out / "checkpoints" / f"iter_{start - 1:02d}.pt") if start else None

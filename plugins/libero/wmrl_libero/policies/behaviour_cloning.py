@@ -9,7 +9,7 @@ Physics-state features only (proprio, object state, instruction); DAgger
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from wmrl_libero.demos import load_demonstrations
+from wmrl_libero.environment import SPLITS
 from wmrl_libero.policies.small_vla import SmallVLA, save_small_vla
 from wmrl_libero.policies.vla_interface import VLAInput, batch_inputs
 
@@ -24,6 +25,7 @@ __all__ = [
     "chunk_targets",
     "cosine_learning_rate",
     "split_by_init_state",
+    "without_heldout_init_states",
     "chunk_action_error",
     "ChunkSamples",
     "chunk_samples",
@@ -65,6 +67,20 @@ def split_by_init_state(demos: Sequence[dict], heldout_init_states: Sequence[int
 
 
 @torch.no_grad()
+def without_heldout_init_states(demos: Iterable[dict], heldout_init_states: Iterable[int]) -> tuple[list[dict], int]:
+    """The demonstrations whose init state is not held out for evaluation, and how many were
+    left out. Demo files may cover every init state (LIBERO's own do); training on the
+    held-out states (40-49) would make the held-out evaluation a training-set one."""
+    heldout = set(heldout_init_states)
+    kept, dropped = [], 0
+    for d in demos:
+        if int(d["init_state"]) in heldout:
+            dropped += 1
+        else:
+            kept.append(d)
+    return kept, dropped
+
+
 def chunk_action_error(
     model: SmallVLA, samples: ChunkSamples, horizon: int | None = None, batch_size: int = 4096
 ) -> dict[str, float]:
@@ -195,7 +211,11 @@ def train_behaviour_cloning(
     :return: the checkpoint written (loadable by ``wmrl-libero eval small-vla:PATH``).
     """
     torch.manual_seed(seed)
-    demos = [d for f in demo_files for d in load_demonstrations(f)]
+    demos, dropped = without_heldout_init_states(
+        (d for f in demo_files for d in load_demonstrations(f)), SPLITS["heldout"]
+    )
+    if dropped:
+        log(f"bc: left out {dropped} demonstration(s) from the held-out init states (record with --init-states 0-39)")
     if not demos:
         raise ValueError(
             f"no demonstrations in {list(map(str, demo_files))}; record some with `wmrl-libero record-demos`"
