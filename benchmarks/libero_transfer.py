@@ -7,7 +7,8 @@ Arms (all from ``--base``; ``configs/libero/libero_long.yaml`` unless ``--config
 * ``world_model``: GRPO on the imagination world model's raw predictions, no simulator;
 * ``wmrl-imagination``: WMRL with the imagination world model, ~10% simulated anchor groups;
 * ``wmrl-progress``: WMRL with ``libero-progress`` (the paper's arm): every group simulated,
-  the progress of the executed trajectory calibrated and fused against the anchors' success.
+  the progress of the executed trajectory calibrated and fused against the anchors' success;
+* ``noise_control``: ``world_model``'s settings on pure-noise scores (the control of every gain).
 
 Seeds outer, arms inner (machine noise hits every arm alike). Every arm-seed is its own run
 directory under ``--out``: training resumes from its checkpoint, evaluations already written
@@ -46,6 +47,9 @@ ARMS: dict[str, list[str] | None] = {
     "world_model": ["mode=world_model"],
     "wmrl-imagination": ["mode=wmrl", "world_model.name=libero-imagination", "anchors.fraction=0.1"],
     "wmrl-progress": ["mode=wmrl", "world_model.name=libero-progress", "anchors.fraction=0.5"],
+    # the control of every gain: the world_model arm's settings (imagined episodes, so that the
+    # rollouts have log-probs) scored i.i.d. U(0, 1); what this arm "learns" is the optimiser's drift
+    "noise_control": ["mode=world_model", "world_model.kwargs.noise_scores=true"],
 }
 """Training overrides per arm (``None``: not trained)."""
 
@@ -214,9 +218,9 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "per_seed": per_seed,
         }
 
-    def gain(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
-        """After minus before (the ``base`` arm of the same seed), paired by seed."""
-        before = {r["seed"]: r["eval"][split] for r in results.get("base", [])}
+    def gain(runs: list[dict[str, Any]], split: str, reference: str = "base") -> dict[str, Any]:
+        """After minus the ``reference`` arm of the same seed (``base``: before), paired by seed."""
+        before = {r["seed"]: r["eval"][split] for r in results.get(reference, [])}
         diffs = [
             r["eval"][split]["successes"] / max(r["eval"][split]["episodes"], 1)
             - before[r["seed"]]["successes"] / max(before[r["seed"]]["episodes"], 1)
@@ -236,6 +240,7 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "heldout": success(runs, "heldout"),
             "train_gain": gain(runs, "train"),
             "heldout_gain": gain(runs, "heldout"),
+            "heldout_minus_control": gain(runs, "heldout", "noise_control"),
             "ledger": {k: float(np.mean([r["ledger"][k] for r in runs])) for k in LEDGER_KEYS},
             "train_cpu_s": float(np.mean([r.get("train_cpu_s", 0.0) for r in runs])),
             "anchors": _pooled_diagnostics([r.get("anchors") for r in runs]),
@@ -296,18 +301,20 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         "the training process's CPU seconds (GRPO update included; simulator workers not). "
         "Anchors (the groups both simulated and scored by the world model): AUROC of the world model "
         "within a group (same init state, different noise: what GRPO ranks; pairs in brackets), its "
-        "mean score minus the real success rate, and the fusion weight λ̂ over the second half.",
+        "mean score minus the real success rate, and the fusion weight λ̂ over the second half. "
+        "Minus control: held-out success minus the `noise_control` arm's (same seed, pure-noise "
+        "scores), paired by seed: a gain counts only beyond it.",
         "",
-        "| arm | train init, after | gain | held-out init, after | gain | simulator s | world-model s "
+        "| arm | train init, after | gain | held-out init, after | gain | minus control | simulator s | world-model s "
         "| policy s | training CPU s | simulated episodes | anchor AUROC within group | world model minus real "
         "| λ̂ late |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm, s in summary.items():
         ledger = s["ledger"]
         lines.append(
             f"| {arm} | {_pct(s['train'])} | {_gain(s['train_gain'])} | {_pct(s['heldout'])} | "
-            f"{_gain(s['heldout_gain'])} | {ledger['simulator_s']:.0f} [{ledger['simulator_wall_s']:.0f}] | "
+            f"{_gain(s['heldout_gain'])} | {_gain(s['heldout_minus_control'])} | {ledger['simulator_s']:.0f} [{ledger['simulator_wall_s']:.0f}] | "
             f"{ledger['world_model_s']:.1f} [{ledger['world_model_wall_s']:.1f}] | "
             f"{ledger['policy_s']:.1f} [{ledger['policy_wall_s']:.1f}] | {s['train_cpu_s']:.0f} | "
             f"{ledger['simulated_episodes']:.0f} | {_anchor_cells(s.get('anchors') or {})} |"

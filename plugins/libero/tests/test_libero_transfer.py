@@ -61,12 +61,19 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     first_s = time.perf_counter() - start
     report = json.loads((tmp_path / "docs" / "transfer.json").read_text())
     arms = report["arms"]
-    assert list(arms) == ["base", "real", "world_model", "wmrl-imagination", "wmrl-progress"]
+    assert list(arms) == ["base", "real", "world_model", "wmrl-imagination", "wmrl-progress", "noise_control"]
     for arm in arms.values():  # one rollout from each of one train and one held-out init state
         assert arm["train"]["episodes"] == arm["heldout"]["episodes"] == 1
     simulated = {name: arm["ledger"]["simulated_episodes"] for name, arm in arms.items()}
     # 2 steps x 2 groups x 2: real and progress simulate every group; imagination one anchor group a step
-    assert simulated == {"base": 0, "real": 8, "world_model": 0, "wmrl-imagination": 4, "wmrl-progress": 8}
+    assert simulated == {
+        "base": 0,
+        "real": 8,
+        "world_model": 0,
+        "wmrl-imagination": 4,
+        "wmrl-progress": 8,
+        "noise_control": 0,
+    }
     assert arms["world_model"]["ledger"]["world_model_s"] > 0 and arms["real"]["ledger"]["world_model_s"] == 0
     assert arms["wmrl-progress"]["ledger"]["world_model_s"] > 0
 
@@ -76,6 +83,10 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     base_state = torch.load(base, weights_only=False)["state_dict"]
     trained = torch.load(tmp_path / "runs" / "world_model-seed0" / "checkpoints" / "last.pt", weights_only=False)
     assert any(not torch.equal(v, base_state[k.removeprefix("model.")]) for k, v in trained["policy"].items())
+    # the control imagined its episodes (so the policy moved) but trained on noise scores
+    control = torch.load(tmp_path / "runs" / "noise_control-seed0" / "checkpoints" / "last.pt", weights_only=False)
+    assert control["world_model"]["calls"] == 2  # one batch of predictions per step
+    assert any(not torch.equal(v, base_state[k.removeprefix("model.")]) for k, v in control["policy"].items())
     # the progress arm read executed trajectories: its world-model rewards exist
     records = [json.loads(line) for line in (tmp_path / "runs" / "wmrl-progress-seed0" / "metrics.jsonl").open()]
     assert all(r["reward/world_model_mean"] is not None for r in records if r["step"] > 0)
@@ -85,6 +96,7 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     # the WMRL arms report what the world model was worth on their anchors; the others do not
     assert set(arms["wmrl-imagination"]["anchors"]) == {"anchor_auroc", "anchor_pairs", "overprediction", "lambda_late"}
     assert arms["real"]["anchors"] == {} and "| anchor AUROC within group |" in table
+    assert "| minus control |" in table and arms["real"]["heldout_minus_control"]["per_seed"] != []
 
     # resumable: a second invocation trains and simulates nothing again
     start = time.perf_counter()

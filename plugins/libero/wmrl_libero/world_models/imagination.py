@@ -258,6 +258,12 @@ class ImaginationWorldModel:
     :param max_disagreement: ensemble spread (normalised units) above which an episode is cut;
         default ``disagreement_factor`` times the 99th percentile of the spread on training data.
     :param cut_shrink: weight of the training base rate in a cut episode's probability.
+    :param noise_scores: the control of every learning claim: imagine as usual (a rollout's
+        log-probs need the states it visited) but score each episode i.i.d. U(0, 1), from
+        ``numpy.random.default_rng([seed, call])``; what a policy learns from it is the
+        optimiser's drift, not the task. The core's ``noise`` world model cannot serve here: it
+        visits no state, so a LIBERO rollout it scores has no log-probs.
+    :param seed: seed of the noise scores; ``None`` takes the run's (torch's initial seed).
     """
 
     def __init__(
@@ -271,8 +277,13 @@ class ImaginationWorldModel:
         cut_shrink: float = 0.5,
         success_window: int = 3,
         success_threshold: float = 0.5,
+        noise_scores: bool = False,
+        seed: int | None = None,
     ):
         self.env = env
+        self.noise_scores = bool(noise_scores)
+        self.seed = int(torch.initial_seed() if seed is None else seed)
+        self.calls = 0
         self.bundle = load_bundle(checkpoint)
         self.horizon = horizon or getattr(env, "max_episode_steps", None) or 520
         if max_disagreement is None:
@@ -322,11 +333,15 @@ class ImaginationWorldModel:
         start = time.perf_counter()
         ep = self.imagine(tasks, solutions, record=True)  # a rollout scored only here still has its log-probs
         seconds = time.perf_counter() - start
+        noise = np.random.default_rng([self.seed, self.calls]).uniform(size=len(tasks))
+        self.calls += 1
         out = []
         for i in range(len(tasks)):
             p = float(ep.success_prob[i])
             if ep.cut[i]:
                 p = (1 - self.cut_shrink) * p + self.cut_shrink * self.base_rate
+            if self.noise_scores:
+                p = float(noise[i])
             out.append(
                 Outcome(
                     status="ok",
@@ -341,3 +356,10 @@ class ImaginationWorldModel:
                 )
             )
         return out
+
+    def state_dict(self) -> dict[str, int]:
+        """The noise stream's position (the model itself is fixed), so a resumed run continues it."""
+        return {"seed": self.seed, "calls": self.calls}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.seed, self.calls = int(state["seed"]), int(state["calls"])
