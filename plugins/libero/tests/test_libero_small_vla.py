@@ -142,7 +142,10 @@ def test_policy_executes_whole_chunks_like_eval_and_dagger():
     assert torch.allclose(new.detach() * rollouts.mask, rollouts.old_log_probs * rollouts.mask, atol=1e-4)
 
 
-@pytest.mark.parametrize("name,tasks", [("small_vla_dagger_t0-8.pt", 9), ("small_vla_dagger_t0-9.pt", 10)])
+@pytest.mark.parametrize(
+    "name,tasks",
+    [("small_vla_dagger_t0-8.pt", 9), ("small_vla_dagger_t0-9.pt", 10), ("small_vla_dagger_t0-9_h1024.pt", 10)],
+)
 def test_shipped_base_policy_loads_and_acts(name, tasks):
     from pathlib import Path
 
