@@ -289,7 +289,12 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         f"Machine: {meta['machine']}. Command: `{meta['command']}`.",
         f"Tasks {meta['tasks']}; evaluation: init states {meta['train_init']} (training split) and "
         f"{meta['heldout_init']} (held out), {meta['rollouts']} sampled rollouts each; seeds {meta['seeds']}; "
-        f"{meta['steps']} training steps per arm; wall {meta['wall_s']:.0f} s.",
+        f"{meta['steps']} training steps per arm; "
+        + (
+            "wall: see the runs (this report was made with --report-only)."
+            if meta.get("report_only")
+            else f"wall {meta['wall_s']:.0f} s."
+        ),
         "",
         "Success in %: pooled rate [Wilson 95%] (successes/episodes; mean ± 95% t over seeds). "
         "Before = the `base` row (the same checkpoint, evaluated with the same seeds); gain = after "
@@ -480,6 +485,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "seeds": args.seeds,
         "steps": args.steps or "config",
         "wall_s": time.perf_counter() - started,
+        "report_only": bool(args.report_only),
     }
     docs = Path(args.docs)
     docs.mkdir(parents=True, exist_ok=True)
