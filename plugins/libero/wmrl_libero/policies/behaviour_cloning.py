@@ -66,21 +66,15 @@ def split_by_init_state(demos: Sequence[dict], heldout_init_states: Sequence[int
     return train, val
 
 
-@torch.no_grad()
 def without_heldout_init_states(demos: Iterable[dict], heldout_init_states: Iterable[int]) -> tuple[list[dict], int]:
     """The demonstrations whose init state is not held out for evaluation, and how many were
     left out. Demo files may cover every init state (LIBERO's own do); training on the
     held-out states (40-49) would make the held-out evaluation a training-set one."""
-    heldout = set(heldout_init_states)
-    kept, dropped = [], 0
-    for d in demos:
-        if int(d["init_state"]) in heldout:
-            dropped += 1
-        else:
-            kept.append(d)
-    return kept, dropped
+    kept, left_out = split_by_init_state(list(demos), list(heldout_init_states))
+    return kept, len(left_out)
 
 
+@torch.no_grad()
 def chunk_action_error(
     model: SmallVLA, samples: ChunkSamples, horizon: int | None = None, batch_size: int = 4096
 ) -> dict[str, float]:

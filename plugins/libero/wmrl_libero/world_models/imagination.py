@@ -333,8 +333,9 @@ class ImaginationWorldModel:
         start = time.perf_counter()
         ep = self.imagine(tasks, solutions, record=True)  # a rollout scored only here still has its log-probs
         seconds = time.perf_counter() - start
-        noise = np.random.default_rng([self.seed, self.calls]).uniform(size=len(tasks))
-        self.calls += 1
+        if self.noise_scores:  # the control: one draw of the noise stream per call
+            noise = np.random.default_rng([self.seed, self.calls]).uniform(size=len(tasks))
+            self.calls += 1
         out = []
         for i in range(len(tasks)):
             p = float(ep.success_prob[i])
