@@ -12,7 +12,9 @@ Arms (all from ``--base``; ``configs/libero/libero_long.yaml`` unless ``--config
 
 Seeds outer, arms inner (machine noise hits every arm alike). Every arm-seed is its own run
 directory under ``--out``: training resumes from its checkpoint, evaluations already written
-are kept, so an interrupted experiment continues where it stopped. Evaluation samples the
+are kept, so an interrupted experiment continues where it stopped; ``--archive`` keeps each
+finished arm-seed's results (no checkpoint, a few kB) in a folder that can be committed, so an
+experiment longer than one machine's life resumes on the next one. Evaluation samples the
 policy (as in training) ``--rollouts`` times from each init state of the training split
 (``--train-init``) and of the held-out split (``--heldout-init``, LIBERO's 40-49), before
 (the ``base`` arm of the same seed) and after. Reported per arm: success with 95% intervals
@@ -32,6 +34,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -140,6 +143,84 @@ def anchor_diagnostics(run_dir: Path, group_size: int) -> dict[str, float]:
     }
 
 
+ARCHIVED_FILES = (
+    "config.yaml",
+    "summary.json",
+    "metrics.jsonl",
+    "anchor_pairs.jsonl",
+    "train_cpu_s.txt",
+    "eval_train.json",
+    "eval_heldout.json",
+)
+"""What of a finished arm-seed survives in ``--archive`` (no checkpoint: a few kB, fit for git)."""
+
+SETTINGS_KEYS = ("base", "wm", "config", "suite", "tasks", "train_init", "heldout_init", "rollouts", "steps")
+"""The arguments every arm-seed of one archive must share (``settings.json``)."""
+
+
+def experiment_settings(args) -> dict[str, Any]:
+    """The settings that make arm-seeds comparable, paths relative to the repository when inside it."""
+
+    def rel(path: str) -> str:
+        p = Path(path).resolve()
+        return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+    out = {k: getattr(args, k) for k in SETTINGS_KEYS}
+    out.update(base=rel(args.base), wm=rel(args.wm), config=rel(args.config), overrides=list(args.override))
+    return out
+
+
+def check_archive_settings(archive: Path, settings: dict[str, Any]) -> None:
+    """Write ``archive/settings.json`` the first time; afterwards refuse other settings, so that an
+    archive never pools arm-seeds of different experiments."""
+    path = archive / "settings.json"
+    if not path.exists():
+        archive.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings, indent=2) + "\n")
+        return
+    stored = json.loads(path.read_text())
+    differ = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
+    if differ:
+        detail = "; ".join(f"{k}: archived {stored.get(k)!r}, now {settings.get(k)!r}" for k in differ)
+        raise SystemExit(
+            f"--archive {archive} holds arm-seeds of another experiment ({detail}); "
+            "pass the same arguments, or another --archive folder"
+        )
+
+
+def is_finished(run_dir: Path) -> bool:
+    """Both evaluations written: the arm-seed is done (training, when it trains, came first)."""
+    return all((run_dir / f"eval_{s}.json").exists() for s in ("train", "heldout"))
+
+
+def archive_run(run_dir: Path, dest: Path) -> None:
+    """Copy a finished arm-seed's results (``ARCHIVED_FILES`` present) to ``dest``."""
+    if not is_finished(run_dir):
+        raise ValueError(f"{run_dir} is not evaluated yet; only finished arm-seeds are archived")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ARCHIVED_FILES:
+        if (run_dir / name).exists():
+            shutil.copy2(run_dir / name, dest / name)
+
+
+def restore_run(src: Path, run_dir: Path) -> bool:
+    """Put an archived arm-seed back into ``run_dir`` (a wiped machine: the run folder is gone) so
+    that training and evaluation are skipped; False when ``src`` holds no finished arm-seed or
+    ``run_dir`` is already finished."""
+    if not is_finished(src) or is_finished(run_dir):
+        return False
+    if (run_dir / "checkpoints").exists():
+        raise SystemExit(
+            f"{run_dir} holds an unfinished run and {src} a finished one of the same arm-seed; "
+            f"remove one of them (rm -r {run_dir}, or the archived copy) and run again"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in ARCHIVED_FILES:
+        if (src / name).exists():
+            shutil.copy2(src / name, run_dir / name)
+    return True
+
+
 def _policy(args, run_dir: Path | None):
     """The base policy, with the arm's trained weights when ``run_dir`` holds a checkpoint."""
     from wmrl_libero.policies.small_vla import SmallVLAPolicy
@@ -179,7 +260,11 @@ def evaluate_arm(args, env, arm: str, seed: int, run_dir: Path) -> dict[str, dic
         with torch.random.fork_rng(), torch.no_grad():
             torch.manual_seed(1_000_003 * seed + (0 if split == "train" else 1))  # same noise for every arm
             rollouts = policy.generate(tasks, args.rollouts)
-        outcomes = env.execute(rollouts.tasks, rollouts.solutions)
+        env.on_episode = EvaluationProgress(f"seed {seed} {arm} {split}", len(tasks) * args.rollouts)
+        try:
+            outcomes = env.execute(rollouts.tasks, rollouts.solutions)
+        finally:
+            env.on_episode = None
         ok = [o for o in outcomes if o.status == "ok"]
         result = {
             "successes": int(sum(o.score for o in ok)),
@@ -190,6 +275,26 @@ def evaluate_arm(args, env, arm: str, seed: int, run_dir: Path) -> dict[str, dic
         path.write_text(json.dumps(result) + "\n")
         out[split] = result
     return out
+
+
+class EvaluationProgress:
+    """Prints ``label: k/n episodes, s successes, elapsed`` every ``every`` episodes and at the end
+    (an evaluation of hundreds of episodes runs for tens of minutes)."""
+
+    def __init__(self, label: str, total: int, every: int = 25):
+        self.label, self.total, self.every = label, total, every
+        self.done = self.successes = 0
+        self.started = time.perf_counter()
+
+    def __call__(self, result) -> None:
+        self.done += 1
+        self.successes += int(result.status == "ok" and result.success)
+        if self.done % self.every == 0 or self.done == self.total:
+            elapsed = time.perf_counter() - self.started
+            print(
+                f"{self.label}: {self.done}/{self.total} episodes, {self.successes} successes, {elapsed:.0f} s",
+                flush=True,
+            )
 
 
 def _language(env, task_index: int) -> str:
@@ -400,6 +505,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--workers", type=int, default=2, help="simulator workers of the evaluation")
     p.add_argument("--override", action="append", default=[], help="config override for every trained arm")
     p.add_argument("--out", default="runs/libero_transfer")
+    p.add_argument(
+        "--archive",
+        default="",
+        help="folder (e.g. in git) that keeps each finished arm-seed's results without checkpoints: "
+        "restored into --out when missing there, so a run spanning machines resumes",
+    )
     p.add_argument("--docs", default=str(ROOT / "docs/results/libero"))
     p.add_argument("--name", default="transfer", help="file stem of the report in --docs")
     p.add_argument("--label", default="", help="e.g. 'pilot': said in the report's title and note")
@@ -431,6 +542,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"policy.kwargs.max_steps={args.max_episode_steps}",
         *args.override,
     ]
+    archive = Path(args.archive) if args.archive else None
+    if archive is not None:
+        check_archive_settings(archive, experiment_settings(args))
     from wmrl_libero.environment import LiberoEnvironment
 
     out = Path(args.out)
@@ -447,7 +561,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for seed in args.seeds:
             for arm in args.arms:
                 run_dir = out / f"{arm}-seed{seed}"
-                if args.report_only and not all((run_dir / f"eval_{s}.json").exists() for s in ("train", "heldout")):
+                if archive is not None and restore_run(archive / run_dir.name, run_dir):
+                    print(f"seed {seed} {arm}: restored from {archive / run_dir.name}", flush=True)
+                if args.report_only and not is_finished(run_dir):
                     print(f"seed {seed} {arm}: not evaluated yet, left out of the report", flush=True)
                     continue
                 ledger = dict.fromkeys(LEDGER_KEYS, 0.0)
@@ -457,6 +573,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     cpu_file = run_dir / "train_cpu_s.txt"
                     cpu = float(cpu_file.read_text()) if cpu_file.exists() else math.nan
                 evaluation = evaluate_arm(args, env, arm, seed, run_dir)
+                if archive is not None:
+                    archive_run(run_dir, archive / run_dir.name)
                 anchors = None
                 if ARMS[arm] is not None and "mode=wmrl" in ARMS[arm]:
                     group_size = int(_config(args, arm, seed, run_dir).rollout.group_size)

@@ -30,7 +30,7 @@ tasks). Crash recovery is that of :class:`~wmrl_libero.vector_env.LiberoVectorEn
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,6 +69,8 @@ class LiberoEnvironment:
     :param envs_per_worker: built environments (tasks) each worker keeps.
     :param trajectory_states: physics states of each executed episode kept in
         ``Outcome.info["trajectory"]``, evenly spaced, first and final included; 0 keeps none.
+    :param on_episode: optional ``on_episode(result)`` called after each simulated episode
+        (an :class:`~wmrl_libero.episode_runner.EpisodeResult`): progress of long calls.
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class LiberoEnvironment:
         persistent: bool = True,
         envs_per_worker: int = 4,
         trajectory_states: int = 16,
+        on_episode: Callable[[Any], None] | None = None,
     ):
         self.suite = suite
         self._infos = suite_tasks(suite)
@@ -99,6 +102,7 @@ class LiberoEnvironment:
         self.cost = CostModel(
             per_call_s=0.0 if persistent else 5.0, per_item_s=seconds_per_step * self.max_episode_steps
         )
+        self.on_episode = on_episode
         self._probe_env = None
         self._pool = None
 
@@ -169,7 +173,14 @@ class LiberoEnvironment:
                 self.num_workers,
                 envs_per_worker=self.envs_per_worker,
             )
-        results = run_episodes(jobs, factory, num_workers=self.num_workers, controllers=controllers, pool=self._pool)
+        results = run_episodes(
+            jobs,
+            factory,
+            num_workers=self.num_workers,
+            controllers=controllers,
+            pool=self._pool,
+            progress=self.on_episode,
+        )
         for i, result in zip(where, results):
             info = {"steps": result.steps, "seconds": result.seconds, "init_state": result.job.init_state}
             if result.status != "ok":
