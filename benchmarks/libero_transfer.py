@@ -154,8 +154,21 @@ ARCHIVED_FILES = (
 )
 """What of a finished arm-seed survives in ``--archive`` (no checkpoint: a few kB, fit for git)."""
 
-SETTINGS_KEYS = ("base", "wm", "config", "suite", "tasks", "train_init", "heldout_init", "rollouts", "steps")
-"""The arguments every arm-seed of one archive must share (``settings.json``)."""
+SETTINGS_KEYS = (
+    "base",
+    "wm",
+    "config",
+    "suite",
+    "tasks",
+    "train_init",
+    "heldout_init",
+    "rollouts",
+    "steps",
+    "max_episode_steps",
+    "quick",
+)
+"""The arguments every arm-seed of one archive must share (``settings.json``), with the user's
+``--override`` list; ``--workers`` is not one (which worker runs an episode does not change it)."""
 
 
 def experiment_settings(args) -> dict[str, Any]:
@@ -166,7 +179,7 @@ def experiment_settings(args) -> dict[str, Any]:
         return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
 
     out = {k: getattr(args, k) for k in SETTINGS_KEYS}
-    out.update(base=rel(args.base), wm=rel(args.wm), config=rel(args.config), overrides=list(args.override))
+    out.update(base=rel(args.base), wm=rel(args.wm), config=rel(args.config), overrides=list(args.user_override))
     return out
 
 
@@ -502,7 +515,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--rollouts", type=int, default=4, help="sampled rollouts per init state in evaluation")
     p.add_argument("--steps", type=int, default=0, help="training steps (0: the config's)")
     p.add_argument("--max-episode-steps", type=int, default=520)
-    p.add_argument("--workers", type=int, default=2, help="simulator workers of the evaluation")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="simulator worker processes of the evaluation and of every trained arm (more than the cores "
+        "keeps them busy: the workers step in lockstep)",
+    )
     p.add_argument("--override", action="append", default=[], help="config override for every trained arm")
     p.add_argument("--out", default="runs/libero_transfer")
     p.add_argument(
@@ -524,6 +543,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = set(args.arms) - set(ARMS)
     if unknown:
         p.error(f"unknown arms {sorted(unknown)}; choose from {', '.join(ARMS)}")
+    args.user_override = list(args.override)
     args.seeds, args.tasks = parse_ints(args.seeds), parse_ints(args.tasks)
     args.train_init, args.heldout_init = parse_ints(args.train_init), parse_ints(args.heldout_init)
     if args.quick:  # one group of 2 per step, short episodes, 2 steps, one rollout per init state
@@ -538,6 +558,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             *args.override,
         ]
     args.override = [
+        f"environment.kwargs.num_workers={args.workers}",
         f"environment.kwargs.max_episode_steps={args.max_episode_steps}",
         f"policy.kwargs.max_steps={args.max_episode_steps}",
         *args.override,

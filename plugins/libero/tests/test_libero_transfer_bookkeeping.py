@@ -70,7 +70,9 @@ def test_an_archive_refuses_another_experiments_settings(transfer, tmp_path):
         heldout_init=[40, 41],
         rollouts=2,
         steps=0,
-        override=[],
+        max_episode_steps=520,
+        quick=False,
+        user_override=[],
     )
     settings = transfer.experiment_settings(args)
     assert settings["base"] == "plugins/libero/checkpoints/small_vla_dagger_t0-9_h1024.pt"  # portable
