@@ -86,7 +86,6 @@ def _config(args, arm: str, seed: int, run_dir: Path):
         f"policy.kwargs.checkpoint={args.base}",
         f"world_model.kwargs.checkpoint={args.wm}",
         f"environment.kwargs.task_indices=[{','.join(map(str, args.tasks))}]",
-        "logging.progress=false",
         "resume=true",
         *args.override,
     ]

@@ -1,10 +1,12 @@
 """Entropy bonus, the ``policy/entropy`` metric, and the ``noise`` world model of the control runs."""
 
+import io
 import math
 
 import numpy as np
 import pytest
 import torch
+from rich.console import Console
 
 from wmrl_core import hookimpl
 from wmrl_core.config import load_config
@@ -144,9 +146,21 @@ def test_entropy_metric_and_bonus_in_training(synthetic_config, tmp_path):
 
 
 def test_progress_bar_shows_entropy():
-    progress = TrainingProgress(total=2, enabled=True)
+    terminal = Console(file=io.StringIO(), force_terminal=True)
+    progress = TrainingProgress(total=2, enabled=True, console=terminal)
     try:
         progress.update(1, {"reward/train_mean": 0.5, "policy/entropy": 9.53})
         assert "entropy=9.53" in progress._progress.tasks[0].fields["info"]
     finally:
         progress.close()
+
+
+def test_progress_is_a_plain_line_per_step_in_a_log_file():
+    log = io.StringIO()
+    progress = TrainingProgress(total=12, label="real", console=Console(file=log, force_terminal=False))
+    progress.update(3, {"reward/train_mean": 0.59, "policy/entropy": float("nan"), "compute/total_s": 832.0})
+    progress.close()
+    assert log.getvalue() == "real: step 3/12 reward=0.59 compute_s=832\n"  # NaN left out
+    silent = io.StringIO()
+    TrainingProgress(total=2, enabled=False, console=Console(file=silent)).update(1, {"reward/train_mean": 1.0})
+    assert silent.getvalue() == ""
