@@ -209,10 +209,7 @@ def archive_run(run_dir: Path, dest: Path) -> None:
     """Copy a finished arm-seed's results (``ARCHIVED_FILES`` present) to ``dest``."""
     if not is_finished(run_dir):
         raise ValueError(f"{run_dir} is not evaluated yet; only finished arm-seeds are archived")
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in ARCHIVED_FILES:
-        if (run_dir / name).exists():
-            shutil.copy2(run_dir / name, dest / name)
+    _copy_results(run_dir, dest)
 
 
 def restore_run(src: Path, run_dir: Path) -> bool:
@@ -226,11 +223,16 @@ def restore_run(src: Path, run_dir: Path) -> bool:
             f"{run_dir} holds an unfinished run and {src} a finished one of the same arm-seed; "
             f"remove one of them (rm -r {run_dir}, or the archived copy) and run again"
         )
-    run_dir.mkdir(parents=True, exist_ok=True)
+    _copy_results(src, run_dir)
+    return True
+
+
+def _copy_results(src: Path, dest: Path) -> None:
+    """Copy the ``ARCHIVED_FILES`` that ``src`` holds into ``dest`` (made if missing)."""
+    dest.mkdir(parents=True, exist_ok=True)
     for name in ARCHIVED_FILES:
         if (src / name).exists():
-            shutil.copy2(src / name, run_dir / name)
-    return True
+            shutil.copy2(src / name, dest / name)
 
 
 def _policy(args, run_dir: Path | None):

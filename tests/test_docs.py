@@ -22,3 +22,15 @@ def test_every_hook_is_in_the_readme_with_its_signature():
     for name in HOOKS:
         params = ", ".join(inspect.signature(getattr(hookspecs, name)).parameters)
         assert f"{name}({params})" in readme, f"README.md lacks `{name}({params})`"
+
+
+def test_readme_transfer_table_is_the_reports_table():
+    """The LIBERO-Long table in the README is spliced from the report between two markers; a stale
+    copy (the report regenerated, the README not) fails here. Fix: copy the report's table rows."""
+    readme = (ROOT / "README.md").read_text()
+    begin, end = "<!-- transfer_full table: begin -->", "<!-- transfer_full table: end -->"
+    assert begin in readme and end in readme, "README.md lost the transfer_full table markers"
+    spliced = readme.split(begin, 1)[1].split(end, 1)[0].strip().splitlines()
+    report = (ROOT / "docs/results/libero/transfer_full.md").read_text().splitlines()
+    table = [line for line in report if line.startswith("|")]
+    assert spliced == table, "README.md's transfer_full table differs from docs/results/libero/transfer_full.md"
