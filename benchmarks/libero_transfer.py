@@ -466,19 +466,25 @@ def plot(summary: dict[str, Any], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for arm, s in summary.items():
-        for split, marker in (("heldout", "o"), ("train", "s")):
+    # One colour per arm, one marker per split; arms at the same simulator cost (0 s) are nudged
+    # apart along x so that their intervals do not hide each other.
+    colours = plt.get_cmap("tab10").colors
+    spread = 0.012 * max([s["ledger"]["simulator_s"] for s in summary.values()] + [1.0])
+    for i, (arm, s) in enumerate(summary.items()):
+        for j, (split, marker) in enumerate((("heldout", "o"), ("train", "s"))):
             lo, hi = s[split]["wilson95"]
             rate = s[split]["rate"]
             ax.errorbar(
-                s["ledger"]["simulator_s"],
+                s["ledger"]["simulator_s"] + spread * (2 * i + j - len(summary)),
                 100 * rate,
                 yerr=[[100 * (rate - lo)], [100 * (hi - rate)]],
                 fmt=marker,
+                color=colours[i % len(colours)],
+                mfc="white" if split == "train" else None,
                 capsize=3,
                 label=f"{arm} ({split})",
             )
-    ax.set_xlabel("simulator seconds in training (ledger, declared cost)")
+    ax.set_xlabel("simulator seconds in training (ledger, declared cost; arms nudged apart)")
     ax.set_ylabel("success after training, % (Wilson 95%)")
     ax.set_title(title)
     ax.legend(fontsize=7)
