@@ -369,6 +369,8 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 def _pooled_diagnostics(per_seed: list[dict[str, float] | None]) -> dict[str, float]:
     """Anchor diagnostics over seeds: AUROC weighted by pairs, the others averaged."""
+    from wmrl_core.metrics import nanmean
+
     rows = [d for d in per_seed if d]
     if not rows:
         return {}
@@ -377,14 +379,9 @@ def _pooled_diagnostics(per_seed: list[dict[str, float] | None]) -> dict[str, fl
     return {
         "anchor_auroc": float(sum(weighted) / pairs) if pairs else math.nan,
         "anchor_pairs": float(pairs),
-        "overprediction": _nanmean([d["overprediction"] for d in rows]),
-        "lambda_late": _nanmean([d["lambda_late"] for d in rows]),
+        "overprediction": nanmean([d["overprediction"] for d in rows]),
+        "lambda_late": nanmean([d["lambda_late"] for d in rows]),
     }
-
-
-def _nanmean(values: list[float]) -> float:
-    v = [x for x in values if math.isfinite(x)]
-    return float(np.mean(v)) if v else math.nan
 
 
 def _pct(s: dict[str, Any]) -> str:
@@ -560,7 +557,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.override = [
             "rollout.batch_tasks=2",
             "rollout.group_size=2",
-            "environment.kwargs.num_workers=1",
             "checkpoint.every=1",
             *args.override,
         ]

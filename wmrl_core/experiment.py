@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_core.config import load_config
-from wmrl_core.metrics import read_metrics
+from wmrl_core.metrics import nanmean, read_metrics
 from wmrl_core.trainer import train
 
 __all__ = [
@@ -245,9 +245,9 @@ def summarize(
             "speedup_vs_baseline": speed,
             "speedup_ci95": speed_ci,
             "speedup_seeds": f"{len(ratios)}/{len(reach)}",
-            "w_world_model_late": _nanmean(res.w_world_model),
-            "tied_share_late": _nanmean(res.tied_share),
-            "n_effective_late": _nanmean(res.n_effective),
+            "w_world_model_late": nanmean(res.w_world_model),
+            "tied_share_late": nanmean(res.tied_share),
+            "n_effective_late": nanmean(res.n_effective),
         }
     baseline_improved = rows[baseline]["gain_mean"] > 0
     paired = [
@@ -285,11 +285,6 @@ def paired_compute_ratios(
     ratios = [a / r if a and r else None for a, r in reach]
     mean, ci = mean_ci95([q for q in ratios if q is not None])
     return {"arm": arm, "reference": reference, "per_seed": ratios, "mean": mean, "ci95": ci}
-
-
-def _nanmean(values: Sequence[float]) -> float:
-    v = [x for x in values if x is not None and math.isfinite(x)]
-    return float(np.mean(v)) if v else math.nan
 
 
 def _seconds(x: float) -> str:

@@ -12,12 +12,22 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from wmrl_core.faults import atomic_write_text, disk_full_guard
 
-__all__ = ["MetricsWriter", "read_metrics"]
+__all__ = ["MetricsWriter", "nanmean", "read_metrics"]
+
+
+def nanmean(values: Iterable[float | None]) -> float:
+    """Mean of the finite values, skipping NaN, infinities and ``None`` (a metric ``read_metrics``
+    gives back as "no value"); NaN when none is left, never a warning."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
 
 
 def _clean(value: Any) -> Any:

@@ -26,6 +26,7 @@ from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import InverseVarianceFuser, cross_fitted_calibration
 from wmrl_core.grpo import LossAggregation, entropy_bonus, group_advantages, grpo_loss, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
+from wmrl_core.metrics import nanmean
 from wmrl_core.rectified import RectifiedFuser, rectified_loss, solution_keys
 from wmrl_core.types import Rollouts
 
@@ -124,11 +125,6 @@ class StepUpdate:
 
     record: dict[str, Any]
     anchor_pairs: dict[str, Any] | None
-
-
-def _nanmean(x: np.ndarray) -> float:
-    x = x[np.isfinite(x)]
-    return float(x.mean()) if x.size else math.nan
 
 
 def _tied_group_share(values: np.ndarray, group_ids: np.ndarray, rows: np.ndarray) -> float:
@@ -286,10 +282,10 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         raw_residual_var = float(np.var(debiaser.y_ - debiaser.x_))
     record = {
         "step": step,
-        "reward/real_mean": _nanmean(real_rewards),
-        "reward/world_model_mean": _nanmean(wm_rewards),
-        "reward/calibrated_mean": _nanmean(calibrated) if cfg.mode == "wmrl" else math.nan,
-        "reward/train_mean": _nanmean(rewards),
+        "reward/real_mean": nanmean(real_rewards),
+        "reward/world_model_mean": nanmean(wm_rewards),
+        "reward/calibrated_mean": nanmean(calibrated) if cfg.mode == "wmrl" else math.nan,
+        "reward/train_mean": nanmean(rewards),
         "debias/residual_var": residual_var,
         "debias/raw_residual_var": raw_residual_var,
         "debias/n_pairs": debiaser.n_pairs_,

@@ -34,11 +34,11 @@ from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, is_rewarded
 from wmrl_core.errors import ConfigError
 from wmrl_core.faults import StepFaults, atomic_write_text, raise_if_disk_full
 from wmrl_core.ledger import measured_cost_s
-from wmrl_core.metrics import MetricsWriter, read_metrics
+from wmrl_core.metrics import MetricsWriter, nanmean, read_metrics
 from wmrl_core.plots import plot_run
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.progress import TrainingProgress
-from wmrl_core.step import ScoredStep, TrainState, _nanmean, update_step
+from wmrl_core.step import ScoredStep, TrainState, update_step
 from wmrl_core.types import Outcome, Rollouts, Task, as_outcome
 
 __all__ = [
@@ -112,7 +112,7 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
     guard = StepFaults()  # an extractor that raises loses that reward, not the evaluation
     rewards = guard.rewards(c.reward, rollouts.tasks, outcomes)
     return {
-        "eval/reward": _nanmean(rewards),
+        "eval/reward": nanmean(rewards),
         "eval/reward_se": stratified_standard_error(rewards, [t.id for t in rollouts.tasks]),
         "eval/execution_s": time.perf_counter() - start,
         "eval/ok_fraction": float(np.mean([as_outcome(o).ok for o in outcomes])),
