@@ -359,6 +359,7 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "heldout": success(runs, "heldout"),
             "train_gain": gain(runs, "train"),
             "heldout_gain": gain(runs, "heldout"),
+            "train_minus_control": gain(runs, "train", "noise_control"),
             "heldout_minus_control": gain(runs, "heldout", "noise_control"),
             "ledger": {k: float(np.mean([r["ledger"][k] for r in runs])) for k in LEDGER_KEYS},
             "train_cpu_s": float(np.mean([r.get("train_cpu_s", 0.0) for r in runs])),
@@ -423,19 +424,21 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         "Anchors (the groups both simulated and scored by the world model): AUROC of the world model "
         "within a group (same init state, different noise: what GRPO ranks; pairs in brackets), its "
         "mean score minus the real success rate, and the fusion weight λ̂ over the second half. "
-        "Minus control: held-out success minus the `noise_control` arm's (same seed, pure-noise "
-        "scores), paired by seed: a gain counts only beyond it.",
+        "Minus control: success minus the `noise_control` arm's on the same split (same seed, "
+        "pure-noise scores), paired by seed: a gain counts only beyond it.",
         "",
-        "| arm | train init, after | gain | held-out init, after | gain | minus control | simulator s | world-model s "
+        "| arm | train init, after | gain | minus control | held-out init, after | gain | minus control "
+        "| simulator s | world-model s "
         "| policy s | training CPU s | simulated episodes | anchor AUROC within group | world model minus real "
         "| λ̂ late |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm, s in summary.items():
         ledger = s["ledger"]
         lines.append(
-            f"| {arm} | {_pct(s['train'])} | {_gain(s['train_gain'])} | {_pct(s['heldout'])} | "
-            f"{_gain(s['heldout_gain'])} | {_gain(s['heldout_minus_control'])} | {ledger['simulator_s']:.0f} [{ledger['simulator_wall_s']:.0f}] | "
+            f"| {arm} | {_pct(s['train'])} | {_gain(s['train_gain'])} | {_gain(s['train_minus_control'])} | "
+            f"{_pct(s['heldout'])} | {_gain(s['heldout_gain'])} | {_gain(s['heldout_minus_control'])} | "
+            f"{ledger['simulator_s']:.0f} [{ledger['simulator_wall_s']:.0f}] | "
             f"{ledger['world_model_s']:.1f} [{ledger['world_model_wall_s']:.1f}] | "
             f"{ledger['policy_s']:.1f} [{ledger['policy_wall_s']:.1f}] | {s['train_cpu_s']:.0f} | "
             f"{ledger['simulated_episodes']:.0f} | {_anchor_cells(s.get('anchors') or {})} |"

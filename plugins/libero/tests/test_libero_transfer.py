@@ -97,6 +97,10 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     assert set(arms["wmrl-imagination"]["anchors"]) == {"anchor_auroc", "anchor_pairs", "overprediction", "lambda_late"}
     assert arms["real"]["anchors"] == {} and "| anchor AUROC within group |" in table
     assert "| minus control |" in table and arms["real"]["heldout_minus_control"]["per_seed"] != []
+    assert arms["real"]["train_minus_control"]["per_seed"] != []
+    # one row per arm, as many cells as the header
+    header, *rows = [line for line in table.splitlines() if line.startswith("|") and not line.startswith("|---")]
+    assert len(rows) == len(arms) and {row.count("|") for row in rows} == {header.count("|")}
 
     # resumable: a second invocation trains and simulates nothing again
     start = time.perf_counter()
