@@ -20,7 +20,9 @@ policy (as in training) ``--rollouts`` times from each init state of the trainin
 (the ``base`` arm of the same seed) and after. Reported per arm: success with 95% intervals
 (Wilson for the pooled episodes, t over seeds), simulator / world-model / policy seconds from
 the training ledger (declared cost) and their wall time, and a plot of held-out success
-against simulator seconds. Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` to ``--docs``.
+against simulator seconds; then the analysis fixed before the last seed (:func:`analysis`): which
+arms learn beyond the noise control, and whether ``wmrl-imagination`` meets the compute floor.
+Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` to ``--docs``.
 
     python benchmarks/libero_transfer.py --base plugins/libero/checkpoints/small_vla_dagger_t0-9.pt \\
         --wm plugins/libero/checkpoints/libero_wm_t0-9.pt --seeds 0,1,2 --tasks 0-9 --out runs/libero_transfer
@@ -361,11 +363,83 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "heldout_gain": gain(runs, "heldout"),
             "train_minus_control": gain(runs, "train", "noise_control"),
             "heldout_minus_control": gain(runs, "heldout", "noise_control"),
+            "heldout_minus_real": gain(runs, "heldout", "real"),
             "ledger": {k: float(np.mean([r["ledger"][k] for r in runs])) for k in LEDGER_KEYS},
             "train_cpu_s": float(np.mean([r.get("train_cpu_s", 0.0) for r in runs])),
             "anchors": _pooled_diagnostics([r.get("anchors") for r in runs]),
         }
     return out
+
+
+LEARNING_ARMS = ("real", "world_model", "wmrl-imagination", "wmrl-progress")
+"""The trained arms the analysis judges (``noise_control`` is their control)."""
+
+
+def analysis(summary: dict[str, Any], min_seeds: int = 3, floor_ratio: float = 3.0) -> dict[str, Any]:
+    """The analysis fixed before the last seed was seen (README, LIBERO-Long).
+
+    Learning rule, per trained arm: with d_s = success_arm,s - success_control,s on the held-out
+    split (paired by seed s), the arm learns iff it has at least ``min_seeds`` seeds and the 95%
+    t-interval mean(d) ± t_{0.975, n-1} sd(d) / sqrt(n) lies above zero.
+
+    Compute floor (issue 14): ``wmrl-imagination`` reaches ``real``'s final success with
+    ``floor_ratio`` x less simulator compute. It is testable only where ``real`` learns (otherwise
+    both end at noise level and there is no gain to reach); it is met where, in addition, the
+    held-out difference wmrl-imagination - real (paired by seed) has an interval reaching zero or
+    above, and simulator_s(real) / simulator_s(wmrl-imagination) >= ``floor_ratio``.
+    """
+    arms: dict[str, Any] = {}
+    for arm in LEARNING_ARMS:
+        if arm not in summary:
+            continue
+        d = summary[arm]["heldout_minus_control"]
+        n = len(d["per_seed"])
+        if n < min_seeds:
+            verdict = f"too few seeds ({n} of {min_seeds})"
+        elif d["mean"] - d["ci95"] > 0:
+            verdict = "learns"
+        else:
+            verdict = "not shown to learn"
+        arms[arm] = {"minus_control": d, "seeds": n, "verdict": verdict}
+    floor: dict[str, Any] = {"verdict": "needs the real and wmrl-imagination arms"}
+    if "real" in summary and "wmrl-imagination" in summary:
+        sim_real = summary["real"]["ledger"]["simulator_s"]
+        sim_wmrl = summary["wmrl-imagination"]["ledger"]["simulator_s"]
+        ratio = sim_real / sim_wmrl if sim_wmrl > 0 else math.inf
+        d = summary["wmrl-imagination"]["heldout_minus_real"]
+        real_verdict = arms.get("real", {}).get("verdict", "")
+        if real_verdict.startswith("too few seeds"):
+            verdict = f"not testable yet: `real` has {real_verdict}"
+        elif real_verdict != "learns":
+            verdict = "not testable: `real` is not shown to learn, so there is no gain to reach"
+        elif d["mean"] + d["ci95"] >= 0 and ratio >= floor_ratio:
+            verdict = f"met: {ratio:.1f}x less simulator compute"
+        else:
+            verdict = "not met"
+        floor = {"simulator_ratio": ratio, "minus_real": d, "verdict": verdict}
+    return {"arms": arms, "floor": floor, "min_seeds": min_seeds, "floor_ratio": floor_ratio}
+
+
+def _analysis_lines(result: dict[str, Any]) -> list[str]:
+    def points(d: dict[str, Any]) -> str:
+        per_seed = ", ".join(f"{100 * x:+.1f}" for x in d["per_seed"])
+        return f"{_gain(d)} points (seeds: {per_seed})"
+
+    lines = [
+        f"## Analysis (fixed before the last seed: learns iff held-out minus control, paired by seed over "
+        f"at least {result['min_seeds']} seeds, has a 95% t-interval above zero)",
+        "",
+    ]
+    for arm, a in result["arms"].items():
+        lines.append(f"- `{arm}`: held-out minus control {points(a['minus_control'])}: **{a['verdict']}**.")
+    f = result["floor"]
+    if "minus_real" in f:
+        lines.append(
+            f"- Compute floor (`wmrl-imagination` reaches `real`'s final success with {result['floor_ratio']:.0f}x "
+            f"less simulator compute): {f['simulator_ratio']:.1f}x less simulator compute; held-out minus "
+            f"`real` {points(f['minus_real'])}: **{f['verdict']}**."
+        )
+    return lines
 
 
 def _pooled_diagnostics(per_seed: list[dict[str, float] | None]) -> dict[str, float]:
@@ -443,6 +517,9 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
             f"{ledger['policy_s']:.1f} [{ledger['policy_wall_s']:.1f}] | {s['train_cpu_s']:.0f} | "
             f"{ledger['simulated_episodes']:.0f} | {_anchor_cells(s.get('anchors') or {})} |"
         )
+    result = analysis(summary)
+    if result["arms"]:
+        lines += ["", *_analysis_lines(result)]
     return "\n".join(lines) + "\n"
 
 
@@ -634,7 +711,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     docs = Path(args.docs)
     docs.mkdir(parents=True, exist_ok=True)
-    (docs / f"{args.name}.json").write_text(json.dumps({"meta": meta, "arms": summary}, indent=2) + "\n")
+    report = {"meta": meta, "arms": summary, "analysis": analysis(summary)}
+    (docs / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
     (docs / f"{args.name}.md").write_text(markdown(summary, meta))
     plot(summary, docs / f"{args.name}.png", f"LIBERO-Long transfer{' (' + args.label + ')' if args.label else ''}")
     print((docs / f"{args.name}.md").read_text())

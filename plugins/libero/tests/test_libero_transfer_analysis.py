@@ -1,0 +1,90 @@
+"""The transfer report's analysis: the learning rule and the compute floor fixed before the last
+seed (README, LIBERO-Long), applied to made-up per-seed evaluations (pure; no simulator)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("libero_transfer", ROOT / "benchmarks" / "libero_transfer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _results(bench, heldout: dict[str, list[int]], simulator_s: dict[str, float]) -> dict:
+    """Per arm, one run per seed with ``heldout[arm][seed]`` successes of 200 held-out episodes."""
+    results = {}
+    for arm, successes in heldout.items():
+        ledger = dict.fromkeys(bench.LEDGER_KEYS, 0.0) | {"simulator_s": simulator_s.get(arm, 0.0)}
+        results[arm] = [
+            {
+                "seed": seed,
+                "eval": {
+                    "train": {"successes": 100, "episodes": 200},
+                    "heldout": {"successes": k, "episodes": 200},
+                },
+                "ledger": ledger,
+                "train_cpu_s": 1.0,
+                "anchors": None,
+            }
+            for seed, k in enumerate(successes)
+        ]
+    return results
+
+
+SIM = {"real": 3328.0, "wmrl-imagination": 832.0}
+
+
+def test_an_arm_learns_only_when_its_paired_interval_over_the_control_is_above_zero(bench):
+    heldout = {
+        "base": [100, 100, 100],
+        "noise_control": [100, 104, 98],
+        "real": [130, 136, 126],  # +15, +16, +14 points over the control: learns
+        "world_model": [110, 96, 101],  # +5, -4, +1.5: the interval spans zero
+        "wmrl-imagination": [128, 134, 130],
+    }
+    result = bench.analysis(bench.summarize(_results(bench, heldout, SIM)))
+    assert result["arms"]["real"]["verdict"] == "learns"
+    assert result["arms"]["world_model"]["verdict"] == "not shown to learn"
+    assert result["arms"]["real"]["minus_control"]["per_seed"] == pytest.approx([0.15, 0.16, 0.14])
+    assert "noise_control" not in result["arms"] and "base" not in result["arms"]
+    # real learns, wmrl-imagination is within its interval of real at a quarter of the simulator seconds
+    floor = result["floor"]
+    assert floor["simulator_ratio"] == pytest.approx(4.0)
+    assert floor["verdict"].startswith("met: 4.0x")
+
+
+def test_the_floor_is_not_testable_when_real_does_not_learn_and_not_met_when_wmrl_falls_short(bench):
+    flat = {"base": [100] * 3, "noise_control": [100, 104, 98], "real": [101, 99, 104], "wmrl-imagination": [130] * 3}
+    result = bench.analysis(bench.summarize(_results(bench, flat, SIM)))
+    assert result["arms"]["real"]["verdict"] == "not shown to learn"
+    assert result["floor"]["verdict"].startswith("not testable: `real` is not shown to learn")
+    # real learns; wmrl-imagination ends clearly below it
+    short = {"base": [100] * 3, "noise_control": [100] * 3, "real": [130, 131, 129], "wmrl-imagination": [100, 101, 99]}
+    assert bench.analysis(bench.summarize(_results(bench, short, SIM)))["floor"]["verdict"] == "not met"
+    # as close as can be, but with only 1.5x less simulation
+    close = dict(short, **{"wmrl-imagination": [130, 131, 129]})
+    cheap = {"real": 3328.0, "wmrl-imagination": 2200.0}
+    assert bench.analysis(bench.summarize(_results(bench, close, cheap)))["floor"]["verdict"] == "not met"
+
+
+def test_two_seeds_are_too_few_and_the_report_says_so_outside_its_table(bench):
+    two = {"base": [100, 100], "noise_control": [100, 100], "real": [150, 150], "wmrl-imagination": [150, 150]}
+    summary = bench.summarize(_results(bench, two, SIM))
+    result = bench.analysis(summary)
+    assert result["arms"]["real"]["verdict"] == "too few seeds (2 of 3)"
+    assert result["floor"]["verdict"] == "not testable yet: `real` has too few seeds (2 of 3)"
+    meta = dict(label="", note="", machine="m", command="c", tasks=[0], train_init=[0], heldout_init=[40])
+    meta |= dict(rollouts=2, seeds=[0, 1], steps=12, report_only=True)
+    text = bench.markdown(summary, meta)
+    section = text.split("## Analysis", 1)[1]
+    assert "`real`: held-out minus control +25.0 ± 0.0 points (seeds: +25.0, +25.0)" in section
+    assert "**too few seeds (2 of 3)**" in section
+    # the README splices the report's table rows (lines starting with "|"): the analysis has none
+    assert not any(line.startswith("|") for line in section.splitlines())
