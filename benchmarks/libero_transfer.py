@@ -117,7 +117,9 @@ def anchor_diagnostics(run_dir: Path, group_size: int) -> dict[str, float]:
     * ``anchor_auroc``: P(world-model score of a success > that of a failure of the *same group*)
       (same init state, different noise draws: the ranking GRPO uses; ties 1/2), and its pairs;
     * ``overprediction``: mean world-model score minus mean real success on the anchors;
-    * ``lambda_late``: mean fusion weight (``fusion/lambda``) over the second half of training.
+    * ``lambda_late``: mean fusion weight (``fusion/lambda``) over the second half of training;
+    * ``mixed_groups``: share of anchor groups with both a success and a failure (the others give
+      GRPO no advantage whatever the world model says), of ``anchor_groups``.
 
     NaN where the arm has no anchors (``real``, ``world_model``) or no group with both outcomes."""
     from wmrl_libero.world_models.quality import within_task_auroc
@@ -134,6 +136,9 @@ def anchor_diagnostics(run_dir: Path, group_size: int) -> dict[str, float]:
             scores.append(float(w))
             real.append(float(y))
     auroc, pairs = within_task_auroc(keys, labels, scores) if keys else (math.nan, 0)
+    outcomes: dict[tuple[int, int], set[bool]] = {}
+    for key, label in zip(keys, labels):
+        outcomes.setdefault(key, set()).add(label)
     records = [r for r in read_metrics(run_dir) if r["step"] > 0] if (run_dir / "metrics.jsonl").exists() else []
     late = [r["fusion/lambda"] for r in records[len(records) // 2 :] if r.get("fusion/lambda") is not None]
     return {
@@ -141,7 +146,25 @@ def anchor_diagnostics(run_dir: Path, group_size: int) -> dict[str, float]:
         "anchor_pairs": float(pairs),
         "overprediction": float(np.mean(scores) - np.mean(real)) if keys else math.nan,
         "lambda_late": float(np.mean(late)) if late else math.nan,
+        "mixed_groups": float(np.mean([len(o) == 2 for o in outcomes.values()])) if outcomes else math.nan,
+        "anchor_groups": float(len(outcomes)),
     }
+
+
+def score_trend(run_dir: Path) -> dict[str, float]:
+    """Mean world-model score of the training rollouts (``reward/world_model_mean``) over the first
+    and the second half of training: a world model being exploited scores the policy ever higher
+    while its real success stays put. Empty where the arm has no world-model scores."""
+    from wmrl_core.metrics import read_metrics
+
+    if not (run_dir / "metrics.jsonl").exists():
+        return {}
+    scores = [r["reward/world_model_mean"] for r in read_metrics(run_dir) if r["step"] > 0]
+    scores = [x for x in scores if x is not None]
+    if len(scores) < 2:
+        return {}
+    half = len(scores) // 2
+    return {"first_half": float(np.mean(scores[:half])), "second_half": float(np.mean(scores[half:]))}
 
 
 ARCHIVED_FILES = (
@@ -323,6 +346,7 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     from wmrl_libero.stats import wilson_interval
 
     from wmrl_core.experiment import mean_ci95
+    from wmrl_core.metrics import nanmean
 
     def success(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
         k = sum(r["eval"][split]["successes"] for r in runs)
@@ -367,12 +391,21 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "ledger": {k: float(np.mean([r["ledger"][k] for r in runs])) for k in LEDGER_KEYS},
             "train_cpu_s": float(np.mean([r.get("train_cpu_s", 0.0) for r in runs])),
             "anchors": _pooled_diagnostics([r.get("anchors") for r in runs]),
+            "score_trend": {
+                half: nanmean([r["score_trend"][half] for r in runs if r.get("score_trend")])
+                for half in ("first_half", "second_half")
+            }
+            if any(r.get("score_trend") for r in runs)
+            else {},
         }
     return out
 
 
 LEARNING_ARMS = ("real", "world_model", "wmrl-imagination", "wmrl-progress")
 """The trained arms the analysis judges (``noise_control`` is their control)."""
+
+IMAGINING_ARMS = ("wmrl-imagination", "world_model", "noise_control")
+"""The arms whose training rollouts are scored in imagination (the control's scores are noise)."""
 
 
 def analysis(summary: dict[str, Any], min_seeds: int = 3, floor_ratio: float = 3.0) -> dict[str, Any]:
@@ -417,6 +450,12 @@ def analysis(summary: dict[str, Any], min_seeds: int = 3, floor_ratio: float = 3
         else:
             verdict = "not met"
         floor = {"simulator_ratio": ratio, "minus_real": d, "verdict": verdict}
+        # what can limit it (issue 14): the world model's error on the policy it scores, group
+        # variance (groups of one outcome carry no advantage), exploitation (a rising imagined score)
+        floor["limits"] = {
+            "anchors": summary["wmrl-imagination"].get("anchors") or {},
+            "score_trend": {arm: summary[arm].get("score_trend") or {} for arm in IMAGINING_ARMS if arm in summary},
+        }
     return {"arms": arms, "floor": floor, "min_seeds": min_seeds, "floor_ratio": floor_ratio}
 
 
@@ -439,11 +478,29 @@ def _analysis_lines(result: dict[str, Any]) -> list[str]:
             f"less simulator compute): {f['simulator_ratio']:.1f}x less simulator compute; held-out minus "
             f"`real` {points(f['minus_real'])}: **{f['verdict']}**."
         )
+        a = f["limits"]["anchors"]
+        if a:
+            lines.append(
+                f"- `wmrl-imagination`'s world model on its anchors: within-group AUROC {a['anchor_auroc']:.2f} "
+                f"({a['anchor_pairs']:.0f} pairs), mean score minus real success {a['overprediction']:+.2f}, "
+                f"λ̂ late {a['lambda_late']:.2f}; anchor groups with both outcomes {100 * a['mixed_groups']:.0f}% "
+                f"of {a['anchor_groups']:.0f}."
+            )
+        trends = [
+            f"`{arm}` {t['first_half']:.2f} → {t['second_half']:.2f}"
+            for arm, t in f["limits"]["score_trend"].items()
+            if t
+        ]
+        if trends:
+            lines.append(
+                "- Mean world-model score of the training rollouts, first half → second half of training "
+                "(exploitation would raise it; the control's scores are noise): " + ", ".join(trends) + "."
+            )
     return lines
 
 
 def _pooled_diagnostics(per_seed: list[dict[str, float] | None]) -> dict[str, float]:
-    """Anchor diagnostics over seeds: AUROC weighted by pairs, the others averaged."""
+    """Anchor diagnostics over seeds: AUROC weighted by pairs, mixed groups by groups, the others averaged."""
     from wmrl_core.metrics import nanmean
 
     rows = [d for d in per_seed if d]
@@ -451,7 +508,11 @@ def _pooled_diagnostics(per_seed: list[dict[str, float] | None]) -> dict[str, fl
         return {}
     pairs = sum(d["anchor_pairs"] for d in rows)
     weighted = [d["anchor_auroc"] * d["anchor_pairs"] for d in rows if d["anchor_pairs"]]
+    groups = sum(d["anchor_groups"] for d in rows)
+    mixed = [d["mixed_groups"] * d["anchor_groups"] for d in rows if d["anchor_groups"]]
     return {
+        "mixed_groups": float(sum(mixed) / groups) if groups else math.nan,
+        "anchor_groups": float(groups),
         "anchor_auroc": float(sum(weighted) / pairs) if pairs else math.nan,
         "anchor_pairs": float(pairs),
         "overprediction": nanmean([d["overprediction"] for d in rows]),
@@ -679,12 +740,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 evaluation = evaluate_arm(args, env, arm, seed, run_dir)
                 if archive is not None:
                     archive_run(run_dir, archive / run_dir.name)
-                anchors = None
+                anchors, trend = None, score_trend(run_dir) if ARMS[arm] is not None else {}
                 if ARMS[arm] is not None and "mode=wmrl" in ARMS[arm]:
                     group_size = int(_config(args, arm, seed, run_dir).rollout.group_size)
                     anchors = anchor_diagnostics(run_dir, group_size)
                 results[arm].append(
-                    {"seed": seed, "eval": evaluation, "ledger": ledger, "train_cpu_s": cpu, "anchors": anchors}
+                    {
+                        "seed": seed,
+                        "eval": evaluation,
+                        "ledger": ledger,
+                        "train_cpu_s": cpu,
+                        "anchors": anchors,
+                        "score_trend": trend,
+                    }
                 )
                 print(f"seed {seed} {arm}: {json.dumps(evaluation)} ledger {json.dumps(ledger)}", flush=True)
     finally:

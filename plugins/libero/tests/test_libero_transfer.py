@@ -94,7 +94,14 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     table = (tmp_path / "docs" / "transfer.md").read_text()
     assert "# LIBERO-Long transfer (CI)" in table  # the label is said in the title
     # the WMRL arms report what the world model was worth on their anchors; the others do not
-    assert set(arms["wmrl-imagination"]["anchors"]) == {"anchor_auroc", "anchor_pairs", "overprediction", "lambda_late"}
+    assert set(arms["wmrl-imagination"]["anchors"]) == {
+        *("anchor_auroc", "anchor_pairs", "overprediction", "lambda_late", "mixed_groups", "anchor_groups")
+    }
+    # the arms scored by a world model report its score over training (exploitation would raise it)
+    assert (
+        set(arms["world_model"]["score_trend"]) == {"first_half", "second_half"} and arms["real"]["score_trend"] == {}
+    )
+    assert "## Analysis" in table and "`wmrl-imagination`'s world model on its anchors" in table
     assert arms["real"]["anchors"] == {} and "| anchor AUROC within group |" in table
     assert "| minus control |" in table and arms["real"]["heldout_minus_control"]["per_seed"] != []
     assert arms["real"]["train_minus_control"]["per_seed"] != []
@@ -126,6 +133,11 @@ def test_anchor_diagnostics_rank_within_groups_only(tmp_path):
     assert d["anchor_auroc"] == 0.5 and d["anchor_pairs"] == 2
     assert d["overprediction"] == pytest.approx(0.75 - 0.5)
     assert d["lambda_late"] == pytest.approx(0.6)  # the second half of the 2 training steps
+    assert d["mixed_groups"] == 1.0 and d["anchor_groups"] == 2
+    # a third group of one outcome: no advantage for GRPO whatever the world model says
+    rows.append({"step": 2, "world_model": [0.9, 0.1], "real": [1.0, 1.0]})
+    (tmp_path / "anchor_pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert bench.anchor_diagnostics(tmp_path, group_size=2)["mixed_groups"] == pytest.approx(2 / 3)
     # an arm without anchors
     empty = tmp_path / "none"
     empty.mkdir()

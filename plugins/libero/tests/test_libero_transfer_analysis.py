@@ -88,3 +88,14 @@ def test_two_seeds_are_too_few_and_the_report_says_so_outside_its_table(bench):
     assert "**too few seeds (2 of 3)**" in section
     # the README splices the report's table rows (lines starting with "|"): the analysis has none
     assert not any(line.startswith("|") for line in section.splitlines())
+
+
+def test_the_score_trend_compares_the_two_halves_of_training(bench, tmp_path):
+    import json
+
+    rows = [{"step": 0, "reward/world_model_mean": None}]
+    rows += [{"step": i, "reward/world_model_mean": x} for i, x in enumerate([0.2, 0.4, 0.6, 0.8, 0.9], start=1)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert bench.score_trend(tmp_path) == pytest.approx({"first_half": 0.3, "second_half": (0.6 + 0.8 + 0.9) / 3})
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/world_model_mean": None}) + "\n")
+    assert bench.score_trend(tmp_path) == {}  # an arm without world-model scores (real)
