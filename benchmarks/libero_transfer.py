@@ -22,7 +22,8 @@ policy (as in training) ``--rollouts`` times from each init state of the trainin
 the training ledger (declared cost) and their wall time, and a plot of held-out success
 against simulator seconds; then the analysis fixed before the last seed (:func:`analysis`): which
 arms learn beyond the noise control, and whether ``wmrl-imagination`` meets the compute floor.
-Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` to ``--docs``.
+Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` (success against simulator seconds) and
+``<name>_minus_control.png`` (each arm minus the control, per seed) to ``--docs``.
 
     python benchmarks/libero_transfer.py --base plugins/libero/checkpoints/small_vla_dagger_t0-9.pt \\
         --wm plugins/libero/checkpoints/libero_wm_t0-9.pt --seeds 0,1,2 --tasks 0-9 --out runs/libero_transfer
@@ -631,6 +632,44 @@ def plot(summary: dict[str, Any], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def plot_minus_control(summary: dict[str, Any], path: Path, title: str) -> None:
+    """Per trained arm and split: each seed's success minus the control's (dots) and their mean with
+    its 95% t-interval (bar), in points: the analysis's rule, drawn (an arm learns where the held-out
+    bar clears zero)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = [arm for arm in LEARNING_ARMS if arm in summary]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for j, (split, colour) in enumerate((("heldout", "tab:blue"), ("train", "tab:grey"))):
+        for i, arm in enumerate(arms):
+            d = summary[arm][f"{split}_minus_control"]
+            if not d["per_seed"]:
+                continue
+            x = i + (j - 0.5) * 0.3
+            ax.plot([x] * len(d["per_seed"]), [100 * v for v in d["per_seed"]], ".", color=colour, alpha=0.6)
+            ax.errorbar(
+                x,
+                100 * d["mean"],
+                yerr=100 * d["ci95"],
+                fmt="_",
+                ms=14,
+                color=colour,
+                capsize=4,
+                label=("held-out init" if split == "heldout" else "training init") if i == 0 else None,
+            )
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(arms)), arms, fontsize=8)
+    ax.set_ylabel("success minus noise control, points")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _without_note(argv: list[str]) -> list[str]:
     """The command line without ``--note TEXT`` (the note is printed above it)."""
     out, skip = [], False
@@ -782,7 +821,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = {"meta": meta, "arms": summary, "analysis": analysis(summary)}
     (docs / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
     (docs / f"{args.name}.md").write_text(markdown(summary, meta))
-    plot(summary, docs / f"{args.name}.png", f"LIBERO-Long transfer{' (' + args.label + ')' if args.label else ''}")
+    title = f"LIBERO-Long transfer{' (' + args.label + ')' if args.label else ''}"
+    plot(summary, docs / f"{args.name}.png", title)
+    if "noise_control" in summary:
+        plot_minus_control(summary, docs / f"{args.name}_minus_control.png", f"{title}: per seed, 95% t over seeds")
     print((docs / f"{args.name}.md").read_text())
     return summary
 

@@ -91,6 +91,7 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "runs" / "wmrl-progress-seed0" / "metrics.jsonl").open()]
     assert all(r["reward/world_model_mean"] is not None for r in records if r["step"] > 0)
     assert (tmp_path / "docs" / "transfer.png").stat().st_size > 0
+    assert (tmp_path / "docs" / "transfer_minus_control.png").stat().st_size > 0
     table = (tmp_path / "docs" / "transfer.md").read_text()
     assert "# LIBERO-Long transfer (CI)" in table  # the label is said in the title
     # the WMRL arms report what the world model was worth on their anchors; the others do not
