@@ -116,30 +116,3 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((tmp_path / "docs" / "transfer.json").read_text())["arms"] == arms
     assert time.perf_counter() - start < first_s
-
-
-def test_anchor_diagnostics_rank_within_groups_only(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("libero_transfer", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    # step 1: two groups of 2. Group 0 ranks its success above its failure (a win); group 1 ranks
-    # it below (a loss), though pooled over both groups every success scores above 0.5
-    rows = [{"step": 1, "world_model": [0.9, 0.8, 0.6, 0.7], "real": [1.0, 0.0, 1.0, 0.0]}]
-    (tmp_path / "anchor_pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    metrics = [{"step": 0}, {"step": 1, "fusion/lambda": 0.2}, {"step": 2, "fusion/lambda": 0.6}]
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
-    d = bench.anchor_diagnostics(tmp_path, group_size=2)
-    assert d["anchor_auroc"] == 0.5 and d["anchor_pairs"] == 2
-    assert d["overprediction"] == pytest.approx(0.75 - 0.5)
-    assert d["lambda_late"] == pytest.approx(0.6)  # the second half of the 2 training steps
-    assert d["mixed_groups"] == 1.0 and d["anchor_groups"] == 2
-    # a third group of one outcome: no advantage for GRPO whatever the world model says
-    rows.append({"step": 2, "world_model": [0.9, 0.1], "real": [1.0, 1.0]})
-    (tmp_path / "anchor_pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert bench.anchor_diagnostics(tmp_path, group_size=2)["mixed_groups"] == pytest.approx(2 / 3)
-    # an arm without anchors
-    empty = tmp_path / "none"
-    empty.mkdir()
-    assert np.isnan(bench.anchor_diagnostics(empty, group_size=2)["anchor_auroc"])
