@@ -100,7 +100,8 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     }
     # the arms scored by a world model report its score over training (exploitation would raise it)
     assert (
-        set(arms["world_model"]["score_trend"]) == {"first_half", "second_half"} and arms["real"]["score_trend"] == {}
+        set(arms["world_model"]["score_trend"]) == {"first_half", "second_half", "per_seed"}
+        and arms["real"]["score_trend"] == {}
     )
     assert "## Analysis" in table and "`wmrl-imagination`'s world model on its anchors" in table
     assert arms["real"]["anchors"] == {} and "| anchor AUROC within group |" in table

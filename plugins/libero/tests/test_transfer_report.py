@@ -3,6 +3,7 @@ diagnostics of one run, and the learning rule and compute floor fixed before the
 LIBERO-Long). Pure; no simulator."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -76,7 +77,7 @@ def test_two_seeds_are_too_few_and_the_report_says_so_outside_its_table():
     meta |= dict(rollouts=2, seeds=[0, 1], steps=12, report_only=True)
     text = report.markdown(summary, meta)
     section = text.split("## Analysis", 1)[1]
-    assert "`real`: held-out minus control +25.0 ± 0.0 points (seeds: +25.0, +25.0)" in section
+    assert "`real`: held-out minus control +25.0 ± 0.0 points (seeds: +25.0, +25.0; evaluation noise ±6.5)" in section
     assert "**too few seeds (2 of 3)**" in section
     # the README splices the report's table rows (lines starting with "|"): the analysis has none
     assert not any(line.startswith("|") for line in section.splitlines())
@@ -111,3 +112,35 @@ def test_anchor_diagnostics_rank_within_groups_only(tmp_path):
     empty = tmp_path / "none"
     empty.mkdir()
     assert np.isnan(report.anchor_diagnostics(empty, group_size=2)["anchor_auroc"])
+
+
+def test_equal_differences_within_the_evaluations_noise_do_not_count_as_learning():
+    # one episode of 200 over the control in every seed: a zero-width t-interval above zero, but the
+    # evaluation alone moves a three-seed mean difference by about ±5.6 points at these rates
+    heldout = {"base": [110] * 3, "noise_control": [110, 112, 109], "world_model": [111, 113, 110]}
+    result = report.analysis(report.summarize(_results(heldout, SIM)))
+    d = result["arms"]["world_model"]["minus_control"]
+    assert d["ci95"] == pytest.approx(0.0, abs=1e-12) and d["mean"] == pytest.approx(0.005)
+    p = np.array([110, 112, 109, 111, 113, 110]) / 200
+    assert d["evaluation_noise95"] == pytest.approx(1.96 * np.sqrt(np.sum(p * (1 - p) / 200)) / 3)
+    assert d["evaluation_noise95"] == pytest.approx(0.0566, abs=5e-4)
+    assert result["arms"]["world_model"]["verdict"].startswith("not shown to learn (its t-interval is above zero")
+    assert math.isnan(report.evaluation_noise95([]))  # no pairs, no noise figure
+
+
+def test_the_exploitation_gap_pairs_the_two_imagining_arms_by_seed_and_half():
+    # the score swings with the tasks a seed draws (seed 1 rises in both arms); only world_model's
+    # excess over wmrl-imagination at the same steps counts, and here it opens in the second half
+    heldout = {"base": [100] * 2, "world_model": [100] * 2, "wmrl-imagination": [100] * 2, "real": [100] * 2}
+    results = _results(heldout, SIM)
+    trends = {"world_model": [(0.30, 0.25), (0.40, 0.60)], "wmrl-imagination": [(0.30, 0.15), (0.40, 0.50)]}
+    for arm, halves in trends.items():
+        for run, (first, second) in zip(results[arm], halves):
+            run["score_trend"] = {"first_half": first, "second_half": second}
+    summary = report.summarize(results)
+    assert summary["world_model"]["score_trend"]["per_seed"][1] == {"seed": 1, "first_half": 0.40, "second_half": 0.60}
+    gap = report.exploitation_gap(summary)
+    assert gap["first_half"] == pytest.approx(0.0) and gap["second_half"] == pytest.approx(0.10)
+    assert [g["seed"] for g in gap["per_seed"]] == [0, 1]
+    assert report.analysis(summary)["floor"]["limits"]["exploitation_gap"] == gap
+    assert report.exploitation_gap(report.summarize(_results({"real": [100]}, SIM))) == {}  # no scores, no gap
