@@ -106,7 +106,7 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     def success(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
         k = sum(r["eval"][split]["successes"] for r in runs)
         n = sum(r["eval"][split]["episodes"] for r in runs)
-        per_seed = [r["eval"][split]["successes"] / max(r["eval"][split]["episodes"], 1) for r in runs]
+        per_seed = [_rate(r["eval"][split]) for r in runs]
         mean, half = mean_ci95(per_seed)
         return {
             "successes": k,
