@@ -22,9 +22,9 @@ def test_yaml_and_overrides_merge(synthetic_config):
         ("anchors.fraction=2", "anchors.fraction"),
         ("rollout.group_size=1", "group_size"),
         ("grpo.loss_aggregation=sum", "loss_aggregation"),
-        ("denoise.method=average", "denoise.method"),
-        ("denoise.lambda_window=1", "lambda_window"),
-        ("debias.calibrator=spline", "debias.calibrator"),
+        ("fusion.method=average", "fusion.method"),
+        ("fusion.lambda_window=1", "lambda_window"),
+        ("calibration.calibrator=spline", "calibration.calibrator"),
         ("eval.max_tasks=0", "eval.max_tasks"),
     ],
 )
@@ -54,7 +54,7 @@ def test_rectified_fusion_needs_an_anchor_group_every_step():
             "world_model.name=x",
             "anchors.min_groups=0",
             "anchors.fraction=0.01",
-            "denoise.method=inverse_variance",
+            "fusion.method=inverse_variance",
         ],
     )
-    assert cfg.denoise.method == "inverse_variance"
+    assert cfg.fusion.method == "inverse_variance"

@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from wmrl_core.grpo import grpo_loss
-from wmrl_core.rectified import (
+from wmrl_core.fusion.rectified import (
     RectifiedFuser,
     effective_real_samples,
     power_tuned_lambda,
@@ -14,6 +13,7 @@ from wmrl_core.rectified import (
     solution_moments,
     variance_ratio,
 )
+from wmrl_core.grpo import grpo_loss
 
 
 def test_power_tuned_lambda_hand_computed_and_clipped():
@@ -84,7 +84,7 @@ def test_rectified_loss_gradient_is_the_hand_computed_per_rollout_combination():
 
 
 def test_fuser_window_counts_informative_groups_and_roundtrips():
-    f = RectifiedFuser(window=2)
+    f = RectifiedFuser(window=2, level=None)  # the plain James-Stein factor: the arithmetic by hand
     assert f.lam() == 0.0 and f.effective_samples(16, 0.1) == 16
     # step 1, two groups: (r_g, c_g) = (2, 2) and (4, 8): slope 6/10, Var = 2/1 * (0.8^2 + 0.8^2) / 10^2
     f.update(np.array([1.0, -1.0, 1.0, -1.0]), np.array([1.0, -1.0, 2.0, -2.0]), groups=np.array([0, 0, 1, 1]))
@@ -98,7 +98,7 @@ def test_fuser_window_counts_informative_groups_and_roundtrips():
     # (4, 8) and (-2, 2): slope 2/10, Var = 2 * (2.4^2 + 2.4^2) / 100 > 0.2^2: shrunk to 0
     assert f.slope() == pytest.approx((0.2, 0.2304))
     assert f.lam() == 0.0 and f.moments()[3] == 6
-    g = RectifiedFuser()
+    g = RectifiedFuser(level=None)
     g.load_state_dict(f.state_dict())
     assert g.slope() == f.slope() and g.window == 2
     old = RectifiedFuser()  # a checkpoint from before: a window of per-step sums
@@ -179,6 +179,25 @@ def test_slope_variance_and_shrunk_lambda_hand_computed():
     assert shrunk_lambda(2.0, 0.04) == 1.0 and shrunk_lambda(-0.6, 0.01) == 0.0  # clipped
     assert shrunk_lambda(0.5, float("nan")) == 0.0 and shrunk_lambda(0.5, float("inf")) == 0.0
     assert shrunk_lambda(0.0, 0.1) == 0.0
+
+
+def test_the_significance_level_scales_the_variance_by_the_t_critical_value():
+    """q = t_{m-1}(0.975): 12.706 for 2 groups, 2.086 for 21. lambda_hat = 0.5, Var = 0.01 (t = 5)."""
+    assert shrunk_lambda(0.5, 0.01, n_groups=2, level=0.975) == 0.0  # 1 - 161.4 * 0.04 < 0
+    q = 2.0859634
+    assert shrunk_lambda(0.5, 0.01, n_groups=21, level=0.975) == pytest.approx(0.5 * (1 - q**2 * 0.04), rel=1e-6)
+    assert shrunk_lambda(0.5, 0.01, n_groups=1, level=0.975) == 0.0  # one group: no evidence of its noise
+    assert shrunk_lambda(0.5, 0.01, n_groups=21, level=None) == pytest.approx(0.5 * (1 - 0.04))
+    with pytest.raises(ValueError, match="level"):
+        shrunk_lambda(0.5, 0.01, n_groups=5, level=1.0)
+    # the fuser's window: three groups with slope 1 and Var 1/75 (t = 8.7 with 2 df, q = 4.303)
+    f = RectifiedFuser(window=5)
+    for r_g, c_g in ((1.8, 2.0), (2.2, 2.0), (2.0, 2.0)):
+        f.update(np.array([r_g / 2, -r_g / 2]), np.array([1.0, -1.0]) * np.sqrt(c_g / 2), groups=np.zeros(2))
+    lam_hat, var = f.slope()
+    assert f.informative_groups() == 3 and lam_hat == pytest.approx(1.0)
+    assert var == pytest.approx(3 / 2 * (0.2**2 + 0.2**2) / 36)
+    assert f.lam() == pytest.approx(1 - 4.3026527**2 * var, rel=1e-6)
 
 
 def test_an_independent_world_model_gets_lambda_near_zero_once_the_policy_repeats_itself():

@@ -42,10 +42,10 @@ def rollouts() -> Rollouts:
     )
 
 
-def config(mode: str, **denoise) -> TrainConfig:
+def config(mode: str, **fusion) -> TrainConfig:
     cfg = TrainConfig(mode=mode)
-    for key, value in denoise.items():
-        setattr(cfg.denoise, key, value)
+    for key, value in fusion.items():
+        setattr(cfg.fusion, key, value)
     return cfg
 
 
@@ -56,7 +56,7 @@ def test_rectified_step_hand_computed():
     L = L(anchors; real) + 0.5 [L(all; cal) - L(anchors; cal)] = -T + 0.5 (0 - (-T)) = -T/2."""
     cfg, policy = config("wmrl", method="rectified"), TwoArmPolicy()
     state = TrainState.create(cfg, policy)
-    state.rectified.update(np.array([1.0, -1.0]), np.array([2.0, -2.0]))
+    state.fuser.update(np.array([1.0, -1.0]), np.array([2.0, -2.0]))
     scored = ScoredStep(
         rollouts(),
         anchor_groups=np.array([True, False]),
@@ -76,8 +76,8 @@ def test_rectified_step_hand_computed():
     assert r["debias/n_pairs"] == 2 and r["anchors/groups"] == 1
     # this step's anchors joined the calibration and the lambda window only after being used
     assert update.anchor_pairs == {"step": 1, "world_model": [0.8, 0.2], "calibrated": [0.8, 0.2], "real": [1.0, 0.0]}
-    assert state.rectified.slope()[0] == pytest.approx((4 + 2) / (8 + 2), rel=1e-4)
-    assert 0 < state.rectified.lam() <= state.rectified.slope()[0]  # shrunk towards 0 by its noise
+    assert state.fuser.slope()[0] == pytest.approx((4 + 2) / (8 + 2), rel=1e-4)
+    assert 0 < state.fuser.lam() <= state.fuser.slope()[0]  # shrunk towards 0 by its noise
     # the net gradient favours arm 0 (real rewards say so); Adam's first step moves each logit by ~lr
     theta = policy.theta.detach()
     assert theta[0] == pytest.approx(0.2 + cfg.grpo.lr, rel=1e-3)
@@ -119,7 +119,7 @@ def test_opposite_rewards_move_the_policy_the_other_way():
 
     r = update_step(policy, cfg, state, scored, step=1).record
 
-    # 2 anchor pairs < denoise.min_pairs = 4: rho^2 is taken as 0, so only the anchors count
+    # 2 anchor pairs < fusion.min_pairs = 4: rho^2 is taken as 0, so only the anchors count
     assert (r["fusion/rho2"], r["fusion/w_real"]) == (0.0, pytest.approx(1.0))
     assert r["loss"] == pytest.approx(T * EPS_FACTOR, rel=1e-4)
     assert policy.theta.detach()[0] < 0.2 and policy.theta.detach()[1] > 0.0

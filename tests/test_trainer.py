@@ -85,8 +85,8 @@ def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, meth
         "eval.every=2",
         "logging.progress=false",
         "logging.tensorboard=false",
-        f"denoise.method={method}",
-        "denoise.lambda_window=3",
+        f"fusion.method={method}",
+        "fusion.lambda_window=3",
     ]  # the lambda window fills before the crash
     train(load_config(synthetic_config, [f"run_dir={full}", "steps=10", *common]))
     part = tmp_path / "part"
@@ -193,7 +193,8 @@ def test_lambda_follows_the_world_models_usefulness(synthetic_config, tmp_path, 
 
 
 def test_diagnostics_hand_computed():
-    from wmrl_core.step import _tied_group_share, _within_group_error
+    from wmrl_core.fusion.engine import tied_group_share as _tied_group_share
+    from wmrl_core.fusion.engine import within_group_error as _within_group_error
 
     values = np.array([0.5, 0.5, 0.1, 0.2, 0.3, 0.3, np.nan, 1.0])
     groups = np.array([0, 0, 1, 1, 2, 2, 3, 3])

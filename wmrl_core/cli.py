@@ -116,7 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="World-model reinforcement learning.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("train", help="train from a YAML config with key=value overrides", epilog=f"example: {EXAMPLE}")
+    from wmrl_core.fusion.methods import describe_methods
+
+    p = sub.add_parser(
+        "train",
+        help="train from a YAML config with key=value overrides",
+        epilog=f"example: {EXAMPLE}\n\nfusion.method (how the real and world-model streams are fused):\n{describe_methods()}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("config", help="YAML config (see configs/)")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. grpo.lr=0.01 resume=true")
     p.set_defaults(func=_cmd_train)

@@ -8,6 +8,7 @@ the problem and the fix.
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +22,9 @@ from wmrl_core.errors import ConfigError
 __all__ = ["TrainConfig", "load_config", "MODES"]
 
 MODES = ("real", "world_model", "wmrl")
-FUSION_METHODS = ("rectified", "inverse_variance")
-LAMBDA_MOMENTS = ("solution", "rollout")
+FUSION_LOSSES = ("exact", "effective")
+LEGACY_SECTIONS = {"denoise": "fusion", "debias": "calibration"}
+"""Old section names, still read (with a warning naming the new one)."""
 BACKENDS = ("local", "ray")
 
 
@@ -68,7 +70,7 @@ class AnchorConfig:
 
 
 @dataclass
-class DebiasConfig:
+class CalibrationConfig:
     enabled: bool = True
     """Calibrate world-model rewards with the isotonic map fitted on anchors."""
     window: Optional[int] = None
@@ -81,13 +83,14 @@ class DebiasConfig:
 
 
 @dataclass
-class DenoiseConfig:
+class FusionConfig:
     enabled: bool = True
-    """Fuse the streams by ``method``; ``False`` pools both streams by their share of samples."""
+    """Fuse the streams by ``method``; ``False`` is ``method=pooled`` (both streams by their share of samples)."""
     method: str = "rectified"
-    """``rectified``: anchor gradient plus lambda times (calibrated gradient over all groups minus
-    over the anchor groups), unbiased for any lambda (``wmrl_core/rectified.py``);
-    ``inverse_variance``: convex combination weighted by the explained variance (``wmrl_core/fusion.py``)."""
+    """One of ``wmrl_core.fusion.FUSION_METHODS`` (``wmrl train --help`` lists them): ``rectified``
+    (anchor gradient plus lambda times the calibrated gradient over all groups minus over the anchor
+    groups, unbiased for any lambda), ``inverse_variance`` (convex combination weighted by the
+    explained variance), ``pooled`` (by share of samples). One module each in ``wmrl_core/fusion/``."""
     min_pairs: int = 4
     """``inverse_variance``: anchor pairs needed before the world model gets any weight."""
     lambda_window: int = 20
@@ -96,7 +99,17 @@ class DenoiseConfig:
     lambda_moments: str = "solution"
     """``rectified``: ``solution`` sums the advantages of a group's rollouts with equal solutions
     (equal score vectors) before the moments that tune lambda; ``rollout`` treats every rollout
-    as distinct (see ``wmrl_core/rectified.py``)."""
+    as distinct (see ``wmrl_core/fusion/rectified.py``)."""
+    lambda_level: Optional[float] = 0.975
+    """``rectified``: lambda is kept only where its slope is significant at this one-sided level
+    (the slope's variance is scaled by the squared t critical value for the window's informative
+    groups, so few groups need a large t); ``None``: the plain positive-part James-Stein factor."""
+    loss: str = "exact"
+    """``exact``: the fused loss as its sum of GRPO terms (``wmrl_core/fusion/base.py``), exact at any
+    probability ratio; ``effective``: on the first pass over a batch (on-policy) one GRPO loss on the
+    effective advantages, what TRL or verl would compute, with the same gradient (later passes,
+    ``grpo.epochs > 1``, use the exact sum). The two differ in float rounding, which Adam can
+    amplify where a gradient component is rounding noise, so runs of the two are not bit-identical."""
 
 
 @dataclass
@@ -191,8 +204,10 @@ class TrainConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     anchors: AnchorConfig = field(default_factory=AnchorConfig)
-    debias: DebiasConfig = field(default_factory=DebiasConfig)
-    denoise: DenoiseConfig = field(default_factory=DenoiseConfig)
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    """How world-model rewards are calibrated on the anchors (read from ``debias`` too, with a warning)."""
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    """How the real and world-model streams are fused (read from ``denoise`` too, with a warning)."""
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
@@ -220,31 +235,7 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"world_model_timeout_s must be > 0 seconds (or null to wait forever), got {cfg.world_model_timeout_s}"
         )
-    if cfg.denoise.method not in FUSION_METHODS:
-        raise ConfigError(f"denoise.method={cfg.denoise.method!r} is unknown; use one of {', '.join(FUSION_METHODS)}")
-    if cfg.denoise.lambda_moments not in LAMBDA_MOMENTS:
-        raise ConfigError(
-            f"denoise.lambda_moments={cfg.denoise.lambda_moments!r} is unknown; use one of {', '.join(LAMBDA_MOMENTS)}"
-        )
-    if cfg.denoise.lambda_window < 2:
-        raise ConfigError(
-            f"denoise.lambda_window must be >= 2 informative anchor groups (a slope's variance needs two), "
-            f"got {cfg.denoise.lambda_window}"
-        )
-    if cfg.debias.calibrator not in ("isotonic", "smoothed"):
-        raise ConfigError(f"debias.calibrator={cfg.debias.calibrator!r} is unknown; use isotonic or smoothed")
-    if cfg.debias.slope < 0:
-        raise ConfigError(f"debias.slope must be >= 0, got {cfg.debias.slope}")
-    if (
-        cfg.mode == "wmrl"
-        and cfg.denoise.enabled
-        and cfg.denoise.method == "rectified"
-        and max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks)) < 1
-    ):
-        raise ConfigError(
-            "denoise.method=rectified needs at least one anchor group per step: raise anchors.fraction "
-            "or set anchors.min_groups >= 1 (or use denoise.method=inverse_variance)"
-        )
+    _validate_calibration_and_fusion(cfg)
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
     if not cfg.grpo.lr > 0:
@@ -267,6 +258,74 @@ def validate(cfg: TrainConfig) -> None:
         )
 
 
+def _validate_calibration_and_fusion(cfg: TrainConfig) -> None:
+    """The ``calibration`` and ``fusion`` sections, against the fusion table and the calibrators."""
+    import difflib
+
+    from wmrl_core.debias import CALIBRATORS
+    from wmrl_core.fusion.methods import FUSION_METHODS
+    from wmrl_core.fusion.rectified import LAMBDA_MOMENTS
+
+    fusion, calibration = cfg.fusion, cfg.calibration
+    if fusion.method not in FUSION_METHODS:
+        close = difflib.get_close_matches(fusion.method, list(FUSION_METHODS), n=1)
+        raise ConfigError(
+            f"fusion.method={fusion.method!r} is unknown{f' (did you mean {close[0]}?)' if close else ''}; "
+            f"use one of {', '.join(FUSION_METHODS)}"
+        )
+    if fusion.lambda_moments not in LAMBDA_MOMENTS:
+        raise ConfigError(
+            f"fusion.lambda_moments={fusion.lambda_moments!r} is unknown; use one of {', '.join(LAMBDA_MOMENTS)}"
+        )
+    if fusion.loss not in FUSION_LOSSES:
+        raise ConfigError(f"fusion.loss={fusion.loss!r} is unknown; use one of {', '.join(FUSION_LOSSES)}")
+    if fusion.lambda_level is not None and not 0.5 <= fusion.lambda_level < 1.0:
+        raise ConfigError(
+            f"fusion.lambda_level must be in [0.5, 1) or null (the plain James-Stein factor), got {fusion.lambda_level}"
+        )
+    if fusion.lambda_window < 2:
+        raise ConfigError(
+            f"fusion.lambda_window must be >= 2 informative anchor groups (a slope's variance needs two), "
+            f"got {fusion.lambda_window}"
+        )
+    if calibration.calibrator not in CALIBRATORS:
+        raise ConfigError(
+            f"calibration.calibrator={calibration.calibrator!r} is unknown; use one of {', '.join(CALIBRATORS)}"
+        )
+    if calibration.slope < 0:
+        raise ConfigError(f"calibration.slope must be >= 0, got {calibration.slope}")
+    if (
+        cfg.mode == "wmrl"
+        and fusion.enabled
+        and FUSION_METHODS[fusion.method].needs_anchors_every_step
+        and max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks)) < 1
+    ):
+        others = [m for m, spec in FUSION_METHODS.items() if not spec.needs_anchors_every_step]
+        raise ConfigError(
+            f"fusion.method={fusion.method} needs at least one anchor group per step: raise anchors.fraction "
+            f"or set anchors.min_groups >= 1 (or use fusion.method={others[0]})"
+        )
+
+
+def _rename_legacy_sections(layer: DictConfig | ListConfig) -> None:
+    """Move the old sections (:data:`LEGACY_SECTIONS`) of ``layer`` to their new names, warning
+    with the new one; a key given under both names takes the new name's value."""
+    if not isinstance(layer, DictConfig):
+        return
+    for old, new in LEGACY_SECTIONS.items():
+        if old not in layer:
+            continue
+        warnings.warn(
+            f"config section `{old}` is now called `{new}`: write `{new}.KEY` (`{old}.KEY` is still read)",
+            FutureWarning,
+            stacklevel=4,
+        )
+        section = layer.pop(old)
+        if new in layer and isinstance(section, DictConfig) and isinstance(layer[new], DictConfig):
+            section = OmegaConf.merge(section, layer[new])
+        layer[new] = section
+
+
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> TrainConfig:
     """Merge YAML file and ``key=value`` overrides onto the schema, then validate.
 
@@ -285,7 +344,10 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         bad = [o for o in overrides if "=" not in o]
         if bad:
             raise ConfigError(f"overrides must look like key=value, got {bad}")
-        layers.append(OmegaConf.from_dotlist(list(overrides)))
+        command_line = OmegaConf.from_dotlist(list(overrides))
+        for layer in (*layers[1:], command_line):
+            _rename_legacy_sections(layer)
+        layers.append(command_line)
         merged = OmegaConf.merge(*layers)
         OmegaConf.resolve(merged)
         missing = sorted(OmegaConf.missing_keys(merged))

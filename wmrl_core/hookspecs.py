@@ -64,10 +64,10 @@ World model (factory called as ``factory(env=env, **kwargs)``)
     ``state_dict()``/``load_state_dict()``
     (checkpointed and restored, so learned state resumes exactly). The predictions
     need not be calibrated or even on the real reward's scale: the engine calibrates them
-    monotonically on earlier steps' anchors (``debias.calibrator``: ``isotonic`` or
-    ``smoothed``), and with ``denoise.method=rectified`` (the default) the update stays
+    monotonically on earlier steps' anchors (``calibration.calibrator``: ``isotonic`` or
+    ``smoothed``), and with ``fusion.method=rectified`` (the default) the update stays
     unbiased whatever the world model gets wrong, using it only as far as it tracks the real
-    advantages (``denoise.method=inverse_variance``: a convex combination weighted by the
+    advantages (``fusion.method=inverse_variance``: a convex combination weighted by the
     explained within-group variance; see the README's configuration reference).
 
 Reward extractor (factory called as ``factory(env=env, **kwargs)``)

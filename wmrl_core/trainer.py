@@ -4,8 +4,8 @@ Per step: sample B tasks -> the policy generates G rollouts per task -> the anch
 marks some groups -> the world model scores every group in one batched call -> real
 execution scores the anchor groups -> rewards from the reward extractor -> world-model
 rewards are calibrated by the map fitted on earlier steps' anchor pairs, then this step's
-pairs are added -> group advantages per stream -> the fuser (``rectified`` or
-``inverse_variance``) combines the real and world-model GRPO losses -> one optimizer step. ``mode`` switches the same loop between ``real`` (GRPO, every
+pairs are added -> group advantages per stream -> the fuser (``fusion.method``,
+``wmrl_core/fusion/``) combines the real and world-model GRPO losses -> one optimizer step. ``mode`` switches the same loop between ``real`` (GRPO, every
 group executed), ``world_model`` (no execution, raw predictions) and ``wmrl``.
 
 :func:`train` is setup (components, :class:`~wmrl_core.step.TrainState`, resume), then per step
@@ -240,8 +240,9 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         c.policy.load_state_dict(saved["policy"])
         state.optimizer.load_state_dict(saved["optimizer"])
         state.debiaser.load_state_dict(saved["debiaser"])
-        if saved.get("rectified") is not None:
-            state.rectified.load_state_dict(saved["rectified"])
+        fuser_state = saved.get("fuser", saved.get("rectified"))  # wmrl 0.1 checkpoints say "rectified"
+        if fuser_state is not None:
+            state.fuser.load_state_dict(fuser_state)
         state.ledger.load_state_dict(saved["ledger"])
         state.task_rng.bit_generator.state = saved["task_rng"]
         for name in ("environment", "world_model"):
@@ -270,7 +271,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 "policy": c.policy.state_dict(),
                 "optimizer": state.optimizer.state_dict(),
                 "debiaser": state.debiaser.state_dict(),
-                "rectified": state.rectified.state_dict(),
+                "fuser": state.fuser.state_dict(),
                 "ledger": state.ledger.state_dict(),
                 "task_rng": state.task_rng.bit_generator.state,
                 "rng": rng_state(),

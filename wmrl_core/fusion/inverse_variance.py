@@ -44,9 +44,12 @@ near 0 and the update becomes plain GRPO on the anchors; with no evidence at all
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
+
+from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
 
 __all__ = [
     "FusionWeights",
@@ -167,3 +170,31 @@ class InverseVarianceFuser:
     def weights(self, n_real: int, n_world_model: int, rho2: float) -> FusionWeights:
         w_r, w_w = inverse_variance_weights(n_real, n_world_model, rho2, self.eps)
         return FusionWeights(w_r, w_w, float(rho2), int(n_real), int(n_world_model))
+
+    def plan(self, step: FusionInputs) -> FusionPlan:
+        """:math:`w_R L(\\mathcal A; A^R) + w_W L(\\bar{\\mathcal A}; A^C)` with :math:`\\hat\\rho^2` from the
+        calibrator's anchor pairs (this step's included); :math:`n_{\\text{eff}} = n_R + \\hat\\rho^2 n_W`."""
+        rho2 = self.estimate_rho2(*step.pairs, calibrate=step.calibrated)
+        weights = self.weights(step.n_real, step.n_world_model, rho2)
+        terms = (
+            LossTerm(weights.w_real, step.advantages, step.is_anchor),
+            LossTerm(weights.w_world_model, step.advantages, ~step.is_anchor),
+        )
+        n_effective = step.n_real + (0.0 if np.isnan(rho2) else rho2) * step.n_world_model
+        return FusionPlan(
+            terms=terms,
+            w_real=weights.w_real,
+            w_world_model=weights.w_world_model,
+            n_effective=float(n_effective),
+            rho2=rho2,
+        )
+
+    def fit(self, step: FusionInputs) -> None:
+        """Nothing to fit: :math:`\\hat\\rho^2` is read off the calibrator's pairs each step."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}  # eps and min_pairs are settings, read from the config
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        return None

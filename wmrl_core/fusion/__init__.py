@@ -1,0 +1,56 @@
+"""Fusion of the real (anchor) and world-model GRPO gradient streams.
+
+One module per method (:mod:`.pooled`, :mod:`.inverse_variance`, :mod:`.rectified`), each a
+:class:`~wmrl_core.fusion.base.Fuser`; one table of them (:data:`FUSION_METHODS`); the shared
+loss terms and effective advantages (:mod:`.base`); and :func:`fuse_step`, the engine between
+rewards and loss that WMRL's trainer and external trainers call (:mod:`.engine`).
+"""
+
+from wmrl_core.fusion.base import (
+    Fuser,
+    FusionInputs,
+    FusionPlan,
+    LossTerm,
+    effective_advantage_loss,
+    effective_advantages,
+    loss_normalizers,
+    multi_term_loss,
+)
+from wmrl_core.fusion.engine import FusedStep, FusionSettings, fuse_step, fused_loss
+from wmrl_core.fusion.inverse_variance import (
+    FusionWeights,
+    InverseVarianceFuser,
+    cross_fitted_calibration,
+    explained_within_group_variance,
+    inverse_variance_weights,
+)
+from wmrl_core.fusion.methods import FUSION_METHODS, FusionMethod, build_fuser, describe_methods
+from wmrl_core.fusion.pooled import PooledFuser, pooled_weights
+from wmrl_core.fusion.rectified import RectifiedFuser
+
+__all__ = [
+    "FUSION_METHODS",
+    "Fuser",
+    "FusedStep",
+    "FusionInputs",
+    "FusionMethod",
+    "FusionPlan",
+    "FusionSettings",
+    "FusionWeights",
+    "InverseVarianceFuser",
+    "LossTerm",
+    "PooledFuser",
+    "RectifiedFuser",
+    "build_fuser",
+    "cross_fitted_calibration",
+    "describe_methods",
+    "effective_advantage_loss",
+    "effective_advantages",
+    "explained_within_group_variance",
+    "fuse_step",
+    "fused_loss",
+    "inverse_variance_weights",
+    "loss_normalizers",
+    "multi_term_loss",
+    "pooled_weights",
+]
