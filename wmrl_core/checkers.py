@@ -11,11 +11,19 @@ from typing import Any
 
 import torch
 
-from wmrl_core.contracts import Environment, Policy, WorldModel, required_methods
+from wmrl_core.contracts import STATUSES, Environment, Policy, WorldModel, required_methods
 from wmrl_core.errors import ContractError
-from wmrl_core.types import CostModel, Rollouts
+from wmrl_core.types import CostModel, Outcome, Rollouts
 
-__all__ = ["check_environment", "check_policy", "check_world_model", "check_reward_extractor", "check_rollouts"]
+__all__ = [
+    "check_environment",
+    "check_policy",
+    "check_world_model",
+    "check_reward_extractor",
+    "check_rollouts",
+    "check_rollout_counts",
+    "check_outcomes",
+]
 
 
 def _require_methods(kind: str, obj: Any, protocol: type) -> None:
@@ -56,14 +64,31 @@ def check_reward_extractor(extractor: Any) -> None:
         raise ContractError(f"reward extractor {type(extractor).__name__} must be callable as extractor(task, outcome)")
 
 
+def check_rollout_counts(rollouts: Any, n_tasks: int, group_size: int) -> None:
+    """What evaluation relies on in a policy's ``generate`` output: one task and one solution per rollout."""
+    n = n_tasks * group_size
+    solutions: Any = getattr(rollouts, "solutions", None)
+    tasks: Any = getattr(rollouts, "tasks", None)
+    if not (hasattr(solutions, "__len__") and hasattr(tasks, "__len__")):
+        raise ContractError(
+            f"policy.generate must return wmrl_core.types.Rollouts (with tasks and solutions), got {type(rollouts).__name__}"
+        )
+    if len(solutions) != n or len(tasks) != n:
+        raise ContractError(
+            f"policy.generate returned {len(solutions)} solutions and {len(tasks)} tasks for {n_tasks} tasks x "
+            f"{group_size}; expected {n} of each (group_size solutions per task, tasks repeated in the same order)"
+        )
+
+
 def check_rollouts(rollouts: Any, n_tasks: int, group_size: int) -> None:
     """What the trainer relies on in a policy's ``generate`` output."""
     if not isinstance(rollouts, Rollouts):
         raise ContractError(f"policy.generate must return wmrl_core.types.Rollouts, got {type(rollouts).__name__}")
     n = n_tasks * group_size
-    if len(rollouts.solutions) != n or len(rollouts.tasks) != n or len(rollouts.group_ids) != n:
+    check_rollout_counts(rollouts, n_tasks, group_size)
+    if len(rollouts.group_ids) != n:
         raise ContractError(
-            f"policy.generate returned {len(rollouts.solutions)} rollouts for {n_tasks} tasks x {group_size}; expected {n}"
+            f"policy.generate returned {len(rollouts.group_ids)} group_ids for {n_tasks} tasks x {group_size}; expected {n}"
         )
     lp, mask = rollouts.old_log_probs, rollouts.mask
     if (
@@ -76,3 +101,45 @@ def check_rollouts(rollouts: Any, n_tasks: int, group_size: int) -> None:
         )
     if lp.requires_grad:
         warnings.warn("old_log_probs requires grad; generate should run under torch.no_grad()", stacklevel=2)
+
+
+def check_outcomes(who: str, method: str, outcomes: Any, n_solutions: int) -> list[Any]:
+    """What the trainer relies on in an environment's ``execute`` or a world model's ``predict``
+    output: a sequence of one outcome per solution, each an :class:`~wmrl_core.types.Outcome`
+    with a status from ``wmrl_core.contracts.STATUSES``, a number or ``None``.
+
+    :param who: the component, as named in messages (``"environment `sql`"``).
+    :param method: the method that returned ``outcomes`` (``"execute"``).
+    :return: ``outcomes`` as a list.
+    """
+    if isinstance(outcomes, (str, bytes, dict)) or not hasattr(outcomes, "__len__"):
+        raise ContractError(
+            f"{who}: {method}() returned {type(outcomes).__name__}; it must return a list with one "
+            f"Outcome (or number) per solution, in order ({n_solutions} here)"
+        )
+    outcomes = list(outcomes)
+    if len(outcomes) != n_solutions:
+        noun = "outcomes" if method == "execute" else "predictions"
+        raise ContractError(
+            f"{who} returned {len(outcomes)} {noun} for {n_solutions} solutions; {method}() must return one "
+            f"per solution, in order (a failure is an Outcome with a failure status, not a missing item)"
+        )
+    for i, outcome in enumerate(outcomes):
+        if isinstance(outcome, Outcome):
+            if outcome.status not in STATUSES:
+                raise ContractError(
+                    f"{who}: {method}() returned Outcome(status={outcome.status!r}) for solution {i}; use one of "
+                    f"{', '.join(STATUSES)} (wmrl_core.contracts.STATUSES says what each means)"
+                )
+            score = outcome.score
+            if score is not None and not isinstance(score, (int, float)) and not hasattr(score, "__float__"):
+                raise ContractError(
+                    f"{who}: {method}() returned Outcome(score={score!r}) for solution {i}; the score must be a "
+                    f"number or None"
+                )
+        elif outcome is not None and not isinstance(outcome, (int, float)) and not hasattr(outcome, "__float__"):
+            raise ContractError(
+                f"{who}: {method}() returned {type(outcome).__name__} {outcome!r:.60} for solution {i}; return an "
+                f"Outcome, a number or None per solution"
+            )
+    return outcomes

@@ -4,12 +4,21 @@ Every checkpoint is written twice, atomically (temporary file, ``fsync``, rename
 ``step_XXXXXX.pt``, kept, and as ``last.pt``. Loading tries ``last.pt`` and then the step files
 from the newest down, so a truncated or corrupt file is named in a warning and the previous
 readable checkpoint is used.
+
+Every checkpoint records the run that wrote it (:func:`run_record`: a run id, the config and
+its hash). A fresh run into a ``run_dir`` that holds checkpoints moves them aside
+(:func:`move_aside`), so ``resume=true`` never continues another run; :func:`check_resume`
+refuses a resume that would change what an exact continuation depends on.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
+import time
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,10 +26,118 @@ from typing import Any
 import numpy as np
 import torch
 
-from wmrl_core.errors import WMRLError
+from wmrl_core.config import TrainConfig, flatten
+from wmrl_core.errors import ConfigError, WMRLError
 from wmrl_core.faults import atomic_torch_save
 
-__all__ = ["save_checkpoint", "load_checkpoint", "has_checkpoint", "CheckpointError", "rng_state", "set_rng_state"]
+__all__ = [
+    "save_checkpoint",
+    "load_checkpoint",
+    "has_checkpoint",
+    "CheckpointError",
+    "rng_state",
+    "set_rng_state",
+    "RESUMABLE_CHANGES",
+    "run_record",
+    "config_hash",
+    "check_resume",
+    "move_aside",
+]
+
+RESUMABLE_CHANGES = (
+    "steps",
+    "resume",
+    "resume_allow_changes",
+    "run_dir",
+    "logging",
+    "checkpoint",
+    "eval",
+    "distributed",
+    "world_model_timeout_s",
+    "environment.cache",
+)
+"""Settings (a key or a whole section) that ``resume=true`` may change: where and how the run
+is logged, checkpointed, evaluated and spread over workers, and how long it runs. Any other
+change (seed, learning rate, components, batch...) breaks an exact continuation."""
+
+
+def _matches(key: str, prefixes: list[str] | tuple[str, ...]) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def config_hash(flat: dict[str, Any]) -> str:
+    """SHA-256 (first 16 hex digits) of the settings an exact continuation depends on: every
+    key of the flattened config except :data:`RESUMABLE_CHANGES`."""
+    kept = {k: v for k, v in sorted(flat.items()) if not _matches(k, RESUMABLE_CHANGES)}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_record(cfg: TrainConfig, run_id: str | None = None) -> dict[str, Any]:
+    """``{"id", "config_hash", "config"}`` of a run; a fresh run gets a new random id."""
+    flat = flatten(cfg)
+    return {"id": run_id or uuid.uuid4().hex[:12], "config_hash": config_hash(flat), "config": flat}
+
+
+def _changed(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    missing = object()
+    keys = sorted(set(old) | set(new))
+    return {
+        k: (old.get(k), new.get(k))
+        for k in keys
+        if old.get(k, missing) != new.get(k, missing) and not _matches(k, ("resume", "resume_allow_changes"))
+    }
+
+
+def check_resume(cfg: TrainConfig, saved: dict[str, Any], directory: Path, current_run_id: str | None) -> list[str]:
+    """Whether the checkpoint ``saved`` (from ``directory``) may be continued by ``cfg``.
+
+    :param current_run_id: the id of the run that last started fresh in the run directory
+        (``run.json``), if known.
+    :return: one line per setting that changed in a way :data:`RESUMABLE_CHANGES` allows.
+    :raises ConfigError: when the checkpoint belongs to another run, ``cfg.steps`` is below its
+        step, or a setting outside :data:`RESUMABLE_CHANGES` and ``cfg.resume_allow_changes`` changed.
+    """
+    step = saved["step"]
+    record = saved.get("run") or {}
+    if current_run_id is not None and record.get("id") not in (None, current_run_id):
+        raise ConfigError(
+            f"the checkpoint in {directory} (step {step}) was written by run {record.get('id')}, but run "
+            f"{current_run_id} started fresh in this run_dir since; resume would continue another run. Start "
+            f"fresh (resume=false) or move {directory} where that run's files are"
+        )
+    if cfg.steps < step:
+        raise ConfigError(
+            f"the run in {directory.parent} is already past steps={cfg.steps}: its checkpoint is at step {step}. "
+            f"Set steps above {step} to continue it, or use another run_dir for a shorter run"
+        )
+    old = record.get("config")
+    if old is None:
+        return [f"the checkpoint in {directory} does not record its config; the settings cannot be compared"]
+    changed = _changed(old, flatten(cfg))
+    allowed = list(cfg.resume_allow_changes)
+    refused = {k: v for k, v in changed.items() if not _matches(k, RESUMABLE_CHANGES) and not _matches(k, allowed)}
+    if refused:
+        listing = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in refused.items())
+        raise ConfigError(
+            f"resume=true would change settings that an exact continuation of the checkpoint in {directory} "
+            f"(step {step}) depends on: {listing}. Put them back, start a new run_dir, or continue anyway with "
+            f"resume_allow_changes=[{','.join(refused)}]"
+        )
+    return [f"{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items()]
+
+
+def move_aside(directory: Path) -> Path:
+    """Rename the checkpoint folder ``directory`` to ``<directory>.replaced-YYYYmmdd-HHMMSS`` (a
+    suffix keeps names unique); returns the new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = directory.with_name(f"{directory.name}.replaced-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = directory.with_name(f"{directory.name}.replaced-{stamp}-{n}")
+    directory.rename(target)
+    return target
+
 
 _STEP_FILE = re.compile(r"step_(\d+)\.pt")
 

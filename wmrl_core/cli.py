@@ -17,6 +17,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from wmrl_core.trainer import train
 
     cfg = load_config(args.config, args.overrides)
+    args.run_dir = cfg.run_dir  # for the interrupt message
     summary = train(cfg)
     run_dir = Path(summary["run_dir"])
     final = {k: v for k, v in summary["final"].items() if k.startswith(("compute/total_s", "reward/"))}
@@ -27,8 +28,39 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 f"{key}: {summary['eval_first'].get(key)} at step {summary['eval_first']['step']} -> "
                 f"{summary['eval_last'][key]} at step {summary['eval_last']['step']}"
             )
-    print(f"run directory: {run_dir}  (metrics.jsonl, summary.json, plots/, checkpoints/, tensorboard/)")
+    print(f"run directory: {run_dir}  ({', '.join(run_contents(run_dir))})")
     return 0
+
+
+RUN_FILES = ("metrics.jsonl", "summary.json", "plots/", "checkpoints/", "tensorboard/", "anchor_pairs.jsonl")
+
+
+def run_contents(run_dir: Path) -> list[str]:
+    """The entries of :data:`RUN_FILES` that exist in ``run_dir`` (a folder only when not empty)."""
+    found = []
+    for name in RUN_FILES:
+        path = run_dir / name.rstrip("/")
+        if name.endswith("/") and path.is_dir() and any(path.iterdir()):
+            found.append(name)
+        elif not name.endswith("/") and path.is_file() and path.stat().st_size:
+            found.append(name)
+    return found
+
+
+def _interrupt_note(args: argparse.Namespace, exc: BaseException) -> str:
+    """Whether a checkpoint is kept: what the trainer said, else what the run directory holds."""
+    note = getattr(exc, "checkpoint_note", None)
+    if note:
+        return note
+    run_dir = getattr(args, "run_dir", None)
+    if run_dir is None:
+        return "interrupted during start-up, before training began; no checkpoint was written"
+    from wmrl_core.checkpoint import has_checkpoint
+
+    ckpt_dir = Path(run_dir) / "checkpoints"
+    if has_checkpoint(ckpt_dir):
+        return f"interrupted before training began; the checkpoints in {ckpt_dir} are as they were"
+    return "interrupted before training began; no checkpoint was written"
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
@@ -159,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except WMRLError as exc:
         print(f"wmrl: error: {exc}", file=sys.stderr)
+        note = getattr(exc, "checkpoint_note", None)
+        if note:
+            print(f"wmrl: {note}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("wmrl: interrupted; the last checkpoint is kept (resume with resume=true)", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"wmrl: interrupted; {_interrupt_note(args, exc)}", file=sys.stderr)
         return 130
 
 

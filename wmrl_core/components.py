@@ -3,20 +3,22 @@
 Every factory but the environment's is called with ``env=<the environment>``; a world-model
 factory that has a parameter named ``policy`` also receives the run's policy (a world model
 that shares the policy's model or inference engine). A factory that cannot take ``env``
-fails with an error that names the component and the fix, before it is called.
+fails with an error that names the component and the fix, before it is called; so does a
+``kwargs`` key the factory has no parameter for (with its parameters and the closest name). A
+factory that raises is named with its config section.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
 
 from wmrl_core import checkers
 from wmrl_core.config import TrainConfig
-from wmrl_core.errors import ContractError
+from wmrl_core.errors import ComponentError, ConfigError, ContractError, WMRLError, close_match_hint
 from wmrl_core.registry import ComponentTable, Registry
 
 __all__ = ["Components", "make_components"]
@@ -29,6 +31,13 @@ class Components:
     world_model: Any | None
     reward: Any
     reward_name: str
+    names: dict[str, str] = field(default_factory=dict)
+    """Config section (``environment``, ``policy``, ``world_model``) -> registered name."""
+
+    def who(self, section: str) -> str:
+        """How messages name a component: ``"environment `synthetic-bandit`"``."""
+        name = self.names.get(section)
+        return f"{section.replace('_', ' ')} `{name}`" if name else section.replace("_", " ")
 
     def close(self) -> None:
         """Release what the components hold (containers, worker processes, engines)."""
@@ -51,9 +60,46 @@ def _named_parameters(factory: Any) -> tuple[set[str], bool] | None:
     )
 
 
-def make_with_env(table: ComponentTable, name: str, env: Any, kwargs: dict[str, Any], **injected: Any) -> Any:
+def _check_kwargs(table: ComponentTable, name: str, names: set[str], kwargs: dict[str, Any], section: str) -> None:
+    """Every key of ``kwargs`` is a parameter of the factory (which takes no ``**kwargs``)."""
+    accepted = sorted(names - {"env", "self"})
+    for key in kwargs:
+        if key not in names:
+            raise ConfigError(
+                f"{table.kind} `{name}` has no parameter `{key}` (set as {section}.kwargs.{key}).{close_match_hint(key, accepted)} "
+                f"Its parameters: {', '.join(accepted) or 'none'}. Fix or remove {section}.kwargs.{key}"
+            )
+
+
+def _call_factory(table: ComponentTable, name: str, section: str, call: Any) -> Any:
+    """``call()``; an exception from the factory becomes an error naming the component and its config."""
+    try:
+        return call()
+    except WMRLError:
+        raise
+    except Exception as exc:
+        raise ComponentError(
+            f"{table.kind} `{name}` (plugin {table.get(name).plugin}) failed to start: {type(exc).__name__}: {exc}. "
+            f"Check {section}.kwargs (`wmrl plugins` lists the components)"
+        ) from exc
+
+
+def make_component(table: ComponentTable, name: str, kwargs: dict[str, Any], section: str) -> Any:
+    """A component whose factory takes no ``env`` (the environment): checked kwargs, named errors."""
+    factory = table.get(name).load()
+    signature = _named_parameters(factory)
+    if signature is not None and not signature[1]:
+        _check_kwargs(table, name, signature[0], kwargs, section)
+    return _call_factory(table, name, section, lambda: table.make(name, **kwargs))
+
+
+def make_with_env(
+    table: ComponentTable, name: str, env: Any, kwargs: dict[str, Any], *, section: str | None = None, **injected: Any
+) -> Any:
     """``table.make(name, env=env, **kwargs)``, plus each ``injected`` argument that the factory
-    declares by name. A factory that cannot take ``env`` is a contract error naming the fix."""
+    declares by name. A factory that cannot take ``env``, or has no parameter for a key of
+    ``kwargs``, is an error naming the fix; ``section`` is the config key that names it."""
+    section = section or table.kind
     spec = table.get(name)
     factory = spec.load()
     signature = _named_parameters(factory)
@@ -67,26 +113,49 @@ def make_with_env(table: ComponentTable, name: str, env: Any, kwargs: dict[str, 
             f"factory except the environment's is called as factory(env=<the environment>, **kwargs); add "
             f"`env=None` to its signature (README: The plugin API)"
         )
+    if not takes_any:
+        _check_kwargs(table, name, names, kwargs, section)
     # injected only where declared by name: a factory taking **kwargs is not assumed to want them
     extra = {k: v for k, v in injected.items() if k in names and k not in kwargs}
-    return spec.make(env=env, **extra, **kwargs)
+    return _call_factory(table, name, section, lambda: spec.make(env=env, **extra, **kwargs))
 
 
 def make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManager) -> Components:
-    env = registry.environments.make(cfg.environment.name, **cfg.environment.kwargs)
+    """The run's components; what was made before one fails to start is closed again."""
+    made: list[Any] = []
+    try:
+        return _make_components(cfg, registry, pm, made)
+    except BaseException:
+        for obj in reversed(made):
+            close = getattr(obj, "close", None)
+            if callable(close):
+                close()
+        raise
+
+
+def _make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManager, made: list[Any]) -> Components:
+    env = make_component(registry.environments, cfg.environment.name, cfg.environment.kwargs, "environment")
+    made.append(env)
     checkers.check_environment(env)
-    policy = make_with_env(registry.policies, cfg.policy.name, env, cfg.policy.kwargs)
+    policy = make_with_env(registry.policies, cfg.policy.name, env, cfg.policy.kwargs, section="policy")
+    made.append(policy)
     checkers.check_policy(policy)
     world_model = None
     if cfg.mode != "real" and cfg.world_model is not None:
         world_model = make_with_env(
-            registry.world_models, cfg.world_model.name, env, cfg.world_model.kwargs, policy=policy
+            registry.world_models,
+            cfg.world_model.name,
+            env,
+            cfg.world_model.kwargs,
+            section="world_model",
+            policy=policy,
         )
+        made.append(world_model)
         checkers.check_world_model(world_model)
     reward_name = (
         cfg.reward.name or pm.hook.wmrl_default_reward_extractor(environment_name=cfg.environment.name) or "score"
     )
-    reward = make_with_env(registry.reward_extractors, reward_name, env, cfg.reward.kwargs)
+    reward = make_with_env(registry.reward_extractors, reward_name, env, cfg.reward.kwargs, section="reward")
     checkers.check_reward_extractor(reward)
     if cfg.distributed.backend == "ray":  # execution on Ray workers; the others keep the local instance
         from wmrl_core.distributed import RayExecutionPool
@@ -105,4 +174,7 @@ def make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManag
 
         namespace = cache_namespace(cfg.environment.name, cfg.environment.kwargs)
         env = CachedEnvironment(env, cfg.environment.cache, namespace=namespace)
-    return Components(env, policy, world_model, reward, reward_name)
+    names = {"environment": cfg.environment.name, "policy": cfg.policy.name, "reward": reward_name}
+    if world_model is not None and cfg.world_model is not None:
+        names["world_model"] = cfg.world_model.name
+    return Components(env, policy, world_model, reward, reward_name, names)

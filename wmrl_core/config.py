@@ -2,7 +2,12 @@
 
 YAML files and dotted command-line overrides (``grpo.lr=0.01``) are merged onto
 :class:`TrainConfig` with OmegaConf; unknown keys and mistyped values fail with the key,
-the problem and the fix.
+the problem and the fix, and a YAML syntax error with its file, line and column.
+
+Switching a component on the command line (``world_model.name=noise`` over a file that names
+another world model) drops the file's ``world_model.kwargs``, as Hydra does when a config group
+is switched: they belong to the other component. ``world_model.kwargs.KEY=VALUE`` on the same
+command line still applies to the new one.
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ from omegaconf.errors import OmegaConfBaseException
 
 from wmrl_core.errors import ConfigError
 
-__all__ = ["TrainConfig", "load_config", "MODES"]
+__all__ = ["TrainConfig", "load_config", "MODES", "COMPONENT_KEYS", "flatten"]
 
 MODES = ("real", "world_model", "wmrl")
 FUSION_LOSSES = ("exact", "effective")
 LEGACY_SECTIONS = {"denoise": "fusion", "debias": "calibration"}
 """Old section names, still read (with a warning naming the new one)."""
 BACKENDS = ("local", "ray")
+COMPONENT_KEYS = ("environment", "policy", "world_model", "reward")
+"""Config sections that name a component (``KEY.name``) and its factory's ``KEY.kwargs``."""
 
 
 @dataclass
@@ -139,7 +146,8 @@ class EvalConfig:
     every: int = 5
     """Evaluate every N steps (and before the first and after the last); 0 disables."""
     split: str = "heldout"
-    """Tasks to evaluate on (falls back to ``train`` when the environment has no such split)."""
+    """Tasks to evaluate on. The default ``heldout`` falls back to ``train`` when the environment
+    has no such split; any other name the environment does not have is an error listing its splits."""
     samples_per_task: int = 16
     """Solutions sampled per task for evaluation."""
     max_tasks: Optional[int] = None
@@ -193,7 +201,12 @@ class TrainConfig:
     """Where config.yaml, metrics.jsonl, summary.json, checkpoints/ and tensorboard/ go."""
     resume: bool = False
     """Continue from the newest readable checkpoint in ``run_dir/checkpoints`` (``last.pt``, else
-    the newest ``step_*.pt``)."""
+    the newest ``step_*.pt``) of the run that last started fresh in ``run_dir``. The changed
+    settings are listed; those that break an exact continuation (``seed``, ``grpo.lr``, the
+    components...) are refused unless named in ``resume_allow_changes``."""
+    resume_allow_changes: list[str] = field(default_factory=list)
+    """Settings that ``resume=true`` may change although the result is then no longer an exact
+    continuation, e.g. ``resume_allow_changes=[grpo.lr]``."""
     world_model_timeout_s: Optional[float] = None
     """Seconds one world-model ``predict`` call may take; past it the call is abandoned and its
     rewards dropped (counted in ``faults/world_model_timeouts``). ``None`` waits forever."""
@@ -337,16 +350,15 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         if base:
             layers.append(OmegaConf.create(base))
         if path is not None:
-            path = Path(path)
-            if not path.is_file():
-                raise ConfigError(f"config file {path} does not exist; pass a YAML file (see configs/)")
-            layers.append(OmegaConf.load(path))
+            layers.append(_load_yaml(Path(path)))
         bad = [o for o in overrides if "=" not in o]
         if bad:
             raise ConfigError(f"overrides must look like key=value, got {bad}")
         command_line = OmegaConf.from_dotlist(list(overrides))
         for layer in (*layers[1:], command_line):
             _rename_legacy_sections(layer)
+        for layer in layers[1:]:
+            _drop_kwargs_of_switched_components(layer, command_line)
         layers.append(command_line)
         merged = OmegaConf.merge(*layers)
         OmegaConf.resolve(merged)
@@ -364,6 +376,52 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         ) from None
     validate(cfg)
     return cfg
+
+
+def _load_yaml(path: Path) -> DictConfig:
+    """The YAML mapping in ``path``; a syntax error names the file, line and column."""
+    import yaml
+
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist; pass a YAML file (see configs/)")
+    try:
+        loaded = OmegaConf.load(path)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        what = "; ".join(str(m) for m in (exc.context, exc.problem) if m)
+        raise ConfigError(f"{where}: YAML syntax error: {what}. Fix the file at that line") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: YAML error: {exc}. Fix the file") from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys (mode: ..., steps: ...), got a list")
+    return loaded
+
+
+def _drop_kwargs_of_switched_components(layer: DictConfig | ListConfig, command_line: DictConfig) -> None:
+    """Remove ``KEY.kwargs`` from ``layer`` where the command line names another component at
+    ``KEY.name``: those kwargs were written for the component the file names."""
+    for key in COMPONENT_KEYS:
+        new = OmegaConf.select(command_line, f"{key}.name", default=None)
+        old = OmegaConf.select(layer, f"{key}.name", default=None)
+        section = layer.get(key) if isinstance(layer, DictConfig) else None
+        if new is not None and new != old and isinstance(section, DictConfig) and "kwargs" in section:
+            del section["kwargs"]
+
+
+def flatten(cfg: TrainConfig) -> dict[str, Any]:
+    """``{"grpo.lr": 0.001, ...}``: every leaf of the config under its dotted key."""
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict) and (node or not prefix):
+            for k, v in node.items():
+                walk(v, f"{prefix}.{k}" if prefix else str(k))
+        else:
+            out[prefix] = node
+
+    walk(OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True), "")
+    return out
 
 
 def to_yaml(cfg: TrainConfig) -> str:

@@ -217,11 +217,17 @@ class StepFaults:
         tasks: Sequence[Task],
         solutions: Sequence[Any],
         outcomes: Sequence[Outcome] | None = None,
+        *,
+        check: Callable[[Any], list[Any]] | None = None,
     ) -> list[Any]:
         """``world_model.predict(tasks, solutions)`` with every unusable item replaced by :data:`DROPPED`;
         with ``outcomes`` (executed rollouts), ``world_model.predict_from_outcomes(tasks, solutions, outcomes)``.
 
         A call that raises or passes the timeout yields :data:`DROPPED` for every item.
+
+        :param check: called on what the call returned, before any item is dropped; raises for a
+            broken contract (another count of predictions, an unknown status), which is the
+            plugin's bug, not a fault to survive (``wmrl_core.checkers.check_outcomes``).
         """
         n = len(solutions)
         if self._hung is not None and self._hung.thread.is_alive():
@@ -240,6 +246,10 @@ class StepFaults:
             )
         except Exception as exc:
             return self._drop_all("faults/world_model_errors", n, f"raised {type(exc).__name__}: {exc}")
+        if check is not None:
+            predictions = check(predictions)
+        if not hasattr(predictions, "__len__"):
+            return predictions  # a contract violation, reported by the caller
         predictions = list(predictions)
         if len(predictions) != n:
             return predictions  # a contract violation, reported by the caller

@@ -20,7 +20,7 @@ import numpy as np
 
 from wmrl_core.faults import atomic_write_text, disk_full_guard
 
-__all__ = ["MetricsWriter", "nanmean", "read_metrics"]
+__all__ = ["MetricsWriter", "nanmean", "read_metrics", "strict_json"]
 
 
 def nanmean(values: Iterable[float | None]) -> float:
@@ -31,9 +31,29 @@ def nanmean(values: Iterable[float | None]) -> float:
 
 
 def _clean(value: Any) -> Any:
+    """``value`` with every non-finite float (also nested, also numpy) replaced by ``None``."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None  # JSON has no NaN; None keeps "no value" distinct from 0
     return value
+
+
+def _default(value: Any) -> Any:
+    try:
+        return _clean(float(value))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def strict_json(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that writes strict JSON: NaN and infinities (anywhere) become ``null``,
+    numpy scalars and other numbers become floats, anything else its ``str``."""
+    return json.dumps(_clean(obj), allow_nan=False, default=_default, **kwargs)
 
 
 class MetricsWriter:
@@ -74,7 +94,7 @@ class MetricsWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         clean = {k: _clean(v) for k, v in record.items()}
-        self._append((json.dumps(clean) + "\n").encode("utf-8"))
+        self._append((strict_json(clean) + "\n").encode("utf-8"))
         step = int(record["step"])
         scalars = {k: v for k, v in clean.items() if isinstance(v, (int, float)) and k != "step" and v is not None}
         if self._tb is not None:

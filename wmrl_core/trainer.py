@@ -16,10 +16,12 @@ metrics record) -> evaluation and checkpoint, then the summary.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +29,23 @@ import numpy as np
 import torch
 
 from wmrl_core import checkers
-from wmrl_core.checkpoint import has_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from wmrl_core.checkpoint import (
+    check_resume,
+    has_checkpoint,
+    load_checkpoint,
+    move_aside,
+    rng_state,
+    run_record,
+    save_checkpoint,
+    set_rng_state,
+)
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, is_rewarded
-from wmrl_core.errors import ConfigError
+from wmrl_core.errors import ComponentError, ConfigError, TrainedOnNothingError, WMRLError
 from wmrl_core.faults import StepFaults, atomic_write_text, raise_if_disk_full
 from wmrl_core.ledger import measured_cost_s
-from wmrl_core.metrics import MetricsWriter, nanmean, read_metrics
+from wmrl_core.metrics import MetricsWriter, nanmean, read_metrics, strict_json
 from wmrl_core.plots import plot_run
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.progress import TrainingProgress
@@ -50,6 +61,32 @@ __all__ = [
     "stratified_standard_error",
     "evenly_spaced",
 ]
+
+
+def _who(c: Any, section: str) -> str:
+    """How messages name a run's component (``Components.who``; a plain namespace of components too)."""
+    who = getattr(c, "who", None)
+    return who(section) if callable(who) else section.replace("_", " ")
+
+
+def notice(message: str) -> None:
+    """A line for the person running training, on stderr (stdout stays the run's results)."""
+    print(f"wmrl: {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def component_call(who: str, method: str, when: str = "") -> Iterator[None]:
+    """Turn an exception raised by a component's ``method`` into a :class:`ComponentError` that
+    names the component, the method and when it happened (a WMRL error passes unchanged)."""
+    try:
+        yield
+    except WMRLError:
+        raise
+    except Exception as exc:
+        raise ComponentError(
+            f"{who} raised {type(exc).__name__} in {method}(){f' {when}' if when else ''}: {exc}. "
+            f"This is an error in that component (its plugin), not in the run's settings"
+        ) from exc
 
 
 def extract_rewards(reward_fn: Any, tasks: Sequence[Task], outcomes: Sequence[Outcome | float]) -> np.ndarray:
@@ -98,17 +135,22 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
     """Mean reward of the current policy on ``tasks``: the known truth when the environment
     has ``true_reward`` (free), else real execution (charged to ``eval/execution_s``, not to
     training compute). Sampling uses its own seed so evaluation leaves training's RNG alone."""
-    with torch.random.fork_rng():
+    when = f"during the evaluation (seed {seed})"
+    with torch.random.fork_rng(), component_call(_who(c, "policy"), "generate", when):
         torch.manual_seed(seed)
         rollouts = c.policy.generate(list(tasks), samples_per_task)
+    checkers.check_rollout_counts(rollouts, len(tasks), samples_per_task)
     if callable(getattr(c.environment, "true_reward", None)):
-        truth = [c.environment.true_reward(t, s) for t, s in zip(rollouts.tasks, rollouts.solutions)]
+        with component_call(_who(c, "environment"), "true_reward", when):
+            truth = [float(c.environment.true_reward(t, s)) for t, s in zip(rollouts.tasks, rollouts.solutions)]
         return {
             "eval/true_reward": float(np.mean(truth)),
             "eval/true_reward_se": stratified_standard_error(truth, [t.id for t in rollouts.tasks]),
         }
     start = time.perf_counter()
-    outcomes = c.environment.execute(rollouts.tasks, rollouts.solutions)
+    with component_call(_who(c, "environment"), "execute", when):
+        outcomes = c.environment.execute(rollouts.tasks, rollouts.solutions)
+    outcomes = checkers.check_outcomes(_who(c, "environment"), "execute", outcomes, len(rollouts.solutions))
     guard = StepFaults()  # an extractor that raises loses that reward, not the evaluation
     rewards = guard.rewards(c.reward, rollouts.tasks, outcomes)
     return {
@@ -140,12 +182,55 @@ def evenly_spaced(items: Sequence[Any], n: int | None) -> list[Any]:
     return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)]
 
 
+CONVENTIONAL_SPLITS = ("train", "heldout", "validation", "val", "test")
+"""Split names probed to list an environment's splits when it does not declare ``splits``."""
+
+
+def known_splits(env: Any) -> list[str]:
+    """The environment's split names: its ``splits`` attribute (a sequence, or a method returning
+    one) when it has one, else those of :data:`CONVENTIONAL_SPLITS` its ``tasks`` accepts."""
+    declared = getattr(env, "splits", None)
+    if callable(declared):
+        declared = declared()
+    if declared is not None and not isinstance(declared, str):
+        return [str(s) for s in declared]
+    found = []
+    for name in CONVENTIONAL_SPLITS:
+        try:
+            env.tasks(name)
+        except Exception:
+            continue
+        found.append(name)
+    return found
+
+
+def split_tasks(c: Components, split: str, key: str, *, fallback: str | None = None) -> list[Task]:
+    """The tasks of ``split`` (the value of config ``key``). A split the environment rejects (it
+    raises ``ValueError``/``KeyError``) or that has no tasks is a :class:`ConfigError` listing its
+    splits, unless ``fallback`` names a split to use instead."""
+    who = _who(c, "environment")
+    problem = ""
+    with component_call(who, "tasks", f"for {key}={split!r}"):
+        try:
+            tasks = list(c.environment.tasks(split))
+        except (ValueError, KeyError) as exc:  # how environments say "no such split"
+            tasks, problem = [], f"it says: {str(exc).strip(chr(39))}"
+    if tasks:
+        return tasks
+    if fallback is not None:
+        return split_tasks(c, fallback, key)
+    splits = known_splits(c.environment)
+    raise ConfigError(
+        f"{key}={split!r}: {who} has no tasks in that split ({problem or 'it returned none'}). "
+        f"Its splits: {', '.join(splits) or 'none found'}; set {key} to one of them"
+    )
+
+
 def _eval_tasks(c: Components, split: str, max_tasks: int | None = None) -> list[Task]:
-    try:
-        tasks = c.environment.tasks(split)
-    except (ValueError, KeyError):
-        tasks = []
-    return evenly_spaced(tasks or c.environment.tasks("train"), max_tasks)
+    """The evaluation tasks; only the default ``heldout`` falls back to ``train``."""
+    return evenly_spaced(
+        split_tasks(c, split, "eval.split", fallback="train" if split == "heldout" else None), max_tasks
+    )
 
 
 def _stateful(obj: Any) -> bool:
@@ -175,7 +260,9 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
     wm_rewards = np.full(n, np.nan)
     if c.world_model is not None and not reads_executions:
         with ledger.measure("world_model", n_items=n, cost=getattr(c.world_model, "cost", None)):
-            predictions = state.faults.predict(c.world_model, rollouts.tasks, rollouts.solutions)
+            predictions = state.faults.predict(
+                c.world_model, rollouts.tasks, rollouts.solutions, check=_prediction_check(c, n)
+            )
         wm_rewards = _world_model_rewards(c, state, rollouts, predictions)
 
     # 4. real execution of the anchor groups (of every group for a world model that reads executions)
@@ -183,18 +270,27 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
     if executed_idx.size:
         executed_tasks = [rollouts.tasks[i] for i in executed_idx]
         executed_solutions = [rollouts.solutions[i] for i in executed_idx]
-        with ledger.measure("execution", n_items=executed_idx.size, cost=getattr(c.environment, "cost", None)) as call:
+        with (
+            ledger.measure("execution", n_items=executed_idx.size, cost=getattr(c.environment, "cost", None)) as call,
+            component_call(_who(c, "environment"), "execute", f"at step {step}"),
+        ):
             outcomes = c.environment.execute(executed_tasks, executed_solutions)
+            outcomes = checkers.check_outcomes(_who(c, "environment"), "execute", outcomes, executed_idx.size)
             call.measured_s = measured_cost_s(outcomes)  # e.g. sandbox CPU seconds, independent of machine load
         executed_rewards = state.faults.rewards(c.reward, executed_tasks, outcomes)
         real_rewards[anchor_idx] = executed_rewards[is_anchor[executed_idx]]
         if reads_executions:
             with ledger.measure("world_model", n_items=n, cost=getattr(c.world_model, "cost", None)):
-                predictions = state.faults.predict(c.world_model, executed_tasks, executed_solutions, outcomes)
+                predictions = state.faults.predict(
+                    c.world_model, executed_tasks, executed_solutions, outcomes, check=_prediction_check(c, n)
+                )
             wm_rewards = _world_model_rewards(c, state, rollouts, predictions)
         anchor_outcomes = [o for o, a in zip(outcomes, is_anchor[executed_idx]) if a]
         if anchor_idx.size and isinstance(c.world_model, LearnsFromAnchors):  # after its predictions
-            with ledger.measure("world_model", n_items=anchor_idx.size, cost=None):
+            with (
+                ledger.measure("world_model", n_items=anchor_idx.size, cost=None),
+                component_call(_who(c, "world_model"), "learn_from_anchors", f"at step {step}"),
+            ):
                 c.world_model.learn_from_anchors(
                     [rollouts.tasks[i] for i in anchor_idx],
                     [rollouts.solutions[i] for i in anchor_idx],
@@ -203,13 +299,63 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
     return ScoredStep(rollouts=rollouts, anchor_groups=anchor_groups, wm_rewards=wm_rewards, real_rewards=real_rewards)
 
 
+def _prediction_check(c: Components, n: int) -> Any:
+    return lambda predictions: checkers.check_outcomes(_who(c, "world_model"), "predict", predictions, n)
+
+
 def _world_model_rewards(c: Components, state: TrainState, rollouts: Rollouts, predictions: list) -> np.ndarray:
     """Rewards of one prediction per rollout; a call that answered for another count breaks the contract."""
-    if len(predictions) != len(rollouts):
-        raise checkers.ContractError(
-            f"world model returned {len(predictions)} predictions for {len(rollouts)} solutions"
-        )
+    predictions = checkers.check_outcomes(_who(c, "world_model"), "predict", predictions, len(rollouts))
     return state.faults.rewards(c.reward, rollouts.tasks, predictions)
+
+
+def _open_run(cfg: TrainConfig, run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the checkpoint to continue, or ``None`` for a fresh start; the run's record). Reads only:
+    a resume that would cross runs, shorten the run or change what exactness depends on raises
+    :class:`ConfigError` here, before any component starts."""
+    ckpt_dir = run_dir / "checkpoints"
+    current = _read_run_file(run_dir)
+    if not cfg.resume:
+        return None, run_record(cfg)
+    if not has_checkpoint(ckpt_dir):
+        notice(f"resume=true, but {ckpt_dir} holds no checkpoint of this run: starting from step 0")
+        return None, run_record(cfg)
+    saved = load_checkpoint(ckpt_dir)
+    changes = check_resume(cfg, saved, ckpt_dir, current.get("id"))
+    run_id = (saved.get("run") or {}).get("id") or current.get("id")
+    if changes:
+        notice(f"resuming from step {saved['step']} with changed settings: " + "; ".join(changes))
+    if cfg.steps == saved["step"]:
+        notice(f"the run in {run_dir} is already at step {cfg.steps}: nothing to train (raise steps to continue it)")
+    return saved, run_record(cfg, run_id)
+
+
+def _read_run_file(run_dir: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads((run_dir / "run.json").read_text()))
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _begin_fresh(run_dir: Path, run: dict[str, Any]) -> None:
+    """Move an earlier run's checkpoints aside (so that resume never continues it) and record
+    this run's id and config hash in ``run_dir/run.json``."""
+    ckpt_dir = run_dir / "checkpoints"
+    if has_checkpoint(ckpt_dir):
+        moved = move_aside(ckpt_dir)
+        notice(
+            f"{run_dir} held the checkpoints of an earlier run; moved them to {moved} so that resume=true "
+            f"continues only this run"
+        )
+    atomic_write_text(
+        run_dir / "run.json", json.dumps({"id": run["id"], "config_hash": run["config_hash"]}) + "\n", "run record"
+    )
+
+
+def _checkpoint_note(ckpt_dir: Path, step: int | None) -> str:
+    if step is None:
+        return f"no checkpoint of this run was written yet (in {ckpt_dir}); there is nothing to resume"
+    return f"the checkpoint of step {step} is kept in {ckpt_dir} (continue with resume=true)"
 
 
 def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
@@ -218,24 +364,30 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     registry = build_registry(pm)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = run_dir / "checkpoints"
+    saved, run = _open_run(cfg, run_dir)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
 
     c = make_components(cfg, registry, pm)
-    if cfg.grpo.entropy_coef and not callable(getattr(c.policy, "entropy", None)):
+    try:
+        if cfg.grpo.entropy_coef and not callable(getattr(c.policy, "entropy", None)):
+            raise ConfigError(
+                f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
+                f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)"
+            )
+        train_tasks = split_tasks(c, cfg.rollout.task_split, "rollout.task_split")
+        eval_tasks = _eval_tasks(c, cfg.eval.split, cfg.eval.max_tasks)
+    except BaseException:
         c.close()
-        raise ConfigError(
-            f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
-            f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)"
-        )
+        raise
     state = TrainState.create(cfg, c.policy)
     B, G = cfg.rollout.batch_tasks, cfg.rollout.group_size
-    train_tasks = c.environment.tasks(cfg.rollout.task_split)
-    eval_tasks = _eval_tasks(c, cfg.eval.split, cfg.eval.max_tasks)
 
     start_step = 0
-    if cfg.resume and has_checkpoint(run_dir / "checkpoints"):
-        saved = load_checkpoint(run_dir / "checkpoints")
+    if saved is None:
+        _begin_fresh(run_dir, run)
+    else:
         start_step = saved["step"]
         c.policy.load_state_dict(saved["policy"])
         state.optimizer.load_state_dict(saved["optimizer"])
@@ -259,15 +411,20 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         config=json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
         # a fresh run (resume=false) into an old run_dir starts its logs over; a resumed one drops
         # what was written after its checkpoint, so that no step appears twice
-        truncate_after_step=start_step if cfg.resume else -1,
+        truncate_after_step=start_step if saved is not None else -1,
     )
     _truncate_anchor_pairs(run_dir / "anchor_pairs.jsonl", after_step=start_step)
 
+    checkpointed: dict[str, int | None] = {"step": start_step if saved is not None else None}
+    dropped_steps = 0  # consecutive steps whose world-model rewards were all dropped
+    usable_rewards = 0  # rewards that reached the policy update, over the whole run
+
     def checkpoint(step: int) -> None:
         save_checkpoint(
-            run_dir / "checkpoints",
+            ckpt_dir,
             step,
             {
+                "run": run_record(cfg, run["id"]),
                 "policy": c.policy.state_dict(),
                 "optimizer": state.optimizer.state_dict(),
                 "debiaser": state.debiaser.state_dict(),
@@ -282,6 +439,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 "reference": state.reference.state_dict() if state.reference is not None else None,
             },
         )
+        checkpointed["step"] = step
 
     def should_eval(step: int) -> bool:
         return cfg.eval.every > 0 and (step == 0 or step % cfg.eval.every == 0 or step == cfg.steps)
@@ -308,13 +466,23 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             # 1. tasks and rollouts: B groups of G
             picks = state.task_rng.choice(len(train_tasks), size=B, replace=B > len(train_tasks))
             tasks = [train_tasks[i] for i in picks]
-            with state.ledger.measure("generation", n_items=B * G, cost=getattr(c.policy, "cost", None)):
+            with (
+                state.ledger.measure("generation", n_items=B * G, cost=getattr(c.policy, "cost", None)),
+                component_call(_who(c, "policy"), "generate", f"at step {step}"),
+            ):
                 rollouts = c.policy.generate(tasks, G)
             checkers.check_rollouts(rollouts, B, G)
 
             # 2-4. anchors, world-model scores for every group, real execution of the anchors
             replayed_before = getattr(c.environment, "replayed", None)  # an execution cache's count
             scored = score_step(c, state, rollouts, B, step)
+            usable_rewards += _usable_rewards(cfg.mode, scored)
+            if c.world_model is not None and not np.isfinite(scored.wm_rewards).any():
+                dropped_steps += 1
+                if dropped_steps in (1, 10) or dropped_steps % 100 == 0:
+                    notice(_all_dropped_warning(c, step, len(rollouts), dropped_steps))
+            else:
+                dropped_steps = 0
 
             # 5-9. calibration, advantages, fusion weights, the fused GRPO update, the metrics record
             update = update_step(c.policy, cfg, state, scored, step)
@@ -341,20 +509,29 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 checkpoint(step)
             progress.update(step, record)
     except OSError as exc:  # a full disk: name the directory and the fix, not just ENOSPC
+        exc.checkpoint_note = _checkpoint_note(ckpt_dir, checkpointed["step"])  # type: ignore[attr-defined]
         raise_if_disk_full(exc, run_dir)
+        raise
+    except BaseException as exc:  # the CLI says whether a checkpoint is kept (Ctrl-C, a component's error)
+        exc.checkpoint_note = _checkpoint_note(ckpt_dir, checkpointed["step"])  # type: ignore[attr-defined]
         raise
     finally:
         progress.close()
         writer.close()
         c.close()
 
-    evals = [r for r in read_metrics(run_dir) if any(k.startswith("eval/") for k in r)]
+    records = read_metrics(run_dir)
+    evals = [r for r in records if any(k.startswith("eval/") for k in r)]
+    if not last and records:  # nothing ran in this invocation (a resume at its last step)
+        last = records[-1]
     plot_run(run_dir)
     summary = {
         "mode": cfg.mode,
         "steps": cfg.steps,
         "seed": cfg.seed,
         "run_dir": str(run_dir),
+        "run_id": run["id"],
+        "config_hash": run["config_hash"],
         "eval_first": {k: v for k, v in evals[0].items() if k.startswith("eval/") or k == "step"} if evals else None,
         "eval_last": {k: v for k, v in evals[-1].items() if k.startswith("eval/") or k == "step"} if evals else None,
         "components": {
@@ -366,5 +543,38 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         "wall_s_this_invocation": time.perf_counter() - started,
         "final": last,
     }
-    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, default=float), "summary")
+    trained = cfg.steps - start_step
+    summary["usable_rewards"] = usable_rewards
+    atomic_write_text(run_dir / "summary.json", strict_json(summary, indent=2), "summary")
+    if trained > 0 and usable_rewards == 0:
+        raise TrainedOnNothingError(
+            f"the run trained on nothing: none of its {trained} steps had a usable reward (mode={cfg.mode}; "
+            f"dropped world-model predictions are counted in faults/world_model_dropped, rewardless outcomes in "
+            f"{run_dir / 'metrics.jsonl'}). Fix the component whose rewards are all NaN: "
+            f"{_reward_sources(c, cfg.mode)} must return finite scores"
+        )
     return summary
+
+
+def _usable_rewards(mode: str, scored: ScoredStep) -> int:
+    """Finite rewards of a step in the streams that ``mode`` trains on."""
+    n = 0
+    if mode != "world_model":
+        n += int(np.isfinite(scored.real_rewards).sum())
+    if mode != "real":
+        n += int(np.isfinite(scored.wm_rewards).sum())
+    return n
+
+
+def _reward_sources(c: Components, mode: str) -> str:
+    sources = {"real": [_who(c, "environment")], "world_model": [_who(c, "world_model")]}
+    return " or ".join(sources.get(mode, [_who(c, "world_model"), _who(c, "environment")]))
+
+
+def _all_dropped_warning(c: Components, step: int, n: int, consecutive: int) -> str:
+    run = f" ({consecutive} steps in a row)" if consecutive > 1 else ""
+    return (
+        f"warning: step {step}: every world-model reward was dropped ({n} of {n}){run}: {_who(c, 'world_model')} "
+        f"returned NaN, None or no_prediction, raised, or timed out (faults/ in metrics.jsonl counts which). "
+        f"The world-model stream gives this step nothing; check its predict()"
+    )
