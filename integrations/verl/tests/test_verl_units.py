@@ -1,0 +1,227 @@
+"""The verl integration on the CPU, with real ``DataProto`` batches: the hashed anchor decision,
+the reward manager's per-trajectory fields, the ``wmrl`` estimator against WMRL's engine (and its
+state through a checkpoint), and the registrations. ``fit()`` needs GPUs and is not run here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+verl = pytest.importorskip("verl", reason="the verl integration runs in its own environment (docs/integrations.md)")
+
+from verl import DataProto  # noqa: E402
+
+from wmrl_core.config import load_config  # noqa: E402
+from wmrl_core.debias import IsotonicDebiaser  # noqa: E402
+from wmrl_core.fusion import FusionSettings, build_fuser, fuse_step  # noqa: E402
+from wmrl_core.types import Outcome, Task  # noqa: E402
+
+
+def _cfg(**overrides):
+    dotted = {
+        "environment.name": "letters",
+        "policy.name": "verl-actor",
+        "world_model.name": "letters-wm",
+        "anchors.fraction": 0.5,
+        **overrides,
+    }
+    return load_config(None, [f"{k}={v}" for k, v in dotted.items()])
+
+
+class Letters:
+    """Executes a response: the share of its letters that are ``a``; the world model predicts it
+    with a monotone distortion."""
+
+    def __init__(self):
+        self.executed: list[str] = []
+
+    def tasks(self, split):
+        return [Task("t0", "say a lot of a"), Task("t1", "say b")]
+
+    def execute(self, tasks, solutions):
+        self.executed.extend(solutions)
+        return [Outcome("ok", s.count("a") / max(len(s), 1)) for s in solutions]
+
+    def predict(self, tasks, solutions):
+        return [Outcome("ok", 0.1 + 0.5 * (s.count("a") / max(len(s), 1)) ** 2) for s in solutions]
+
+
+def _batch(n_groups=4, group_size=4, length=6, seed=0):
+    rng = np.random.default_rng(seed)
+    n = n_groups * group_size
+    lengths = rng.integers(1, length + 1, size=n)
+    mask = (torch.arange(length)[None, :] < torch.as_tensor(lengths)[:, None]).float()
+    uids = np.array([f"uid-{g}" for g in range(n_groups) for _ in range(group_size)], dtype=object)
+    wm = rng.uniform(size=n)
+    real = np.where(rng.uniform(size=n) < 0.5, np.nan, wm + rng.normal(0, 0.1, size=n))
+    return mask, uids, wm, real
+
+
+def test_anchor_decision_is_per_group_and_content_free():
+    from wmrl_verl import is_anchor
+
+    draws = [is_anchor(f"uid-{g}", seed=0, step=3, fraction=0.3) for g in range(2000)]
+    assert 0.25 < np.mean(draws) < 0.35
+    assert is_anchor("uid-7", 0, 3, 0.3) == is_anchor("uid-7", 0, 3, 0.3)  # any worker, any order
+    assert [is_anchor("uid-7", 0, s, 0.5) for s in range(40)] != [is_anchor("uid-7", 1, s, 0.5) for s in range(40)]
+    assert not any(is_anchor(f"u{g}", 0, 1, 0.0) for g in range(100))
+    assert all(is_anchor(f"u{g}", 0, 1, 1.0) for g in range(100))
+
+
+def _manager(env):
+    from omegaconf import OmegaConf
+    from wmrl_verl import WMRLRewardManager
+
+    from wmrl_core.builtin_rewards import ScoreReward
+
+    class Tok:
+        def decode(self, ids, skip_special_tokens=True):
+            return "".join("a" if int(i) % 2 else "b" for i in ids)
+
+    return WMRLRewardManager(
+        OmegaConf.create({}), Tok(), None, wmrl_config=_cfg(), components=(env, env, ScoreReward())
+    )
+
+
+def _rollout(uid, ids, step, task_id="t0"):
+    responses = torch.as_tensor([ids])
+    prompt = torch.ones(1, 2, dtype=torch.long)
+    data = DataProto.from_dict(
+        tensors={
+            "prompts": prompt,
+            "responses": responses,
+            "attention_mask": torch.ones(1, 2 + responses.shape[1], dtype=torch.long),
+        },
+        non_tensors={"uid": np.array([uid], dtype=object), "extra_info": np.array([{"task_id": task_id}])},
+        meta_info={"global_steps": step},
+    )
+    return data
+
+
+def test_reward_manager_predicts_every_trajectory_and_executes_anchors_only():
+    from wmrl_verl import is_anchor
+
+    env = Letters()
+    manager = _manager(env)
+    uids = [f"uid-{g}" for g in range(12)]
+    outputs = [manager.loop.run_until_complete(manager.run_single(_rollout(u, [1, 1, 2], step=5))) for u in uids]
+    anchors = [is_anchor(u, 0, 5, 0.5) for u in uids]
+    assert 0 < sum(anchors) < len(anchors)
+    assert len(env.executed) == sum(anchors)
+    for out, anchor in zip(outputs, anchors, strict=True):
+        info = out["reward_extra_info"]
+        assert info["wmrl_anchor"] is anchor
+        assert math.isclose(info["wmrl_world_model_reward"], 0.1 + 0.5 * (2 / 3) ** 2)
+        if anchor:
+            assert math.isclose(info["wmrl_real_reward"], 2 / 3) and out["reward_score"] == info["wmrl_real_reward"]
+        else:
+            assert math.isnan(info["wmrl_real_reward"])
+
+
+def test_reward_manager_errors_name_the_fix():
+    from wmrl_core.errors import ConfigError
+
+    manager = _manager(Letters())
+    with pytest.raises(ConfigError, match="extra_info.task_id"):
+        manager.loop.run_until_complete(manager.run_single(_rollout("u", [1], step=1, task_id="nope")))
+    data = _rollout("u", [1], step=1)
+    data.meta_info.pop("global_steps")
+    with pytest.raises(ConfigError, match="global_steps"):
+        manager.loop.run_until_complete(manager.run_single(data))
+
+
+@pytest.mark.parametrize(
+    "loss_agg_mode, aggregation", [("token-mean", "token_mean"), ("seq-mean-token-mean", "sequence_mean")]
+)
+@pytest.mark.parametrize("method", ["rectified", "inverse_variance", "pooled"])
+def test_estimator_writes_wmrl_engines_advantages(method, loss_agg_mode, aggregation):
+    from wmrl_verl import WMRLAdvantageEstimator
+
+    cfg = _cfg(**{"fusion.method": method})
+    estimator = WMRLAdvantageEstimator(cfg, loss_agg_mode=loss_agg_mode)
+    calibrator, fuser = IsotonicDebiaser(), build_fuser(method, cfg.fusion)
+    for step in range(1, 5):
+        mask, uids, wm, _ = _batch(seed=step)
+        anchor_groups = np.array([True, False, False, True])
+        group_ids = np.repeat(np.arange(4), 4)
+        real = np.where(anchor_groups[group_ids], wm + np.random.default_rng(step).normal(0, 0.1, 16), np.nan)
+        data = DataProto.from_dict(
+            tensors={"response_mask": mask},
+            non_tensors={
+                "uid": uids,
+                "wmrl_world_model_reward": wm,
+                "wmrl_real_reward": real,
+                "wmrl_anchor": anchor_groups[group_ids],
+            },
+        )
+        data = estimator.compute(data)
+        expected = fuse_step(
+            world_model_rewards=wm,
+            real_rewards=real,
+            group_ids=group_ids,
+            anchor_groups=anchor_groups,
+            token_counts=mask.sum(-1).numpy(),
+            calibrator=calibrator,
+            fuser=fuser,
+            settings=FusionSettings(aggregation=aggregation),
+            step=step,
+        )
+        calibrator, fuser = expected.calibrator, expected.fuser
+        adv = data.batch["advantages"]
+        assert adv.shape == mask.shape and torch.all(adv[mask == 0] == 0)
+        np.testing.assert_allclose(adv[:, 0].numpy(), expected.advantages, rtol=1e-6, atol=1e-6)
+    assert data.meta_info["wmrl"]["debias/n_pairs"] == 4 * 8
+
+    restored = WMRLAdvantageEstimator(cfg, loss_agg_mode=loss_agg_mode)
+    restored.load_state_dict(estimator.state_dict())
+    assert restored.step == 4 and restored.calibrator.n_pairs_ == estimator.calibrator.n_pairs_
+
+
+def test_estimator_refuses_partial_groups_and_unknown_aggregation():
+    from wmrl_verl import WMRLAdvantageEstimator
+
+    from wmrl_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="loss_agg_mode"):
+        WMRLAdvantageEstimator(_cfg(), loss_agg_mode="seq-mean-token-sum")
+    mask, uids, wm, real = _batch()
+    anchors = np.zeros(16, dtype=bool)
+    anchors[0] = True  # one rollout of a group of four
+    data = DataProto.from_dict(
+        tensors={"response_mask": mask},
+        non_tensors={"uid": uids, "wmrl_world_model_reward": wm, "wmrl_real_reward": real, "wmrl_anchor": anchors},
+    )
+    with pytest.raises(ValueError, match="partly anchored"):
+        WMRLAdvantageEstimator(_cfg()).compute(data)
+
+
+def test_registered_with_verl():
+    import wmrl_verl
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    from wmrl_core.errors import ConfigError
+
+    assert get_reward_manager_cls("wmrl") is wmrl_verl.WMRLRewardManager
+    fn = get_adv_estimator_fn("wmrl")
+    mask, uids, _, _ = _batch()
+    with pytest.raises(ConfigError, match="trainer_mode=wmrl"):
+        fn(token_level_rewards=torch.zeros_like(mask), response_mask=mask, index=uids)
+
+
+def test_trainer_is_registered_and_reads_the_reward_managers_fields():
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from wmrl_verl.trainer import WMRLPPOTrainer, wmrl_fields
+
+    assert get_trainer_cls("wmrl") is WMRLPPOTrainer
+    rows = [
+        {"reward_extra_info": {"wmrl_world_model_reward": 0.2, "wmrl_real_reward": math.nan, "wmrl_anchor": False}},
+        {"reward_extra_info": {"wmrl_world_model_reward": 0.4, "wmrl_real_reward": 0.5, "wmrl_anchor": True}},
+    ]
+    fields = wmrl_fields(rows)
+    assert fields["wmrl_world_model_reward"].tolist() == [0.2, 0.4] and fields["wmrl_anchor"].tolist() == [False, True]
+    with pytest.raises(KeyError, match="reward_manager.name=wmrl"):
+        wmrl_fields([{"reward_extra_info": {"acc": 1.0}}])
