@@ -191,7 +191,7 @@ def test_the_significance_level_scales_the_variance_by_the_t_critical_value():
     with pytest.raises(ValueError, match="level"):
         shrunk_lambda(0.5, 0.01, n_groups=5, level=1.0)
     # the fuser's window: three groups with slope 1 and Var 1/75 (t = 8.7 with 2 df, q = 4.303)
-    f = RectifiedFuser(window=5)
+    f = RectifiedFuser(window=5, level=0.975)
     for r_g, c_g in ((1.8, 2.0), (2.2, 2.0), (2.0, 2.0)):
         f.update(np.array([r_g / 2, -r_g / 2]), np.array([1.0, -1.0]) * np.sqrt(c_g / 2), groups=np.zeros(2))
     lam_hat, var = f.slope()

@@ -107,10 +107,13 @@ class FusionConfig:
     """``rectified``: ``solution`` sums the advantages of a group's rollouts with equal solutions
     (equal score vectors) before the moments that tune lambda; ``rollout`` treats every rollout
     as distinct (see ``wmrl_core/fusion/rectified.py``)."""
-    lambda_level: Optional[float] = 0.975
+    lambda_level: Optional[float] = 0.999
     """``rectified``: lambda is kept only where its slope is significant at this one-sided level
     (the slope's variance is scaled by the squared t critical value for the window's informative
-    groups, so few groups need a large t); ``None``: the plain positive-part James-Stein factor."""
+    groups, so few groups need a large t; 0.999 keeps a noise world model's weight at 0 with one
+    anchor group a step); ``None``: the plain positive-part James-Stein factor."""
+    lambda_min_groups: int = 2
+    """``rectified``: lambda is 0 until the window holds this many informative anchor groups."""
     loss: str = "exact"
     """``exact``: the fused loss as its sum of GRPO terms (``wmrl_core/fusion/base.py``), exact at any
     probability ratio; ``effective``: on the first pass over a batch (on-policy) one GRPO loss on the
@@ -295,6 +298,11 @@ def _validate_calibration_and_fusion(cfg: TrainConfig) -> None:
     if fusion.lambda_level is not None and not 0.5 <= fusion.lambda_level < 1.0:
         raise ConfigError(
             f"fusion.lambda_level must be in [0.5, 1) or null (the plain James-Stein factor), got {fusion.lambda_level}"
+        )
+    if not 2 <= fusion.lambda_min_groups <= fusion.lambda_window:
+        raise ConfigError(
+            f"fusion.lambda_min_groups must be in [2, fusion.lambda_window={fusion.lambda_window}], "
+            f"got {fusion.lambda_min_groups}"
         )
     if fusion.lambda_window < 2:
         raise ConfigError(

@@ -14,6 +14,9 @@ SHOWN = (
     ("eval/true_reward", "true"),
     ("eval/reward", "eval"),
     ("fusion/w_world_model", "w_wm"),
+    ("value/n_eff", "n_eff"),
+    ("value/ratio_vs_real", "x_vs_real"),
+    ("value/ratio_vs_anchors", "x_vs_anchors"),
     ("policy/entropy", "entropy"),
     ("compute/total_s", "compute_s"),
 )

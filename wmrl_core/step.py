@@ -23,6 +23,7 @@ from wmrl_core.config import TrainConfig
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import Fuser, FusionSettings, build_fuser, fuse_step, fused_loss
+from wmrl_core.fusion.value import value_record
 from wmrl_core.grpo import entropy_bonus, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
 from wmrl_core.types import Rollouts
@@ -194,6 +195,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         "loss": float(loss.detach()),
         "grad_norm": float(grad_norm),
         "policy/entropy": entropy_mean,
+        **value_record(fused.record, state.ledger, n_rollouts=len(scored.group_ids)),
         **state.ledger.metrics(),
     }
     return StepUpdate(record=record, anchor_pairs=fused.anchor_pairs)

@@ -44,6 +44,7 @@ from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, is_rewarded
 from wmrl_core.errors import ComponentError, ConfigError, TrainedOnNothingError, WMRLError
 from wmrl_core.faults import StepFaults, atomic_write_text, raise_if_disk_full
+from wmrl_core.fusion.value import value_summary
 from wmrl_core.ledger import measured_cost_s
 from wmrl_core.metrics import MetricsWriter, nanmean, read_metrics, strict_json
 from wmrl_core.plots import plot_run
@@ -542,6 +543,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
         },
         "wall_s_this_invocation": time.perf_counter() - started,
         "final": last,
+        "value": value_summary(records),  # run averages of n_eff and the predicted compute ratios
     }
     trained = cfg.steps - start_step
     summary["usable_rewards"] = usable_rewards

@@ -45,7 +45,9 @@ FUSION_METHODS: dict[str, FusionMethod] = {
             summary="anchor gradient plus lambda times (calibrated gradient over all groups minus over the "
             "anchor groups): unbiased for any lambda, lambda power-tuned on earlier anchors",
             module="wmrl_core/fusion/rectified.py",
-            build=lambda f: RectifiedFuser(window=f.lambda_window, moments=f.lambda_moments, level=f.lambda_level),
+            build=lambda f: RectifiedFuser(
+                window=f.lambda_window, moments=f.lambda_moments, level=f.lambda_level, min_groups=f.lambda_min_groups
+            ),
             needs_anchors_every_step=True,
         ),
         FusionMethod(

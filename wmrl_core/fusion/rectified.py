@@ -93,15 +93,18 @@ on one step in ten, and the window carries the same lucky groups for many steps 
 weight above 0.1 on 10% of steps with the ``noise`` world model, one run at 0.13-0.55 for 13
 steps). The point estimate of the variance from two clusters is the trouble: it is as likely to
 be far too small as not. So the variance is inflated by the squared critical value of that t
-distribution, :math:`q = t_{m-1}(\text{level})` (``level`` one-sided, 0.975 by default):
+distribution, :math:`q = t_{m-1}(\text{level})` (``level`` one-sided, 0.999 by default):
 
 .. math:: \tilde\lambda = \operatorname{clip}\Big(\hat\lambda\,\Big(1 - \frac{q^2\,\widehat{\operatorname{Var}}\,\hat\lambda}{\hat\lambda^2}\Big)_+, 0, 1\Big).
 
 The weight is 0 unless the slope is significant at ``level`` (a useless world model passes on
 about :math:`1 - \text{level}` of windows, and then with little weight), and a slope :math:`t`
 standard errors from 0 keeps :math:`1 - q^2/t^2` of itself: with 20 informative groups
-(:math:`q = 2.09`) 51% at :math:`t = 3`, 89% at :math:`t = 6.3`; with 2 groups (:math:`q = 12.7`) a slope
-needs :math:`t > 12.7`. Near :math:`\lambda^*` the variance of the update is flat in
+(:math:`q = 3.58`) 64% at :math:`t = 6`, 87% at :math:`t = 10`; with 3 groups (:math:`q = 22.3`) a
+slope needs :math:`t > 22`. Why 0.999 and not 0.975: a window holds about ten steps' groups, so
+one lucky window keeps a weight for ten steps; at 0.975, 40 runs of 30 steps with the ``noise``
+world model still had one run whose mean weight was 0.078 (docs/results/synthetic/noise_weight.md).
+Near :math:`\lambda^*` the variance of the update is flat in
 :math:`\lambda`, so a well-determined :math:`\hat\lambda` loses little.
 
 The moments are computed on earlier steps' anchors, back to the ``window``-th most recent group
@@ -269,19 +272,25 @@ class RectifiedFuser:
     :param window: informative groups that tune :math:`\lambda`.
     :param moments: ``solution`` (advantages of equal solutions summed) or ``rollout``.
     :param level: one-sided level of the t critical value that scales the slope's variance in
-        :func:`shrunk_lambda`; ``None``: the plain positive-part James-Stein factor.
+        :func:`shrunk_lambda` (0.999: module docstring); ``None``: the plain positive-part
+        James-Stein factor.
+    :param min_groups: :math:`\lambda = 0` until the window holds this many informative groups.
     """
 
     MAX_GROUPS_PER_WINDOW = 20
 
-    def __init__(self, *, window: int = 20, moments: str = "solution", level: float | None = 0.975):
+    def __init__(
+        self, *, window: int = 20, moments: str = "solution", level: float | None = 0.999, min_groups: int = 2
+    ):
         if window < 2:
             raise ValueError(f"window must be >= 2 informative groups (a slope's variance needs two), got {window}")
         if moments not in LAMBDA_MOMENTS:
             raise ValueError(f"moments={moments!r} is unknown; use one of {', '.join(LAMBDA_MOMENTS)}")
         if level is not None and not 0.5 <= level < 1.0:
             raise ValueError(f"level must be in [0.5, 1) or None (the plain James-Stein factor), got {level}")
-        self.window, self.moments_by, self.level = window, moments, level
+        if not 2 <= min_groups <= window:
+            raise ValueError(f"min_groups must be in [2, window={window}], got {min_groups}")
+        self.window, self.moments_by, self.level, self.min_groups = window, moments, level, min_groups
         self._groups: deque[tuple[float, float, float, int]] = deque()
 
     def plan(self, step: FusionInputs) -> FusionPlan:
@@ -364,7 +373,10 @@ class RectifiedFuser:
 
     def lam(self) -> float:
         """:func:`shrunk_lambda` of the window's slope at ``level``; 0 before two informative groups."""
-        return shrunk_lambda(*self.slope(), n_groups=self.informative_groups(), level=self.level)
+        m = self.informative_groups()
+        if m < self.min_groups:
+            return 0.0
+        return shrunk_lambda(*self.slope(), n_groups=m, level=self.level)
 
     def effective_samples(self, n_real: int, anchor_share: float) -> float:
         m_rr, m_rc, m_cc, n = self.moments()

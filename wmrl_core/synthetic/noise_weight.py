@@ -58,7 +58,7 @@ def summarize_weights(runs: dict[str, list[float]], threshold: float = THRESHOLD
         "runs": len(runs),
         "steps": int(everything.size),
         "share_above": float(np.mean(everything > threshold)) if everything.size else math.nan,
-        "max_weight": float(everything.max()) if everything.size else math.nan,
+        "max_weight": float(everything.max()) + 0.0 if everything.size else math.nan,  # + 0.0: no "-0.000"
         "run_means": means,
         "worst_run": worst,
         "worst_run_mean": means[worst] if worst else math.nan,
