@@ -12,7 +12,11 @@ download), and prints what ran and how fast:
   disagree with the training model's, after it they agree (max |difference|);
 * ``llm_world_model`` the LLM world model predicting outcomes on the policy's own engine
   (``LLMWorldModel(policy=agent)``; predictions/s);
-* ``libero_egl``    a LIBERO camera render through EGL (``MUJOCO_GL=egl``; frames/s).
+* ``libero_egl``    a LIBERO camera render through EGL (``MUJOCO_GL=egl``; frames/s);
+* ``trl_vllm``      two steps of ``WMRLGRPOTrainer`` (integrations/trl) generating with vLLM in
+  colocate mode on a tiny Qwen2, on the vowels test domain (s/step, the fusion's weights);
+* ``verl_fit``      where ``.venv-verl`` exists (integrations/verl), two steps of verl's ``fit()``
+  with the ``wmrl`` reward manager, estimator and trainer (exit status, s).
 
 Needs, besides the repository's CI install: ``pip install vllm`` (a release with
 ``LLM.collective_rpc``, >= 0.8) for the vLLM checks, and the LIBERO plugin for ``libero_egl``.
@@ -41,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-CHECKS = ("cuda", "vllm_generate", "weight_sync", "llm_world_model", "libero_egl")
+CHECKS = ("cuda", "vllm_generate", "weight_sync", "llm_world_model", "libero_egl", "trl_vllm", "verl_fit")
 SYNC_TOLERANCE = 2e-3
 """Largest |log p_engine - log p_training| (nats, fp32) accepted after a weight sync; two
 different kernels of one fp32 model agree to ~1e-5, a stale engine differs by ~0.1 or more."""
@@ -228,12 +232,75 @@ def check_libero_egl(ctx: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def check_trl_vllm(ctx: dict[str, Any]) -> dict[str, Any]:
+    from trl import GRPOConfig
+    from wmrl_trl import WMRLGRPOTrainer, make_wmrl_components, task_dataset
+
+    from wmrl_core.vowels import make_tiny_qwen2, vowels_config
+
+    model = make_tiny_qwen2(Path(ctx["tmp"]) / "qwen2")
+    cfg = vowels_config()
+    env, world_model, reward = make_wmrl_components(cfg)
+    tasks = env.tasks("train")
+    args = GRPOConfig(
+        output_dir=str(Path(ctx["tmp"]) / "trl"),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=16,
+        max_steps=2,
+        report_to="none",
+        save_strategy="no",
+        loss_type="grpo",
+        beta=0.0,
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.2,
+    )
+    trainer = WMRLGRPOTrainer(
+        model=str(model),
+        args=args,
+        train_dataset=task_dataset(tasks, render=lambda t: t.description),
+        wmrl=cfg,
+        environment=env,
+        world_model=world_model,
+        reward=reward,
+        tasks=tasks,
+    )
+    start = time.perf_counter()
+    trainer.train()
+    elapsed = time.perf_counter() - start
+    if trainer.wmrl_step != 2:
+        raise AssertionError(f"{trainer.wmrl_step} WMRL steps for max_steps=2")
+    record = trainer.last_wmrl["record"]
+    return {
+        "s_per_step": round(elapsed / 2, 2),
+        "anchor_rows_executed": env.executed,
+        "w_world_model": record["fusion/w_world_model"],
+    }
+
+
+def check_verl_fit(ctx: dict[str, Any]) -> dict[str, Any]:
+    import subprocess
+
+    python = Path(__file__).resolve().parents[1] / ".venv-verl" / "bin" / "python"
+    if not python.exists():
+        raise FileNotFoundError(f"{python} is missing: create the verl environment (docs/integrations.md)")
+    script = Path(__file__).resolve().parents[1] / "integrations" / "verl" / "gpu_fit.py"
+    start = time.perf_counter()
+    done = subprocess.run([str(python), str(script), ctx["tmp"]], capture_output=True, text=True, timeout=1800)
+    if done.returncode:
+        raise AssertionError(f"verl fit exited {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")
+    return {"seconds": round(time.perf_counter() - start, 1), "tail": done.stdout.strip().splitlines()[-1:]}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "cuda": check_cuda,
     "vllm_generate": check_vllm_generate,
     "weight_sync": check_weight_sync,
     "llm_world_model": check_llm_world_model,
     "libero_egl": check_libero_egl,
+    "trl_vllm": check_trl_vllm,
+    "verl_fit": check_verl_fit,
 }
 
 

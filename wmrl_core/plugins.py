@@ -23,7 +23,12 @@ from wmrl_core.registry import Registry
 __all__ = ["ENTRY_POINT_GROUP", "BUILTIN_PLUGINS", "PluginInfo", "get_plugin_manager", "build_registry"]
 
 ENTRY_POINT_GROUP = "wmrl"
-BUILTIN_PLUGINS = ("wmrl_core.builtin_rewards", "wmrl_core.noise_world_model", "wmrl_core.synthetic.plugin")
+BUILTIN_PLUGINS = (
+    "wmrl_core.builtin_rewards",
+    "wmrl_core.noise_world_model",
+    "wmrl_core.synthetic.plugin",
+    "wmrl_core.vowels",
+)
 
 _REGISTRATION_HOOKS = {k.hook: k.table for k in COMPONENT_KINDS}
 

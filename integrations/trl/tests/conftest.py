@@ -13,6 +13,6 @@ else:
 
 @pytest.fixture(scope="session")
 def tiny_qwen2(tmp_path_factory) -> Path:
-    from wmrl_trl.testing import make_tiny_qwen2
+    from wmrl_core.vowels import make_tiny_qwen2
 
     return make_tiny_qwen2(tmp_path_factory.mktemp("tiny-qwen2"))

@@ -13,14 +13,11 @@ pytestmark = pytest.mark.slow
 def _trainer(model_dir, out_dir, *, max_steps=3, save_steps=100, **wmrl_overrides):
     from trl import GRPOConfig
     from wmrl_trl import WMRLGRPOTrainer, make_wmrl_components, task_dataset
-    from wmrl_trl.testing import VowelsPlugin, vowels_config
 
-    from wmrl_core.plugins import get_plugin_manager
+    from wmrl_core.vowels import vowels_config
 
     cfg = vowels_config(**wmrl_overrides)
-    env, world_model, reward = make_wmrl_components(
-        cfg, plugin_manager=get_plugin_manager(extra_plugins=[VowelsPlugin()])
-    )
+    env, world_model, reward = make_wmrl_components(cfg)
     tasks = env.tasks("train")
     args = GRPOConfig(
         output_dir=str(out_dir),
@@ -88,7 +85,7 @@ def test_trains_on_fused_advantages_and_executes_only_anchors(tiny_qwen2, tmp_pa
     assert {"wmrl/fusion/w_world_model", "wmrl/time/execution_s"} <= logged
 
     # WMRL's own engine, replayed on the same rewards from a fresh state, gives the same advantages
-    from wmrl_trl.testing import vowels_config
+    from wmrl_core.vowels import vowels_config
 
     cfg = vowels_config()
     calibrator, fuser = IsotonicDebiaser(), build_fuser(cfg.fusion.method, cfg.fusion)

@@ -28,12 +28,12 @@ def test_two_ranks_agree(tiny_qwen2, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     a, b = ranks
-    assert len(a["steps"]) == len(b["steps"]) == 6
+    assert len(a["steps"]) == len(b["steps"]) == 8
     for sa, sb in zip(a["steps"], b["steps"], strict=True):
         for key in ("step", "anchor_groups", "wm_rewards", "real_rewards", "advantages", "record", "engine_state"):
             assert sa[key] == sb[key], key
-    # each rank executed only its own anchor rows: together one group of 4 a step, none twice; the
+    # each rank executed only its own anchor rows: together two groups of 4 a step, none twice; the
     # seed-0 draw puts anchors on both ranks
-    assert a["executed_here"] + b["executed_here"] == 6 * 4
+    assert a["executed_here"] + b["executed_here"] == 8 * 8
     assert a["executed_here"] > 0 and b["executed_here"] > 0
     assert a["steps"][-1]["record"]["fusion/lambda"] > 0  # the world model earned weight, identically on both

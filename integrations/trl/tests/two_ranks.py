@@ -28,21 +28,18 @@ def _plain(obj):
 def main(model_dir: str, out_dir: str) -> None:
     from trl import GRPOConfig
     from wmrl_trl import WMRLGRPOTrainer, make_wmrl_components, task_dataset
-    from wmrl_trl.testing import VowelsPlugin, vowels_config
 
-    from wmrl_core.plugins import get_plugin_manager
+    from wmrl_core.vowels import vowels_config
 
     cfg = vowels_config()
-    env, world_model, reward = make_wmrl_components(
-        cfg, plugin_manager=get_plugin_manager(extra_plugins=[VowelsPlugin()])
-    )
+    env, world_model, reward = make_wmrl_components(cfg)
     tasks = env.tasks("train")
     args = GRPOConfig(
         output_dir=out_dir,
-        per_device_train_batch_size=4,
+        per_device_train_batch_size=8,
         num_generations=4,
         max_completion_length=12,
-        max_steps=6,
+        max_steps=8,
         learning_rate=5e-3,
         logging_steps=1,
         save_strategy="no",

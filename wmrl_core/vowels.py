@@ -1,4 +1,5 @@
-"""A tiny text domain and a tiny causal LM for testing the TRL path on a CPU, without downloads.
+"""``vowels``: a tiny text domain and a tiny causal LM, for testing trainer integrations (TRL,
+verl) end to end on a CPU, without downloads.
 
 The ``vowels`` domain: a task asks for text; executing a completion scores the share of its
 letters that are vowels, which a randomly initialised model's completions already vary in, so
@@ -19,7 +20,7 @@ from typing import Any
 from wmrl_core import hookimpl
 from wmrl_core.types import Outcome, Task
 
-__all__ = ["VowelsEnvironment", "VowelsWorldModel", "vowel_share", "make_tiny_qwen2", "VowelsPlugin", "vowels_config"]
+__all__ = ["VowelsEnvironment", "VowelsWorldModel", "vowel_share", "make_tiny_qwen2", "vowels_config"]
 
 VOWELS = set("aeiouAEIOU")
 
@@ -70,20 +71,21 @@ class VowelsWorldModel:
         return out
 
 
-class VowelsPlugin:
-    """Registers the domain through WMRL's hooks, as an installed plugin would."""
+@hookimpl
+def wmrl_register_environments(table):
+    table.add(
+        "vowels", f"{__name__}:VowelsEnvironment", description="vowel share of a text (trainer integration tests)"
+    )
 
-    @hookimpl
-    def wmrl_register_environments(self, table):
-        table.add("vowels", f"{__name__}:VowelsEnvironment", description="vowel share of a text (TRL tests)")
 
-    @hookimpl
-    def wmrl_register_world_models(self, table):
-        table.add("vowels-biased", f"{__name__}:VowelsWorldModel", description="miscalibrated vowel-share predictor")
+@hookimpl
+def wmrl_register_world_models(table):
+    table.add("vowels-biased", f"{__name__}:VowelsWorldModel", description="miscalibrated vowel-share predictor")
 
-    @hookimpl
-    def wmrl_default_reward_extractor(self, environment_name):
-        return "score" if environment_name == "vowels" else None
+
+@hookimpl
+def wmrl_default_reward_extractor(environment_name):
+    return "score" if environment_name == "vowels" else None
 
 
 def vowels_config(**overrides: Any) -> Any:
