@@ -79,10 +79,10 @@ def test_reset_of_a_reused_environment_is_exact():
         reused = rollout(venv)
         assert venv.builds == [2]
     for key in second:
-        # a reused environment repeats an episode exactly, whatever ran before it; the first
-        # episode after a build differs by ~1e-5 (robosuite state a reset does not restore)
+        # an episode repeats exactly whatever ran before it in that environment, the first
+        # one after a build included (the reset zeroes robosuite's gripper command too)
         np.testing.assert_array_equal(reused[key], second[key], err_msg=key)
-        np.testing.assert_allclose(reused[key], first[key], atol=1e-4, err_msg=key)
+        np.testing.assert_array_equal(first[key], second[key], err_msg=key)
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The ``wmrl-libero`` command: install, doctor, eval, bench, bench-batch, record-demos, train-bc, dagger,
+"""The ``wmrl-libero`` command: install, doctor, eval, bench, bench-batch, bench-sim, record-demos, train-bc, dagger,
 and the world-model commands record-wm-data, train-wm, wm-report."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 __all__ = ["main"]
 
@@ -115,6 +116,24 @@ def _cmd_bench_batch(args) -> int:
     return 0
 
 
+def _cmd_bench_sim(args) -> int:
+    from wmrl_libero.benchmark_speed import measure_simulator_speed, simulator_speed_table
+
+    result = measure_simulator_speed(
+        task_indices=_ints(args.tasks),
+        init_states=_ints(args.init_states),
+        num_workers=args.workers,
+        max_episode_steps=args.max_steps,
+        reps=args.reps,
+        bare_seconds=args.bare_seconds,
+    )
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    print(simulator_speed_table(result))
+    return 0
+
+
 def _cmd_record(args) -> int:
     from wmrl_libero.demos import record_demonstrations
 
@@ -219,6 +238,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--max-steps", type=int, default=520, help="episode limit (open-loop noise never succeeds)")
     p.set_defaults(fn=_cmd_bench_batch)
+
+    p = sub.add_parser(
+        "bench-sim", help="bare MuJoCo limit vs the worker before/after the fast step and async schedule, one run"
+    )
+    p.add_argument("--tasks", default="0,4,6,7")
+    p.add_argument("--init-states", default="0,1")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--max-steps", type=int, default=120)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--bare-seconds", type=float, default=0.5, help="seconds of bare mj_step per task and repetition")
+    p.add_argument("--out", help="write the full result (every batch) as JSON here")
+    p.set_defaults(fn=_cmd_bench_sim)
 
     p = sub.add_parser("record-demos", help="record scripted-expert demonstrations in LIBERO's HDF5 layout")
     p.add_argument("--out", required=True, help="output .hdf5 file; appended to episode by episode, reruns resume")

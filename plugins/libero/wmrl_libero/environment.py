@@ -21,6 +21,13 @@ reset and the last after the final action; read by world models with
 infrastructure failure, not a zero); ``status="invalid_solution"`` with ``score=0.0`` for a
 solution of the wrong shape or with non-finite numbers (the policy's fault).
 
+What an execution costs is measured: every simulated outcome carries ``info["cost_s"]``
+(:data:`wmrl_core.ledger.MEASURED_COST_KEY`), the CPU seconds the simulator process spent on
+that episode (reset, steps, and the environment build when the episode needed one; the
+worker's ``time.process_time``), and with no declared cost (``seconds_per_step=None``, the
+default) the engine's ledger charges their sum, as it does for AutoResearch's sandboxes. CPU
+seconds, unlike wall time, do not grow when other processes share the machine.
+
 The simulators persist (``persistent=True``, the default): the worker processes and the
 environments they built live from the first ``execute`` to :meth:`LiberoEnvironment.close`,
 and every episode starts with a reset to its stored init state; a worker builds a task's
@@ -35,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_core.ledger import MEASURED_COST_KEY
 from wmrl_core.types import CostModel, Outcome, Task
 from wmrl_libero.controllers import ControllerFactory, OpenLoopController
 from wmrl_libero.episode_runner import EpisodeJob, job_env_kwargs, make_simulator_pool, run_episodes
@@ -62,13 +70,15 @@ class LiberoEnvironment:
     :param image_size: camera side in pixels given to closed-loop controllers; ``None``:
         physics only.
     :param max_episode_steps: control-step limit (default the suite's, 520 for LIBERO-10).
-    :param seconds_per_step: declared cost of one control step in seconds (CPU, physics
-        only about 1/60 s; with two cameras about 0.2 s).
+    :param seconds_per_step: a declared cost of one control step in seconds, charged instead
+        of the measured CPU seconds; ``None`` (default): the measured ones (``Outcome.info["cost_s"]``).
     :param persistent: keep the simulator workers and their environments across
         ``execute`` calls (else build them for every call and close them after it).
     :param envs_per_worker: built environments (tasks) each worker keeps.
     :param trajectory_states: physics states of each executed episode kept in
         ``Outcome.info["trajectory"]``, evenly spaced, first and final included; 0 keeps none.
+    :param fast_physics: one MuJoCo forward pass per physics substep
+        (:mod:`wmrl_libero.fast_physics`; bit-identical states); ``False``: robosuite's own step.
     :param on_episode: optional ``on_episode(result)`` called after each simulated episode
         (an :class:`~wmrl_libero.episode_runner.EpisodeResult`): progress of long calls.
     """
@@ -81,11 +91,12 @@ class LiberoEnvironment:
         num_workers: int = 0,
         image_size: int | None = None,
         max_episode_steps: int | None = None,
-        seconds_per_step: float = 1 / 60,
+        seconds_per_step: float | None = None,
         persistent: bool = True,
         envs_per_worker: int = 4,
         trajectory_states: int = 16,
         on_episode: Callable[[Any], None] | None = None,
+        fast_physics: bool = True,
     ):
         self.suite = suite
         self._infos = suite_tasks(suite)
@@ -98,11 +109,18 @@ class LiberoEnvironment:
         if trajectory_states < 0:
             raise ValueError(f"trajectory_states must be >= 0 (0 records none), got {trajectory_states}")
         self.trajectory_states = trajectory_states
-        # a persistent pool builds its simulators once, not per call
-        self.cost = CostModel(
-            per_call_s=0.0 if persistent else 5.0, per_item_s=seconds_per_step * self.max_episode_steps
+        if seconds_per_step is not None and not seconds_per_step > 0:
+            raise ValueError(
+                f"seconds_per_step must be > 0 seconds, or None to charge measured CPU seconds; got {seconds_per_step}"
+            )
+        # declared: a persistent pool builds its simulators once, not per call
+        self.cost = (
+            None
+            if seconds_per_step is None
+            else CostModel(per_call_s=0.0 if persistent else 5.0, per_item_s=seconds_per_step * self.max_episode_steps)
         )
         self.on_episode = on_episode
+        self.fast_physics = fast_physics
         self._probe_env = None
         self._pool = None
 
@@ -169,7 +187,7 @@ class LiberoEnvironment:
             first = sorted(jobs, key=lambda j: j.task_index)
             n = max(1, self.num_workers)
             self._pool = make_simulator_pool(
-                [job_env_kwargs(first[k * len(first) // n], factory) for k in range(n)],
+                [job_env_kwargs(first[k * len(first) // n], factory, fast_physics=self.fast_physics) for k in range(n)],
                 self.num_workers,
                 envs_per_worker=self.envs_per_worker,
             )
@@ -180,9 +198,15 @@ class LiberoEnvironment:
             controllers=controllers,
             pool=self._pool,
             progress=self.on_episode,
+            fast_physics=self.fast_physics,
         )
         for i, result in zip(where, results):
-            info = {"steps": result.steps, "seconds": result.seconds, "init_state": result.job.init_state}
+            info = {
+                "steps": result.steps,
+                "seconds": result.seconds,
+                "init_state": result.job.init_state,
+                MEASURED_COST_KEY: result.cpu_s,
+            }
             if result.status != "ok":
                 outcomes[i] = Outcome(status="sandbox_error", score=None, info=dict(info, error=result.error))
             else:

@@ -5,6 +5,18 @@ free slot picks the next job whose environment it already holds (:func:`pick_job
 pool that persists across calls (``pool=``) builds each task once per slot, not per call.
 Each environment slot runs one episode at a time; the controllers of all slots act in the
 parent process (where a policy's weights live), the physics runs in the workers.
+
+Slots do not wait for each other (``schedule="async"``, the default): as soon as one slot's
+step is done, its controller acts and the slot steps again, while the others are still
+stepping. Each episode's actions depend only on its own controller and observations, so its
+outcome is the same under either schedule; a controller that draws from random state
+*shared* with other episodes' controllers would see the draws in a different order
+(the controllers here each own their generator). ``schedule="lockstep"`` steps all slots
+together and waits for the slowest (the reference for the speed benchmark).
+
+Each result carries ``cpu_s``, the simulator's CPU seconds for that episode
+(``time.process_time`` of the worker process: its reset, its steps, and any environment
+build it needed), which ``LiberoEnvironment`` charges instead of a declared cost.
 """
 
 from __future__ import annotations
@@ -55,7 +67,8 @@ class EpisodeResult:
     worker crashed; the episode says nothing about the policy). ``steps`` counts control
     steps (20 Hz); ``seconds`` is wall time. ``states`` (jobs with ``record_states``):
     ``{"proprio": [...], "object_state": [...]}``, the state after the reset and after every
-    action, the final one included.
+    action, the final one included. ``cpu_s``: CPU seconds the simulator spent on this episode
+    (the slot's own process time, not wall time: independent of the machine's load).
     """
 
     job: EpisodeJob
@@ -66,6 +79,7 @@ class EpisodeResult:
     seconds: float = 0.0
     frames: list[np.ndarray] = field(default_factory=list, repr=False)
     states: dict[str, list[np.ndarray]] | None = field(default=None, repr=False)
+    cpu_s: float = 0.0
 
 
 class InProcessEnvs:
@@ -73,11 +87,25 @@ class InProcessEnvs:
     environments, one slot each (no crash recovery; for tests and small runs). Each slot keeps
     the environments it has built, like a persistent worker."""
 
-    def __init__(self, env_kwargs: list[dict[str, Any]], *, envs_per_worker: int = 4):
-        self._caches = [EnvCache(LiberoGymEnv, capacity=envs_per_worker) for _ in env_kwargs]
+    def __init__(self, env_kwargs: list[dict[str, Any]], *, envs_per_worker: int = 4, build=None):
+        self._caches = [EnvCache(build or LiberoGymEnv, capacity=envs_per_worker) for _ in env_kwargs]
         self._kwargs = [dict(kw) for kw in env_kwargs]
-        self._envs = [cache.use(kw)[0] for cache, kw in zip(self._caches, self._kwargs)]
+        self._cpu_s = [0.0] * len(env_kwargs)
+        self._envs = [self._timed(i, cache.use, kw)[0] for i, (cache, kw) in enumerate(zip(self._caches, self._kwargs))]
         self.num_envs = len(self._envs)
+        self._stepped: dict[int, tuple] = {}
+
+    def _timed(self, i: int, fn, *args, **kwargs):
+        # thread time: the simulator runs on this thread; other threads (a policy's) are not charged
+        start = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._cpu_s[i] += time.thread_time() - start
+
+    def take_cpu_s(self, i: int) -> float:
+        cpu_s, self._cpu_s[i] = self._cpu_s[i], 0.0
+        return cpu_s
 
     @property
     def builds(self) -> list[int]:
@@ -88,22 +116,32 @@ class InProcessEnvs:
 
     def use_at(self, i: int, env_kwargs: dict[str, Any]) -> bool:
         self._kwargs[i] = dict(env_kwargs)
-        self._envs[i], built = self._caches[i].use(env_kwargs)
+        self._envs[i], built = self._timed(i, self._caches[i].use, env_kwargs)
         return built
 
     def holds_at(self, i: int, env_kwargs: dict[str, Any]) -> bool:
         return env_key(env_kwargs) in self._caches[i].keys()
 
     def call_at(self, i: int, name: str, *args, **kwargs) -> Any:
-        return getattr(self._envs[i], name)(*args, **kwargs)
+        return self._timed(i, getattr(self._envs[i], name), *args, **kwargs)
 
     def reset_at(self, i: int, *, seed=None, options=None):
-        return self._envs[i].reset(seed=seed, options=options)
+        return self._timed(i, self._envs[i].reset, seed=seed, options=options)
 
     def step(self, actions):
-        out = [self._envs[i].step(a) if a is not None else (None, 0.0, False, False, {}) for i, a in enumerate(actions)]
+        out = [
+            self._timed(i, self._envs[i].step, a) if a is not None else (None, 0.0, False, False, {})
+            for i, a in enumerate(actions)
+        ]
         obs, rew, term, trunc, infos = zip(*out)
         return list(obs), np.array(rew), np.array(term), np.array(trunc), list(infos)
+
+    def step_async_at(self, i: int, action) -> None:
+        self._stepped[i] = self._timed(i, self._envs[i].step, action)  # in-process: done at once
+
+    def wait_steps(self) -> list[tuple[int, tuple]]:
+        done, self._stepped = sorted(self._stepped.items()), {}
+        return done
 
     def close(self) -> None:
         for cache in self._caches:
@@ -121,8 +159,11 @@ def make_simulator_pool(first_env_kwargs: list[dict[str, Any]], num_workers: int
     return LiberoVectorEnv(first_env_kwargs[:num_workers], envs_per_worker=envs_per_worker)
 
 
-def job_env_kwargs(job: EpisodeJob, factory: ControllerFactory, video_size: int = 128) -> dict[str, Any]:
-    """Keyword arguments of the ``LiberoGymEnv`` that runs ``job`` for ``factory``'s controllers."""
+def job_env_kwargs(
+    job: EpisodeJob, factory: ControllerFactory, video_size: int = 128, *, fast_physics: bool = True
+) -> dict[str, Any]:
+    """Keyword arguments of the ``LiberoGymEnv`` that runs ``job`` for ``factory``'s controllers
+    (``fast_physics``: :mod:`wmrl_libero.fast_physics`'s step, else robosuite's own)."""
     image_size = factory.image_size
     if job.video and image_size is None:
         image_size = video_size
@@ -132,6 +173,7 @@ def job_env_kwargs(job: EpisodeJob, factory: ControllerFactory, video_size: int 
         image_size=image_size,
         privileged_info=factory.privileged,
         max_episode_steps=job.max_episode_steps,
+        fast_physics=fast_physics,
     )
 
 
@@ -173,6 +215,8 @@ def run_episodes(
     progress=None,
     controllers: list[Controller] | None = None,
     pool=None,
+    schedule: str = "async",
+    fast_physics: bool = True,
 ) -> list[EpisodeResult]:
     """Run every job to success or its episode limit; results in the order of ``jobs``.
 
@@ -184,7 +228,13 @@ def run_episodes(
         (the factory then only declares image size and privileged state).
     :param pool: simulator slots that persist across calls (:func:`make_simulator_pool`);
         the caller closes them. ``None``: a pool is made for this call and closed after it.
+    :param schedule: ``"async"``: each slot steps again as soon as its own step is done;
+        ``"lockstep"``: all slots step together, each step waiting for the slowest.
+    :param fast_physics: one MuJoCo forward pass per substep (:mod:`wmrl_libero.fast_physics`,
+        the same states); ``False``: robosuite's own step.
     """
+    if schedule not in ("async", "lockstep"):
+        raise ValueError(f"schedule must be 'async' or 'lockstep', got {schedule!r}")
     if controllers is not None and len(controllers) != len(jobs):
         raise ValueError(f"got {len(controllers)} controllers for {len(jobs)} jobs")
     if not jobs:
@@ -192,7 +242,7 @@ def run_episodes(
     order = sorted(
         range(len(jobs)), key=lambda j: (jobs[j].suite, jobs[j].task_index, jobs[j].video, jobs[j].init_state)
     )
-    kwargs_of = {j: job_env_kwargs(jobs[j], factory, video_size) for j in order}
+    kwargs_of = {j: job_env_kwargs(jobs[j], factory, video_size, fast_physics=fast_physics) for j in order}
     own_pool = pool is None
     if own_pool:
         n = max(1, min(num_workers, len(jobs)))
@@ -220,10 +270,13 @@ def run_episodes(
         if pool.env_kwargs_at(slot) != kwargs_of[j]:
             pool.use_at(slot, kwargs_of[j])
         obs, info = pool.reset_at(slot, seed=job.seed, options={"init_state": job.init_state})
-        key = (job.suite, job.task_index)
-        if key not in tasks:
-            tasks[key] = task_info(*key)
-        controller = controllers[j] if controllers is not None else factory.make(tasks[key], job.init_state)
+        if controllers is not None:
+            controller = controllers[j]
+        else:
+            key = (job.suite, job.task_index)
+            if key not in tasks:
+                tasks[key] = task_info(*key)
+            controller = factory.make(tasks[key], job.init_state)
         run = _Running(job, controller, obs, observe(slot, job, info), time.perf_counter())
         if job.record_states:
             run.states = {"proprio": [], "object_state": []}
@@ -235,36 +288,62 @@ def run_episodes(
     def finish(slot: int, success: bool, steps: int, status: str = "ok", error: str = "") -> None:
         j, run = running.pop(slot)
         results[j] = EpisodeResult(
-            run.job, success, steps, status, error, time.perf_counter() - run.started, run.frames, run.states
+            run.job,
+            success,
+            steps,
+            status,
+            error,
+            time.perf_counter() - run.started,
+            run.frames,
+            run.states,
+            cpu_s=pool.take_cpu_s(slot),
         )
         if progress is not None:
             progress(results[j])
         start(slot)
 
+    def next_action(slot: int) -> np.ndarray:
+        run = running[slot][1]
+        if not run.queue:
+            chunk = np.asarray(run.controller.act(run.obs, run.info), dtype=np.float32).reshape(-1, 7)
+            run.queue.extend(chunk)
+        return run.queue.popleft()
+
+    def stepped(slot: int, obs, terminated: bool, truncated: bool, info: dict) -> None:
+        """Take one step's result for ``slot``; its episode finishes (and the slot starts the
+        next job) when it ended."""
+        run = running[slot][1]
+        run.obs, run.info = obs, info
+        run.record_state(obs)
+        if run.job.video and obs is not None and "agentview_image" in obs:
+            run.frames.append(obs["agentview_image"])
+        steps = int(info.get("elapsed_steps", 0))
+        if info.get("infrastructure_failure"):
+            finish(slot, False, steps, "infrastructure_failure", info.get("error", ""))
+        elif terminated or truncated:
+            finish(slot, bool(terminated), steps)
+        elif run.job.record_sim_state:
+            run.info = observe(slot, run.job, run.info)
+
     try:
         for slot in range(n_slots):
             start(slot)
-        while running:
-            actions: list[np.ndarray | None] = [None] * pool.num_envs
-            for slot, (_, run) in running.items():
-                if not run.queue:
-                    chunk = np.asarray(run.controller.act(run.obs, run.info), dtype=np.float32).reshape(-1, 7)
-                    run.queue.extend(chunk)
-                actions[slot] = run.queue.popleft()
-            obs, _, terminated, truncated, infos = pool.step(actions)
-            for slot in list(running):
-                _, run = running[slot]
-                run.obs, run.info = obs[slot], infos[slot]
-                run.record_state(obs[slot])
-                if run.job.video and obs[slot] is not None and "agentview_image" in obs[slot]:
-                    run.frames.append(obs[slot]["agentview_image"])
-                steps = int(infos[slot].get("elapsed_steps", 0))
-                if infos[slot].get("infrastructure_failure"):
-                    finish(slot, False, steps, "infrastructure_failure", infos[slot].get("error", ""))
-                elif terminated[slot] or truncated[slot]:
-                    finish(slot, bool(terminated[slot]), steps)
-                elif run.job.record_sim_state:
-                    run.info = observe(slot, run.job, run.info)
+        if schedule == "lockstep":
+            while running:
+                actions: list[np.ndarray | None] = [None] * pool.num_envs
+                for slot in running:
+                    actions[slot] = next_action(slot)
+                obs, _, terminated, truncated, infos = pool.step(actions)
+                for slot in list(running):
+                    stepped(slot, obs[slot], terminated[slot], truncated[slot], infos[slot])
+        else:
+            for slot in running:
+                pool.step_async_at(slot, next_action(slot))
+            while running:
+                for slot, (obs, _, terminated, truncated, info) in pool.wait_steps():
+                    stepped(slot, obs, terminated, truncated, info)
+                    if slot in running:  # the same episode, or the next job finish() started
+                        pool.step_async_at(slot, next_action(slot))
     finally:
         if own_pool:
             pool.close()

@@ -31,6 +31,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from wmrl_libero.fast_physics import install_fast_step
 from wmrl_libero.runtime import import_libero
 from wmrl_libero.suites import MAX_EPISODE_STEPS, load_init_states, task_info
 
@@ -53,6 +54,10 @@ class LiberoGymEnv(gym.Env):
     :param max_episode_steps: control-step limit; default the suite's (520 for LIBERO-10).
     :param settle_steps: no-op control steps after each reset, not counted.
     :param privileged_info: put the scene's object poses in ``info["privileged"]``.
+    :param fast_physics: step with one MuJoCo forward pass per physics substep
+        (:mod:`wmrl_libero.fast_physics`; bit-identical states, about 1.5x the control steps
+        per second); ``False`` keeps robosuite's own step (the reference the exactness test
+        and the speed benchmark compare against).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
@@ -69,6 +74,7 @@ class LiberoGymEnv(gym.Env):
         settle_steps: int = 10,
         privileged_info: bool = False,
         render_mode: str | None = None,
+        fast_physics: bool = True,
     ):
         if action_chunk < 1:
             raise ValueError(f"action_chunk must be >= 1, got {action_chunk}")
@@ -104,6 +110,7 @@ class LiberoGymEnv(gym.Env):
             hard_reset=False,
             ignore_done=True,
         )
+        self.fast_physics = fast_physics and install_fast_step(self._env.env)
         self._env.seed(0)
         raw = self._env.reset()
         self._elapsed = 0
@@ -185,6 +192,13 @@ class LiberoGymEnv(gym.Env):
         self.init_state_index = int(index)
         self._env.seed(int(self.np_random.integers(2**31 - 1)))
         self._env.reset()
+        # The gripper's command integrates the gripper actions (robosuite's format_action) and
+        # only a model build (hard reset) zeroes it: without this line an episode would start
+        # with the previous episode's gripper command, and its outcome would depend on what
+        # the environment ran before.
+        for robot in self._env.env.robots:
+            if getattr(robot, "gripper", None) is not None:
+                robot.gripper.current_action = np.zeros(robot.gripper.dof)
         raw = self._env.set_init_state(self.init_states[self.init_state_index])
         for _ in range(self.settle_steps):
             raw, _, _, _ = self._env.step(NOOP_ACTION)

@@ -14,14 +14,26 @@ LIBERO needs:
   task without rebuilding one it already holds. Keep one ``LiberoVectorEnv`` for a whole
   training run: a reset to a stored init state costs milliseconds, a build seconds.
 
+- Workers need not wait for each other: :meth:`LiberoVectorEnv.step_async_at` sends one
+  environment its action and :meth:`LiberoVectorEnv.wait_steps` returns the results of those
+  that have finished (``multiprocessing.connection.wait`` on the pipes), so a worker whose
+  task steps faster is given its next action at once instead of idling until the slowest
+  worker of a lockstep :meth:`LiberoVectorEnv.step` is done.
+- Each worker measures the CPU seconds it spends (``time.process_time``, its own process:
+  independent of what else the machine runs) and reports them with every reply;
+  :meth:`LiberoVectorEnv.take_cpu_s` hands over what a worker used since the last call (the
+  episode runner charges it to the episode that worker just ran).
+
 No autoreset: call :meth:`reset_at` for an environment whose episode ended.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 import traceback
 from collections.abc import Sequence
+from multiprocessing.connection import wait as wait_for_ready
 from typing import Any
 
 import numpy as np
@@ -45,11 +57,19 @@ def _worker(conn, env_kwargs: dict[str, Any], envs_per_worker: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
     from wmrl_libero.env_cache import EnvCache
 
+    cpu_mark = 0.0  # process CPU seconds already reported (imports and the first build count too)
+
+    def send(status: str, value: Any) -> None:
+        nonlocal cpu_mark
+        now = time.process_time()
+        conn.send((status, value, now - cpu_mark))
+        cpu_mark = now
+
     cache = None
     try:
         cache = EnvCache(capacity=envs_per_worker)
         env, _ = cache.use(env_kwargs)
-        conn.send(("ok", {"pid": os.getpid()}))
+        send("ok", {"pid": os.getpid()})
         while True:
             cmd, payload = conn.recv()
             if cmd == "close":
@@ -69,16 +89,14 @@ def _worker(conn, env_kwargs: dict[str, Any], envs_per_worker: int) -> None:
                     result = getattr(env, payload)
                 else:
                     raise ValueError(f"unknown command {cmd!r}")
-                conn.send(("ok", result))
+                send("ok", result)
             except Exception as exc:  # reported to the parent, which re-raises it there
-                conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+                send("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
     except (EOFError, KeyboardInterrupt):
         pass
     except Exception as exc:
         try:
-            conn.send(
-                ("error", f"building the environment failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-            )
+            send("error", f"building the environment failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         except Exception:
             pass
     finally:
@@ -96,6 +114,8 @@ class _Worker:
         self.process.start()
         child.close()
         self.pid = self.process.pid
+        self.cpu_s = 0.0  # CPU seconds the worker reported and nobody has taken yet
+        self.busy = False  # a step was sent and its result not yet read
 
     def request(self, cmd: str, payload: Any = None) -> Any:
         try:
@@ -108,10 +128,13 @@ class _Worker:
         try:
             if not self.conn.poll(_REPLY_TIMEOUT_S):
                 raise WorkerCrashed(f"worker {self.pid} did not answer within {_REPLY_TIMEOUT_S:.0f} s")
-            status, value = self.conn.recv()
+            status, value, cpu_s = self.conn.recv()
         except (EOFError, ConnectionResetError, OSError) as exc:
             code = self.process.exitcode if not self.process.is_alive() else None
             raise WorkerCrashed(f"worker {self.pid} died (exit code {code})") from exc
+        finally:
+            self.busy = False
+        self.cpu_s += cpu_s
         if status == "error":
             raise RuntimeError(value)
         return value
@@ -178,6 +201,7 @@ class LiberoVectorEnv:
         old = self._workers[i]
         old.close(timeout_s=1.0)
         self._workers[i] = _Worker(self._ctx, old.env_kwargs, old.envs_per_worker)
+        self._workers[i].cpu_s += old.cpu_s  # reported by the dead worker, not yet taken
         self._workers[i].reply()
         self.builds[i] += 1
         self._cached[i] = [env_key(old.env_kwargs)]
@@ -226,6 +250,45 @@ class LiberoVectorEnv:
             self._restart(i)
             return self._workers[i].request("reset", {"seed": seed, "options": options})
 
+    def take_cpu_s(self, i: int) -> float:
+        """CPU seconds worker ``i`` reported since the last call (its process's
+        ``time.process_time``; a crashed worker's CPU after its last reply is not known)."""
+        cpu_s, self._workers[i].cpu_s = self._workers[i].cpu_s, 0.0
+        return cpu_s
+
+    def step_async_at(self, i: int, action: np.ndarray) -> None:
+        """Send environment ``i`` its action and return at once; :meth:`wait_steps` collects
+        the result."""
+        w = self._workers[i]
+        if w.busy:
+            raise RuntimeError(f"environment {i} is still stepping; collect its result with wait_steps first")
+        w.busy = True
+        try:
+            w.conn.send(("step", np.asarray(action, dtype=np.float32)))
+        except (BrokenPipeError, OSError):
+            pass  # noticed in wait_steps as a crash
+
+    def wait_steps(self, timeout_s: float = _REPLY_TIMEOUT_S) -> list[tuple[int, tuple]]:
+        """Wait until at least one environment sent off by :meth:`step_async_at` has finished;
+        return ``[(i, (obs, reward, terminated, truncated, info)), ...]`` for every finished one.
+
+        A worker that died (its pipe closed or its process ended) yields ``truncated=True`` and
+        ``info["infrastructure_failure"]``, as in :meth:`step`; one that has not answered within
+        ``timeout_s`` while no other did is restarted the same way.
+        """
+        stepping = [i for i, w in enumerate(self._workers) if w.busy]
+        if not stepping:
+            raise RuntimeError("no environment is stepping; send actions with step_async_at first")
+        handles = {}
+        for i in stepping:
+            handles[self._workers[i].conn] = i
+            handles[self._workers[i].process.sentinel] = i
+        ready = sorted({handles[h] for h in wait_for_ready(list(handles), timeout_s)})
+        if not ready:
+            exc = WorkerCrashed(f"no worker answered within {timeout_s:.0f} s")
+            return [(i, self._replace_failed(i, exc, failed_step=True)) for i in stepping]
+        return [(i, self._collect(i, failed_step=True)) for i in ready]
+
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict | Sequence[dict] | None = None):
         """Reset every environment. Returns (list of obs, list of info)."""
         seeds = (
@@ -273,12 +336,16 @@ class LiberoVectorEnv:
             self._restarts_in_row[i] = 0
             return result
         except WorkerCrashed as exc:
-            self._restart(i)
-            obs, info = self._workers[i].request("reset", self._last_reset[i])
-            info = dict(info, infrastructure_failure=True, error=str(exc))
-            if not failed_step:
-                return obs, info
-            return obs, 0.0, False, True, info
+            return self._replace_failed(i, exc, failed_step=failed_step)
+
+    def _replace_failed(self, i: int, exc: Exception, *, failed_step: bool):
+        """Restart worker ``i`` after ``exc`` and reset it; the result stands for the lost one."""
+        self._restart(i)
+        obs, info = self._workers[i].request("reset", self._last_reset[i])
+        info = dict(info, infrastructure_failure=True, error=str(exc))
+        if not failed_step:
+            return obs, info
+        return obs, 0.0, False, True, info
 
     def call(self, name: str, *args, **kwargs) -> list[Any]:
         """Call method ``name`` of every environment; returns the results."""
