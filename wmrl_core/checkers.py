@@ -13,7 +13,7 @@ import torch
 
 from wmrl_core.contracts import STATUSES, Environment, Policy, WorldModel, required_methods
 from wmrl_core.errors import ContractError
-from wmrl_core.types import CostModel, Outcome, Rollouts
+from wmrl_core.types import CostModel, Outcome, Rollouts, Task
 
 __all__ = [
     "check_environment",
@@ -23,6 +23,8 @@ __all__ = [
     "check_rollouts",
     "check_rollout_counts",
     "check_outcomes",
+    "check_tasks",
+    "check_log_probs",
 ]
 
 
@@ -64,40 +66,41 @@ def check_reward_extractor(extractor: Any) -> None:
         raise ContractError(f"reward extractor {type(extractor).__name__} must be callable as extractor(task, outcome)")
 
 
-def check_rollout_counts(rollouts: Any, n_tasks: int, group_size: int) -> None:
+def check_rollout_counts(rollouts: Any, n_tasks: int, group_size: int, who: str = "policy") -> None:
     """What evaluation relies on in a policy's ``generate`` output: one task and one solution per rollout."""
     n = n_tasks * group_size
     solutions: Any = getattr(rollouts, "solutions", None)
     tasks: Any = getattr(rollouts, "tasks", None)
     if not (hasattr(solutions, "__len__") and hasattr(tasks, "__len__")):
         raise ContractError(
-            f"policy.generate must return wmrl_core.types.Rollouts (with tasks and solutions), got {type(rollouts).__name__}"
+            f"{who}: generate() must return wmrl_core.types.Rollouts (with tasks and solutions), got {type(rollouts).__name__}"
         )
     if len(solutions) != n or len(tasks) != n:
         raise ContractError(
-            f"policy.generate returned {len(solutions)} solutions and {len(tasks)} tasks for {n_tasks} tasks x "
+            f"{who}: generate() returned {len(solutions)} solutions and {len(tasks)} tasks for {n_tasks} tasks x "
             f"{group_size}; expected {n} of each (group_size solutions per task, tasks repeated in the same order)"
         )
 
 
-def check_rollouts(rollouts: Any, n_tasks: int, group_size: int) -> None:
+def check_rollouts(rollouts: Any, n_tasks: int, group_size: int, who: str = "policy") -> None:
     """What the trainer relies on in a policy's ``generate`` output."""
     if not isinstance(rollouts, Rollouts):
-        raise ContractError(f"policy.generate must return wmrl_core.types.Rollouts, got {type(rollouts).__name__}")
+        raise ContractError(f"{who}: generate() must return wmrl_core.types.Rollouts, got {type(rollouts).__name__}")
     n = n_tasks * group_size
-    check_rollout_counts(rollouts, n_tasks, group_size)
+    check_rollout_counts(rollouts, n_tasks, group_size, who)
     if len(rollouts.group_ids) != n:
         raise ContractError(
-            f"policy.generate returned {len(rollouts.group_ids)} group_ids for {n_tasks} tasks x {group_size}; expected {n}"
+            f"{who}: generate() returned {len(rollouts.group_ids)} group_ids for {n_tasks} tasks x {group_size}; expected {n}"
         )
     lp, mask = rollouts.old_log_probs, rollouts.mask
     if (
         not (isinstance(lp, torch.Tensor) and isinstance(mask, torch.Tensor))
         or lp.shape != mask.shape
+        or lp.ndim != 2
         or lp.shape[0] != n
     ):
         raise ContractError(
-            f"old_log_probs and mask must be tensors of shape ({n}, T); got {getattr(lp, 'shape', None)} and {getattr(mask, 'shape', None)}"
+            f"{who}: generate() must give old_log_probs and mask as tensors of shape ({n}, T) (rollouts, tokens); got {getattr(lp, 'shape', None)} and {getattr(mask, 'shape', None)}"
         )
     if lp.requires_grad:
         warnings.warn("old_log_probs requires grad; generate should run under torch.no_grad()", stacklevel=2)
@@ -143,3 +146,34 @@ def check_outcomes(who: str, method: str, outcomes: Any, n_solutions: int) -> li
                 f"Outcome, a number or None per solution"
             )
     return outcomes
+
+
+def check_tasks(who: str, split: str, tasks: Any) -> list[Task]:
+    """What an environment's ``tasks(split)`` must return: a list of :class:`~wmrl_core.types.Task`."""
+    if isinstance(tasks, (str, bytes, dict)) or not hasattr(tasks, "__iter__"):
+        raise ContractError(
+            f"{who}: tasks({split!r}) returned {type(tasks).__name__}; return a list of wmrl_core.types.Task"
+        )
+    tasks = list(tasks)
+    wrong = [t for t in tasks if not isinstance(t, Task)]
+    if wrong:
+        raise ContractError(
+            f"{who}: tasks({split!r}) returned {type(wrong[0]).__name__} items ({wrong[0]!r:.60}); return a list of "
+            f"wmrl_core.types.Task (Task(id=..., description=..., features=..., data=...))"
+        )
+    return tasks
+
+
+def check_log_probs(who: str, log_probs: Any, rollouts: Rollouts) -> None:
+    """What a policy's ``log_probs(rollouts)`` must return: a tensor shaped like ``old_log_probs``
+    that the loss can differentiate."""
+    if not isinstance(log_probs, torch.Tensor):
+        raise ContractError(
+            f"{who}: log_probs() returned {type(log_probs).__name__}; return a torch.Tensor of shape "
+            f"{tuple(rollouts.old_log_probs.shape)} (like old_log_probs), differentiable in the policy's parameters"
+        )
+    if log_probs.shape != rollouts.old_log_probs.shape:
+        raise ContractError(
+            f"{who}: log_probs() returned shape {tuple(log_probs.shape)}, but generate() gave old_log_probs of shape "
+            f"{tuple(rollouts.old_log_probs.shape)}; both are (rollouts, tokens) over the same tokens"
+        )

@@ -55,6 +55,7 @@ RESUMABLE_CHANGES = (
     "distributed",
     "world_model_timeout_s",
     "environment.cache",
+    "environment.execute_timeout_s",
 )
 """Settings (a key or a whole section) that ``resume=true`` may change: where and how the run
 is logged, checkpointed, evaluated and spread over workers, and how long it runs. Any other

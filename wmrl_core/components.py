@@ -33,6 +33,8 @@ class Components:
     reward_name: str
     names: dict[str, str] = field(default_factory=dict)
     """Config section (``environment``, ``policy``, ``world_model``) -> registered name."""
+    execute_timeout_s: float | None = None
+    """``environment.execute_timeout_s``: seconds one ``execute`` call may take."""
 
     def who(self, section: str) -> str:
         """How messages name a component: ``"environment `synthetic-bandit`"``."""
@@ -177,4 +179,4 @@ def _make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginMana
     names = {"environment": cfg.environment.name, "policy": cfg.policy.name, "reward": reward_name}
     if world_model is not None and cfg.world_model is not None:
         names["world_model"] = cfg.world_model.name
-    return Components(env, policy, world_model, reward, reward_name, names)
+    return Components(env, policy, world_model, reward, reward_name, names, cfg.environment.execute_timeout_s)

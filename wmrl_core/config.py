@@ -49,6 +49,10 @@ class EnvironmentConfig(ComponentConfig):
     """Path of an execution cache (JSONL, shared across runs and seeds): a (task, solution)
     executed before replays its recorded outcome and is charged its recorded cost, counted in
     ``execution/replayed``. For benchmarks (``wmrl_core/execution_cache.py``); ``None``: off."""
+    execute_timeout_s: Optional[float] = None
+    """Seconds one ``execute`` call may take before the run stops with an error naming the
+    environment (the hung call is abandoned; the last checkpoint is kept). ``None`` waits forever:
+    an environment should enforce its own per-solution limits (the sandboxes do)."""
 
 
 @dataclass
@@ -247,6 +251,11 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"grpo.loss_aggregation={cfg.grpo.loss_aggregation!r}; use token_mean or sequence_mean")
     if not 0.0 <= cfg.anchors.fraction <= 1.0:
         raise ConfigError(f"anchors.fraction={cfg.anchors.fraction} must be in [0, 1]")
+    if cfg.environment.execute_timeout_s is not None and not cfg.environment.execute_timeout_s > 0:
+        raise ConfigError(
+            f"environment.execute_timeout_s must be > 0 seconds (or null to wait forever), "
+            f"got {cfg.environment.execute_timeout_s}"
+        )
     if cfg.world_model_timeout_s is not None and not cfg.world_model_timeout_s > 0:
         raise ConfigError(
             f"world_model_timeout_s must be > 0 seconds (or null to wait forever), got {cfg.world_model_timeout_s}"

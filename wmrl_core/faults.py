@@ -42,6 +42,8 @@ __all__ = [
     "atomic_write_text",
     "atomic_torch_save",
     "StepFaults",
+    "CallTimedOut",
+    "call_with_deadline",
     "DROPPED",
     "FAULT_METRICS",
 ]
@@ -174,6 +176,25 @@ class _Call:
             self.result = fn()
         except BaseException as exc:  # handed to the caller, which decides
             self.error = exc
+
+
+class CallTimedOut(Exception):
+    """A call did not return within its deadline; it was abandoned on its thread."""
+
+
+def call_with_deadline(fn: Callable[[], Any], timeout_s: float | None) -> Any:
+    """``fn()``, on a daemon thread when ``timeout_s`` is set; raises what it raised, or
+    :class:`CallTimedOut` after ``timeout_s`` seconds (the call keeps running, abandoned:
+    Python cannot kill a thread)."""
+    if timeout_s is None:
+        return fn()
+    call = _Call(fn)
+    call.thread.join(timeout_s)
+    if call.thread.is_alive():
+        raise CallTimedOut
+    if call.error is not None:
+        raise call.error
+    return call.result
 
 
 def _usable(prediction: Any) -> bool:

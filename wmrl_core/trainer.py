@@ -43,7 +43,7 @@ from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, is_rewarded
 from wmrl_core.errors import ComponentError, ConfigError, TrainedOnNothingError, WMRLError
-from wmrl_core.faults import StepFaults, atomic_write_text, raise_if_disk_full
+from wmrl_core.faults import CallTimedOut, StepFaults, atomic_write_text, call_with_deadline, raise_if_disk_full
 from wmrl_core.fusion.value import value_summary
 from wmrl_core.ledger import measured_cost_s
 from wmrl_core.metrics import MetricsWriter, nanmean, read_metrics, strict_json
@@ -88,6 +88,23 @@ def component_call(who: str, method: str, when: str = "") -> Iterator[None]:
             f"{who} raised {type(exc).__name__} in {method}(){f' {when}' if when else ''}: {exc}. "
             f"This is an error in that component (its plugin), not in the run's settings"
         ) from exc
+
+
+def execute(c: Any, tasks: Sequence[Task], solutions: Sequence[Any], when: str) -> list[Any]:
+    """``c.environment.execute(tasks, solutions)``, checked (one outcome per solution, known
+    statuses), within ``c.execute_timeout_s``; a raise or a hang is a :class:`ComponentError`
+    naming the environment."""
+    who, timeout_s = _who(c, "environment"), getattr(c, "execute_timeout_s", None)
+    with component_call(who, "execute", when):
+        try:
+            outcomes = call_with_deadline(lambda: c.environment.execute(tasks, solutions), timeout_s)
+        except CallTimedOut:
+            raise ComponentError(
+                f"{who}: execute() did not return within environment.execute_timeout_s={timeout_s:g} s {when} "
+                f"({len(solutions)} solutions); the call is abandoned. Make the environment enforce a per-solution "
+                f"limit, or raise environment.execute_timeout_s"
+            ) from None
+    return checkers.check_outcomes(who, "execute", outcomes, len(solutions))
 
 
 def extract_rewards(reward_fn: Any, tasks: Sequence[Task], outcomes: Sequence[Outcome | float]) -> np.ndarray:
@@ -140,7 +157,7 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
     with torch.random.fork_rng(), component_call(_who(c, "policy"), "generate", when):
         torch.manual_seed(seed)
         rollouts = c.policy.generate(list(tasks), samples_per_task)
-    checkers.check_rollout_counts(rollouts, len(tasks), samples_per_task)
+    checkers.check_rollout_counts(rollouts, len(tasks), samples_per_task, _who(c, "policy"))
     if callable(getattr(c.environment, "true_reward", None)):
         with component_call(_who(c, "environment"), "true_reward", when):
             truth = [float(c.environment.true_reward(t, s)) for t, s in zip(rollouts.tasks, rollouts.solutions)]
@@ -149,9 +166,7 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
             "eval/true_reward_se": stratified_standard_error(truth, [t.id for t in rollouts.tasks]),
         }
     start = time.perf_counter()
-    with component_call(_who(c, "environment"), "execute", when):
-        outcomes = c.environment.execute(rollouts.tasks, rollouts.solutions)
-    outcomes = checkers.check_outcomes(_who(c, "environment"), "execute", outcomes, len(rollouts.solutions))
+    outcomes = execute(c, rollouts.tasks, rollouts.solutions, when)
     guard = StepFaults()  # an extractor that raises loses that reward, not the evaluation
     rewards = guard.rewards(c.reward, rollouts.tasks, outcomes)
     return {
@@ -213,7 +228,7 @@ def split_tasks(c: Components, split: str, key: str, *, fallback: str | None = N
     problem = ""
     with component_call(who, "tasks", f"for {key}={split!r}"):
         try:
-            tasks = list(c.environment.tasks(split))
+            tasks = checkers.check_tasks(who, split, c.environment.tasks(split))
         except (ValueError, KeyError) as exc:  # how environments say "no such split"
             tasks, problem = [], f"it says: {str(exc).strip(chr(39))}"
     if tasks:
@@ -273,10 +288,8 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
         executed_solutions = [rollouts.solutions[i] for i in executed_idx]
         with (
             ledger.measure("execution", n_items=executed_idx.size, cost=getattr(c.environment, "cost", None)) as call,
-            component_call(_who(c, "environment"), "execute", f"at step {step}"),
         ):
-            outcomes = c.environment.execute(executed_tasks, executed_solutions)
-            outcomes = checkers.check_outcomes(_who(c, "environment"), "execute", outcomes, executed_idx.size)
+            outcomes = execute(c, executed_tasks, executed_solutions, f"at step {step}")
             call.measured_s = measured_cost_s(outcomes)  # e.g. sandbox CPU seconds, independent of machine load
         executed_rewards = state.faults.rewards(c.reward, executed_tasks, outcomes)
         real_rewards[anchor_idx] = executed_rewards[is_anchor[executed_idx]]
@@ -472,7 +485,9 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 component_call(_who(c, "policy"), "generate", f"at step {step}"),
             ):
                 rollouts = c.policy.generate(tasks, G)
-            checkers.check_rollouts(rollouts, B, G)
+            checkers.check_rollouts(rollouts, B, G, _who(c, "policy"))
+            if step == start_step + 1:
+                _check_log_probs(c, rollouts, step)
 
             # 2-4. anchors, world-model scores for every group, real execution of the anchors
             replayed_before = getattr(c.environment, "replayed", None)  # an execution cache's count
@@ -556,6 +571,15 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             f"{_reward_sources(c, cfg.mode)} must return finite scores"
         )
     return summary
+
+
+def _check_log_probs(c: Components, rollouts: Rollouts, step: int) -> None:
+    """One no-grad ``policy.log_probs`` call on the first step of an invocation, so that a raise,
+    a wrong type or shape is named here rather than deep inside the loss. The RNG is forked: the
+    run's draws are the same with or without it."""
+    with torch.no_grad(), torch.random.fork_rng(), component_call(_who(c, "policy"), "log_probs", f"at step {step}"):
+        log_probs = c.policy.log_probs(rollouts)
+    checkers.check_log_probs(_who(c, "policy"), log_probs, rollouts)
 
 
 def _usable_rewards(mode: str, scored: ScoredStep) -> int:

@@ -123,15 +123,21 @@ IDLE_WINDOW_FRACTION = 0.1
 """The last this fraction of the wall-clock limit (at least :data:`IDLE_WINDOW_MIN_S`) is examined."""
 IDLE_WINDOW_MIN_S = 5.0
 IDLE_CPU_FRACTION = 0.02
-"""Below this many CPU seconds per second in the window, a script killed at the wall limit was idle."""
+"""Below this many CPU seconds per second in the window, a script killed at the wall limit was idle
+(the window may be short and hold the interpreter's start-up)."""
+IDLE_WINDOW_CPU_FRACTION = 0.01
+"""Below this many CPU seconds per second over its idle window (``SandboxLimits.idle_window_s``),
+a script is idle and stopped."""
 
 
 class CpuWatch:
     """Decides, from CPU readings during a run, whether and why the script must stop.
 
     Verdicts: ``"cpu"`` -- it used more than ``cpu_limit_s`` CPU seconds (its ``timeout``);
-    ``"idle"`` -- it reached the wall-clock limit while using less than :data:`IDLE_CPU_FRACTION`
-    of a core over the last ``max(IDLE_WINDOW_MIN_S, IDLE_WINDOW_FRACTION * wall_limit_s)``
+    ``"idle"`` -- it used less than :data:`IDLE_WINDOW_CPU_FRACTION` of a core over the last
+    ``idle_window_s`` seconds (stopped then, before the wall limit), or it reached the wall-clock
+    limit using less than :data:`IDLE_CPU_FRACTION` of a core over the last
+    ``max(IDLE_WINDOW_MIN_S, IDLE_WINDOW_FRACTION * wall_limit_s)``
     seconds (sleeping, deadlocked: also its ``timeout``); ``"starved"`` -- it reached the wall
     limit while still computing, short of its CPU limit: the host did not give it CPU, not its
     fault; ``"wall"`` -- it reached the wall limit and CPU time could not be measured.
@@ -139,10 +145,16 @@ class CpuWatch:
     :param cpu_limit_s: the script's CPU-time limit, CPU seconds.
     :param wall_limit_s: the wall-clock safety net, seconds.
     :param start_cpu_s: the container's CPU counter when the script was released (``None``: unmeasurable).
+    :param idle_window_s: wall seconds under :data:`IDLE_WINDOW_CPU_FRACTION` of a core after which the
+        script is idle (``None`` or 0: only at the wall limit).
     """
 
-    def __init__(self, cpu_limit_s: float, wall_limit_s: float, start_cpu_s: float | None):
+    def __init__(
+        self, cpu_limit_s: float, wall_limit_s: float, start_cpu_s: float | None, *, idle_window_s: float | None = None
+    ):
         self.cpu_limit_s = float(cpu_limit_s)
+        self.early_idle_window_s = float(idle_window_s) if idle_window_s else None
+        self.idle_early = False  # the verdict "idle" came from the idle window, before the wall limit
         self.wall_limit_s = float(wall_limit_s)
         self.start_cpu_s = start_cpu_s
         self.cpu_s: float | None = 0.0 if start_cpu_s is not None else None
@@ -167,16 +179,26 @@ class CpuWatch:
             self._samples.append((wall_s, self.cpu_s))
         if self.cpu_s is not None and self.cpu_s > self.cpu_limit_s:
             return "cpu"
+        window = self.early_idle_window_s
+        if (
+            window is not None
+            and self.cpu_s is not None
+            and window <= wall_s < self.wall_limit_s
+            and self.window_cpu_rate(window) < IDLE_WINDOW_CPU_FRACTION
+        ):
+            self.idle_early = True
+            return "idle"
         if wall_s >= self.wall_limit_s:
             if self.cpu_s is None:
                 return "wall"
             return "idle" if self.window_cpu_rate() < IDLE_CPU_FRACTION else "starved"
         return None
 
-    def window_cpu_rate(self) -> float:
-        """CPU seconds per wall second over the idle window that ends at the latest reading."""
+    def window_cpu_rate(self, window_s: float | None = None) -> float:
+        """CPU seconds per wall second over the ``window_s`` seconds (default: the window examined
+        at the wall limit) that end at the latest reading."""
         end_t, end_cpu = self._samples[-1]
-        start = end_t - self.idle_window_s
+        start = end_t - (self.idle_window_s if window_s is None else window_s)
         begin_t, begin_cpu = next(((t, c) for t, c in reversed(self._samples) if t <= start), self._samples[0])
         return (end_cpu - begin_cpu) / max(end_t - begin_t, 1e-9)
 
@@ -187,6 +209,13 @@ class CpuWatch:
             return (
                 f"used its CPU-time limit of {self.cpu_limit_s:g} CPU-s ({used} in {self.wall_s:.1f} s wall); "
                 "raise it with limits={'timeout_s': N}"
+            )
+        if verdict == "idle" and self.idle_early:
+            return (
+                f"idle: used {self.window_cpu_rate(self.early_idle_window_s):.4f} CPU-s/s (under "
+                f"{IDLE_WINDOW_CPU_FRACTION:.0%} of a core) for {self.early_idle_window_s:g} s, {used} in all (sleeping or "
+                f"deadlocked); stopped by the idle window (SandboxLimits.idle_window_s={self.early_idle_window_s:g}), "
+                f"before the {self.wall_limit_s:g} s wall-clock safety net; raise it with limits={{'idle_window_s': N}}"
             )
         if verdict == "idle":
             return (

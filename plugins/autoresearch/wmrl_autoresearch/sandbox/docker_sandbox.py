@@ -351,7 +351,7 @@ class DockerSandbox:
                 name=self.name,
             )
         t0 = time.perf_counter()
-        watch = CpuWatch(cpu_limit, limits.wall_limit_s, start_cpu_s=cpu_at_release)
+        watch = CpuWatch(cpu_limit, limits.wall_limit_s, start_cpu_s=cpu_at_release, idle_window_s=limits.idle_window_s)
         verdict = None
         while verdict is None and process.alive and not self.removed:
             process.join(_POLL_S)

@@ -18,6 +18,10 @@ class SandboxLimits:
     :param wall_timeout_s: wall-clock safety net, seconds; ``None`` means :attr:`wall_limit_s`'s default
         ``max(60, 10 * timeout_s / min(cpus, 1))``. A script killed by it is ``timeout`` when it had stopped
         using CPU (sleeping, deadlocked) and an infrastructure failure otherwise (see the sandbox pool).
+    :param idle_window_s: wall seconds a script may use under ``IDLE_WINDOW_CPU_FRACTION`` (1 %) of a core
+        before it is stopped as ``timeout`` (idle: sleeping, deadlocked, waiting for input that never
+        comes), long before the wall-clock safety net, so that hanging scripts do not hold their
+        sandboxes; ``None`` or 0 waits for the safety net. Needs the container's CPU counter.
     :param memory_mb: memory limit, MiB (swap disabled; tmpfs pages count towards it).
     :param cpus: CPU quota, in cores (may be fractional).
     :param pids: maximum number of processes/threads in the sandbox.
@@ -41,6 +45,7 @@ class SandboxLimits:
     predictions_bytes: int = 16 * 1024 * 1024
     script_bytes: int = 1024 * 1024
     wall_timeout_s: float | None = None
+    idle_window_s: float | None = 30.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -61,6 +66,10 @@ class SandboxLimits:
             raise ValueError(f"SandboxLimits.memory_mb={self.memory_mb} is below 32 MiB; Python alone needs ~20 MiB")
         if self.wall_timeout_s is not None and not self.wall_timeout_s > 0:
             raise ValueError(f"SandboxLimits.wall_timeout_s must be > 0 or None, got {self.wall_timeout_s!r}")
+        if self.idle_window_s is not None and not self.idle_window_s >= 0:
+            raise ValueError(
+                f"SandboxLimits.idle_window_s must be >= 0 seconds (0 or None: no idle window), got {self.idle_window_s!r}"
+            )
 
     @property
     def wall_limit_s(self) -> float:
