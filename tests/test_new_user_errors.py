@@ -237,6 +237,9 @@ def test_switching_a_component_on_the_command_line_drops_the_files_kwargs(capsys
         capsys, synthetic_config, f"run_dir={run}", "world_model.name=noise", "world_model.kwargs.low=-1"
     )
     assert rc == 0 and OmegaConf.load(run / "config.yaml").world_model.kwargs == {"low": -1}
+    for cleared in ("world_model.kwargs={}", "world_model.kwargs=null"):  # none of the file's kwargs
+        rc, _, _ = wmrl_train(capsys, synthetic_config, f"run_dir={run}", cleared)
+        assert rc == 0 and OmegaConf.load(run / "config.yaml").world_model.kwargs == {}
 
 
 def test_yaml_syntax_error_names_file_line_and_column(capsys, tmp_path):

@@ -7,7 +7,8 @@ the problem and the fix, and a YAML syntax error with its file, line and column.
 Switching a component on the command line (``world_model.name=noise`` over a file that names
 another world model) drops the file's ``world_model.kwargs``, as Hydra does when a config group
 is switched: they belong to the other component. ``world_model.kwargs.KEY=VALUE`` on the same
-command line still applies to the new one.
+command line still applies to the new one; ``world_model.kwargs={}`` (or ``=null``) drops the
+file's kwargs without switching.
 """
 
 from __future__ import annotations
@@ -417,12 +418,18 @@ def _load_yaml(path: Path) -> DictConfig:
 
 def _drop_kwargs_of_switched_components(layer: DictConfig | ListConfig, command_line: DictConfig) -> None:
     """Remove ``KEY.kwargs`` from ``layer`` where the command line names another component at
-    ``KEY.name``: those kwargs were written for the component the file names."""
+    ``KEY.name`` (those kwargs were written for the component the file names), or sets
+    ``KEY.kwargs={}`` or ``KEY.kwargs=null`` (meaning: none of the file's)."""
     for key in COMPONENT_KEYS:
         new = OmegaConf.select(command_line, f"{key}.name", default=None)
         old = OmegaConf.select(layer, f"{key}.name", default=None)
+        given = command_line.get(key)
+        cleared = isinstance(given, DictConfig) and "kwargs" in given and not given["kwargs"]
+        if cleared:
+            given["kwargs"] = {}  # null means none, like {}
         section = layer.get(key) if isinstance(layer, DictConfig) else None
-        if new is not None and new != old and isinstance(section, DictConfig) and "kwargs" in section:
+        switched = new is not None and new != old
+        if (switched or cleared) and isinstance(section, DictConfig) and "kwargs" in section:
             del section["kwargs"]
 
 
