@@ -37,7 +37,7 @@ import numpy as np
 from scipy.stats import spearmanr
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 from wmrl_autoresearch.program.corpus import load_corpus
-from wmrl_autoresearch.program.fitting import fit_outcome_model
+from wmrl_autoresearch.program.fitting import excluded_tasks, fit_outcome_model
 from wmrl_autoresearch.program.grammar import Program, ProgramScript
 from wmrl_autoresearch.program.outcome_model import OutcomePrediction
 from wmrl_autoresearch.program.world_model import LearnedWorldModel, save_outcome_model
@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         args.shuffles, args.marks, args.shrinkage, args.priors = 2, [0, 4, 8], [8.0], ["task-fold"]
     from wmrl_autoresearch.environment import collect_tasks
 
-    rows = [r for r in load_corpus(args.corpus) if r["reward"] is not None]
+    excluded = excluded_tasks()  # shares a held-out task's data: the pool dropped it
+    rows = [r for r in load_corpus(args.corpus) if r["reward"] is not None and r["task_id"] not in excluded]
     tasks_by_id = {t.id: t for t in collect_tasks() if t.data.split == "train"}
     task_ids = sorted({r["task_id"] for r in rows})
     if args.max_tasks:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,14 @@ def test_ar_features_are_fixed_length_and_finite():
     vectors = [task_features(t) for t in load_builtin_suite()]
     assert all(v.shape == (N_FEATURES,) and v.dtype == np.float32 and np.isfinite(v).all() for v in vectors)
     assert len(FEATURE_NAMES) == N_FEATURES == len(set(FEATURE_NAMES))
-    assert len({v.tobytes() for v in vectors}) == len(vectors)  # tasks are distinguishable
+    for split in ("train", "heldout"):  # tasks of one split are distinguishable
+        of_split = [v.tobytes() for v, t in zip(vectors, load_builtin_suite()) if t.split == split]
+        assert len(set(of_split)) == len(of_split), split
+    # across splits, two tasks of the same shape and metric look alike: the features describe the data only
+    twins = {
+        (a.id, b.id) for a, b in combinations(load_builtin_suite(), 2) if (task_features(a) == task_features(b)).all()
+    }
+    assert twins == {("noisy-moons", "concentric-circles")}
     churn = next(t for t in load_builtin_suite() if t.id == "telecom-churn")
     f = dict(zip(FEATURE_NAMES, task_features(churn)))
     assert f["is_classification"] == 1 and f["metric_balanced_accuracy"] == 1 and f["frac_missing"] > 0

@@ -56,7 +56,21 @@ def _cmd_tasks(args) -> int:
             f"{d.id:34} {d.split:8} {d.kind:15} {d.metric:18} {d.n_train:6d} {d.n_test:6d} {d.n_features:5d}  "
             f"{d.source}; {d.licence or 'not recorded'}"
         )
+    _print_cross_split_decisions()
     return 0
+
+
+def _print_cross_split_decisions() -> None:
+    """The pool build's cross-split deduplication by content: which task was dropped, its twin, the evidence."""
+    from wmrl_autoresearch.tasks.dataset_pool import load_manifest
+
+    try:
+        decisions = load_manifest().get("cross_split", [])
+    except FileNotFoundError:
+        return
+    print(f"cross-split deduplication by content (pool build): {len(decisions)} task(s) dropped")
+    for d in decisions:
+        print(f"dropped {d['task_id']} ({d['split']}): same data as {d['twin']} ({d['twin_split']}); {d['evidence']}")
 
 
 def _cmd_build_pool(args) -> int:

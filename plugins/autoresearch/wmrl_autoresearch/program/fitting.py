@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OUTCOME_SETTINGS", "checked_training_rows", "fit_outcome_model", "training_features"]
+__all__ = ["OUTCOME_SETTINGS", "checked_training_rows", "excluded_tasks", "fit_outcome_model", "training_features"]
 
 OUTCOME_SETTINGS = {
     "members": 5,
@@ -29,8 +29,22 @@ def training_features() -> dict[str, np.ndarray]:
     return {t.id: np.asarray(t.features, dtype=np.float32) for t in collect_tasks() if t.data.split == "train"}
 
 
+def excluded_tasks() -> set[str]:
+    """Tasks the pool build dropped because they share their data with a task of the other split
+    (``cross_split`` in the manifest): their executions must not teach the world model either."""
+    from wmrl_autoresearch.tasks.dataset_pool import load_manifest
+
+    try:
+        return {d["task_id"] for d in load_manifest().get("cross_split", [])}
+    except FileNotFoundError:
+        return set()
+
+
 def checked_training_rows(rows: Sequence[dict], features: dict[str, np.ndarray]) -> list[dict]:
-    """``rows``, after checking that every one is of a training task (the model never sees a held-out one)."""
+    """``rows`` of training tasks, after checking that every one is of a training task (the model never
+    sees a held-out one); rows of a task dropped for sharing a held-out task's data are left out."""
+    excluded = excluded_tasks()
+    rows = [r for r in rows if r["task_id"] not in excluded]
     foreign = sorted({r["task_id"] for r in rows} - set(features))
     if foreign:
         raise ValueError(

@@ -250,10 +250,13 @@ def shipped_outcome_model() -> tuple[Any, dict[str, Any]]:
     import sklearn
 
     from wmrl_autoresearch.program.corpus import CORPUS_PATH
-    from wmrl_autoresearch.program.fitting import OUTCOME_SETTINGS, fit_outcome_model
+    from wmrl_autoresearch.program.fitting import OUTCOME_SETTINGS, excluded_tasks, fit_outcome_model
+    from wmrl_autoresearch.tasks.task import FEATURE_NAMES
 
     digest = hashlib.sha256(CORPUS_PATH.read_bytes()).hexdigest()
-    key = hashlib.sha256(json.dumps([digest, OUTCOME_SETTINGS, sklearn.__version__]).encode()).hexdigest()[:16]
+    # the feature layout and the tasks the pool dropped change the fit as much as the corpus does
+    key_parts = [digest, OUTCOME_SETTINGS, sklearn.__version__, list(FEATURE_NAMES), sorted(excluded_tasks())]
+    key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:16]
     path = _cache_dir() / f"outcome_model-{key}.pkl"
     if path.is_file():
         try:

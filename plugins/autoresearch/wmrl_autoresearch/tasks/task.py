@@ -38,6 +38,7 @@ __all__ = [
     "N_FEATURES",
     "task_features",
     "to_wmrl_task",
+    "split_revealing_features",
     "write_visible_files",
     "SPLITS",
 ]
@@ -275,9 +276,12 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log10_time_limit_s",  # 15 log10(time limit in seconds)
     "log2_memory_gb",  # 16 log2(memory limit in GiB)
     "log10_target_std",  # 17 log10(1 + std of train targets), regression; 0 otherwise
-    "is_heldout",  # 18 1 for the held-out suite
 )
-"""Layout of ``Task.features`` (float32, fixed length :data:`N_FEATURES`)."""
+"""Layout of ``Task.features`` (float32, fixed length :data:`N_FEATURES`).
+
+Every feature describes the task's data and budget only: nothing tells the training split from
+the held-out one (a split flag is constant over training, so a model never learns its weight and
+every held-out input is shifted by an untrained amount)."""
 
 N_FEATURES = len(FEATURE_NAMES)
 
@@ -299,7 +303,6 @@ def task_features(task: AutoResearchTask) -> np.ndarray:
         "log10_time_limit_s": math.log10(max(task.time_limit_s, 1e-3)),
         "log2_memory_gb": math.log2(max(task.memory_mb, 1) / 1024.0),
         "log10_target_std": 0.0,
-        "is_heldout": float(task.split == "heldout"),
     }
     if task.kind == "classification":
         _, counts = np.unique(task.y_train.astype(str), return_counts=True)
@@ -309,6 +312,26 @@ def task_features(task: AutoResearchTask) -> np.ndarray:
     for name in METRICS:
         values[f"metric_{name}"] = float(task.metric == name)
     return np.array([values[name] for name in FEATURE_NAMES], dtype=np.float32)
+
+
+def split_revealing_features(train: np.ndarray, heldout: np.ndarray) -> list[str]:
+    """Names of the features that are constant over ``train`` yet take another value on some ``heldout`` row.
+
+    Such a feature never varies where a model learns, so its weight stays at its initial value
+    and every held-out input is shifted by it: it tells the split, not the data.
+
+    :param train: (n_train_tasks, N_FEATURES) feature vectors of the training split.
+    :param heldout: (n_heldout_tasks, N_FEATURES) feature vectors of the held-out split.
+    """
+    train, heldout = np.atleast_2d(np.asarray(train, dtype=float)), np.atleast_2d(np.asarray(heldout, dtype=float))
+    if train.shape[1] != len(FEATURE_NAMES) or heldout.shape[1] != len(FEATURE_NAMES) or not len(train):
+        raise ValueError(
+            f"feature tables have shapes {train.shape} and {heldout.shape}; both need {len(FEATURE_NAMES)} columns "
+            "(FEATURE_NAMES) and the training one at least one row"
+        )
+    constant = np.all(train == train[0], axis=0)
+    differs = np.any(heldout != train[0], axis=0)
+    return [name for name, c, d in zip(FEATURE_NAMES, constant, differs) if c and d]
 
 
 def to_wmrl_task(task: AutoResearchTask):

@@ -11,7 +11,16 @@ Held-out split (rule): a task is held out when its *family* is in :data:`HELDOUT
 held-out task shares a source package with a training task and the held-out score measures
 transfer to unseen dataset families. Duplicated tables (the same data shipped by two
 packages, or a copy of a built-in task's data) are kept once: the copy from the source
-listed first in :data:`SOURCE_PRIORITY` wins, so a held-out copy never has a training twin.
+listed first in :data:`SOURCE_PRIORITY` wins.
+
+Cross-split deduplication by content (:func:`cross_split_duplicates`): every accepted training
+task's table is compared with every held-out task's table by :mod:`.content` (shared rows under
+any column names, target or row order; or another sample of the same study). A training task
+that shares its data with a held-out one is dropped, so the held-out families stay whole and the
+held-out score is never read on data the policy or the world model trained on; a held-out pool
+task that shares its data with a built-in training task (code, not a pool entry) is dropped
+instead. Each decision is recorded under ``cross_split`` in the manifest and printed by
+``wmrl-autoresearch tasks``.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from wmrl_autoresearch.tasks.dataset_pool import MANIFEST_PATH
 from wmrl_autoresearch.tasks.deferred import card_of
 from wmrl_autoresearch.tasks.recipe import MAX_ROWS, MIN_CLASS_ROWS, build_task
 from wmrl_autoresearch.tasks.sources import SOURCES, DatasetRef, r_tables, read_dataset
+from wmrl_autoresearch.vetting import content
 from wmrl_autoresearch.vetting import rules as vetting
 
 __all__ = [
@@ -36,6 +46,8 @@ __all__ = [
     "SOURCE_PRIORITY",
     "build_pool",
     "bulk_reader",
+    "cross_split_duplicates",
+    "task_table",
     "split_of",
     "table_signature",
     "write_manifest",
@@ -88,6 +100,48 @@ def _signature_of_task(task) -> tuple[int, frozenset]:
     return table_signature(pd.DataFrame(columns).infer_objects())
 
 
+def task_table(task) -> pd.DataFrame:
+    """A built task's whole table (train and test rows, the target as one more column)."""
+    x = np.concatenate([task.x_train, task.x_test])
+    columns = {name: x[:, j] for j, name in enumerate(task.columns)}
+    columns["__target"] = np.concatenate([task.y_train, task.y_test])
+    return pd.DataFrame(columns).infer_objects()
+
+
+def cross_split_duplicates(entries: list[dict]) -> list[dict]:
+    """The cross-split content decisions over ``entries``.
+
+    :param entries: one dict per table: ``id``, ``split``, ``builtin`` (a built-in task cannot be dropped
+        from the pool) and ``profile`` (:func:`.content.profile_table`).
+    :return: one decision per table dropped: ``{"task_id", "split", "twin", "twin_split", "rule", "evidence"}``;
+        the dropped table is the training one, unless it is built-in (then the held-out pool task goes).
+    """
+    heldout = [e for e in entries if e["split"] == "heldout"]
+    decisions, dropped = [], set()
+    for train in (e for e in entries if e["split"] == "train"):
+        for held in heldout:
+            if held["id"] in dropped:
+                continue
+            match = content.compare_tables(train["profile"], held["profile"])
+            if not match.same:
+                continue
+            loser, twin = (held, train) if train["builtin"] else (train, held)
+            dropped.add(loser["id"])
+            decisions.append(
+                {
+                    "task_id": loser["id"],
+                    "split": loser["split"],
+                    "twin": twin["id"],
+                    "twin_split": twin["split"],
+                    "rule": match.rule,
+                    "evidence": match.describe(),
+                }
+            )
+            if loser is train:
+                break
+    return decisions
+
+
 def split_of(family: str) -> str:
     """The split rule: a whole family is held out or not."""
     return "heldout" if family in HELDOUT_FAMILIES else "train"
@@ -119,6 +173,10 @@ def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=None, progres
     builtin = load_builtin_suite()
     seen = [(f"builtin:{t.id}", _signature_of_task(t)) for t in builtin]
     tasks, rejected = [], []
+    profiles = [
+        {"id": t.id, "split": t.split, "builtin": True, "profile": content.profile_table(task_table(t))}
+        for t in builtin
+    ]
     for i, ref in enumerate(refs):
         key = f"{ref.source}:{ref.name}"
         raw = reader(ref.source, ref.name)
@@ -138,6 +196,14 @@ def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=None, progres
             rejected.append({"dataset": key, "reason": result.reason})
             continue
         seen.append((key, signature))
+        profiles.append(
+            {
+                "id": result.recipe.id,
+                "split": result.recipe.split,
+                "builtin": False,
+                "profile": content.profile_table(raw),
+            }
+        )
         task = build_task(result.recipe, raw)
         d = result.difficulty
         tasks.append(
@@ -151,6 +217,9 @@ def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=None, progres
                 },
             }
         )
+    cross_split = cross_split_duplicates(profiles)
+    gone = {d["task_id"] for d in cross_split}
+    tasks = [t for t in tasks if t["recipe"]["id"] not in gone]
     return {
         "format": 1,
         "packages": {p: version(p) for p in (*(s.package for s in SOURCES.values()), "scikit-learn", "pandas")},
@@ -162,10 +231,26 @@ def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=None, progres
             "min_gain": vetting.MIN_GAIN,
             "trivial": vetting.TRIVIAL,
             "heldout_families": sorted(HELDOUT_FAMILIES),
+            "content": {
+                name: getattr(content, name)
+                for name in (
+                    "SIGNIFICANT_DIGITS",
+                    "MIN_DISTINCT",
+                    "COLUMN_CONTAINMENT",
+                    "ROW_EXCESS",
+                    "MIN_CODES",
+                    "MAX_CODES",
+                    "MAX_INTEGER_DENSITY",
+                    "CODE_CONTAINMENT",
+                    "MAX_CODE_DISTANCE",
+                    "MIN_SHARED_CODES",
+                )
+            },
         },
         "builtin": [card_of(t).as_dict() for t in builtin],
         "tasks": tasks,
         "rejected": rejected,
+        "cross_split": cross_split,
     }
 
 
