@@ -233,39 +233,22 @@ def check_libero_egl(ctx: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_trl_vllm(ctx: dict[str, Any]) -> dict[str, Any]:
-    from trl import GRPOConfig
-    from wmrl_trl import WMRLGRPOTrainer, make_wmrl_components, task_dataset
+    from wmrl_trl import WMRLGRPOTrainer
+    from wmrl_trl.testing import tiny_grpo_config
 
     from wmrl_core.vowels import make_tiny_qwen2, vowels_config
 
     model = make_tiny_qwen2(Path(ctx["tmp"]) / "qwen2")
-    cfg = vowels_config()
-    env, world_model, reward = make_wmrl_components(cfg)
-    tasks = env.tasks("train")
-    args = GRPOConfig(
-        output_dir=str(Path(ctx["tmp"]) / "trl"),
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=16,
+    args = tiny_grpo_config(
+        str(Path(ctx["tmp"]) / "trl"),
         max_steps=2,
-        report_to="none",
-        save_strategy="no",
-        loss_type="grpo",
-        beta=0.0,
+        use_cpu=False,
         use_vllm=True,
         vllm_mode="colocate",
         vllm_gpu_memory_utilization=0.2,
     )
-    trainer = WMRLGRPOTrainer(
-        model=str(model),
-        args=args,
-        train_dataset=task_dataset(tasks, render=lambda t: t.description),
-        wmrl=cfg,
-        environment=env,
-        world_model=world_model,
-        reward=reward,
-        tasks=tasks,
-    )
+    trainer = WMRLGRPOTrainer.from_config(vowels_config(), model=str(model), args=args, render=lambda t: t.description)
+    env = trainer.environment
     start = time.perf_counter()
     trainer.train()
     elapsed = time.perf_counter() - start

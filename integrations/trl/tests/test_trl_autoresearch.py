@@ -66,10 +66,10 @@ def _warm_start(model_dir, task) -> None:
 
 def test_autoresearch_two_steps_with_real_sandboxes(tmp_path):
     _docker_or_fail()
-    from trl import GRPOConfig
     from wmrl_autoresearch.llm.parsing import extract_script
     from wmrl_autoresearch.llm.testing import make_tiny_causal_lm
-    from wmrl_trl import WMRLGRPOTrainer, make_wmrl_components, task_dataset
+    from wmrl_trl import WMRLGRPOTrainer
+    from wmrl_trl.testing import tiny_grpo_config
 
     from wmrl_core.config import load_config
 
@@ -89,8 +89,17 @@ def test_autoresearch_two_steps_with_real_sandboxes(tmp_path):
 
     tasks = AutoResearchEnvironment().tasks("train")[:2]
     _warm_start(model_dir, tasks[0])
-    env, world_model, reward = make_wmrl_components(cfg)
-
+    args = tiny_grpo_config(str(tmp_path / "run"), max_steps=2, max_completion_length=24, learning_rate=1e-3)
+    trainer = WMRLGRPOTrainer.from_config(
+        cfg,
+        model=model_dir,
+        args=args,
+        render=_chat_prompt,
+        to_solution=lambda task, text: extract_script(text),
+        max_tasks=2,  # the warm-started task among them
+        keep_history=True,
+    )
+    env, world_model = trainer.environment, trainer.world_model
     statuses: list[str] = []
     execute = env.execute
 
@@ -109,46 +118,11 @@ def test_autoresearch_two_steps_with_real_sandboxes(tmp_path):
         return outcomes
 
     world_model.predict = spy_predict
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "run"),
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=24,
-        max_steps=2,
-        learning_rate=1e-3,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        seed=0,
-        beta=0.0,
-        loss_type="grpo",
-    )
-    trainer = WMRLGRPOTrainer(
-        model=model_dir,
-        args=args,
-        train_dataset=task_dataset(tasks, render=_chat_prompt),
-        wmrl=cfg,
-        environment=env,
-        world_model=world_model,
-        reward=reward,
-        tasks=tasks,
-        to_solution=lambda task, text: extract_script(text),
-    )
-    seen = []
-    original = trainer._generate_and_score_completions
-
-    def record(inputs):
-        out = original(inputs)
-        seen.append(dict(trainer.last_wmrl))
-        return out
-
-    trainer._generate_and_score_completions = record
     try:
         trainer.train()
     finally:
-        env.close()
-        world_model.close()
+        trainer.close()
+    seen = trainer.wmrl_history
     assert [s["step"] for s in seen] == [1, 2]
     assert len(statuses) == 2 * 4  # one anchor group of 4 a step, nothing else executed
     assert any(s not in ("invalid_solution", "sandbox_error") for s in statuses), statuses  # ran in a container

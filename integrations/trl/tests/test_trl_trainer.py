@@ -11,43 +11,20 @@ pytestmark = pytest.mark.slow
 
 
 def _trainer(model_dir, out_dir, *, max_steps=3, save_steps=100, **wmrl_overrides):
-    from trl import GRPOConfig
-    from wmrl_trl import WMRLGRPOTrainer, make_wmrl_components, task_dataset
+    from wmrl_trl import WMRLGRPOTrainer
+    from wmrl_trl.testing import tiny_grpo_config
 
     from wmrl_core.vowels import vowels_config
 
-    cfg = vowels_config(**wmrl_overrides)
-    env, world_model, reward = make_wmrl_components(cfg)
-    tasks = env.tasks("train")
-    args = GRPOConfig(
-        output_dir=str(out_dir),
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=12,
-        max_steps=max_steps,
-        learning_rate=5e-3,
-        logging_steps=1,
-        save_steps=save_steps,
-        save_strategy="steps",
-        report_to="none",
-        use_cpu=True,
-        seed=0,
-        data_seed=0,
-        beta=0.0,
-        loss_type="grpo",
-        temperature=1.0,
-        dataloader_num_workers=0,
-    )
-    return WMRLGRPOTrainer(
+    args = tiny_grpo_config(str(out_dir), max_steps=max_steps, save_steps=save_steps, save_strategy="steps")
+    trainer = WMRLGRPOTrainer.from_config(
+        vowels_config(**wmrl_overrides),
         model=str(model_dir),
         args=args,
-        train_dataset=task_dataset(tasks, render=lambda t: t.description),
-        wmrl=cfg,
-        environment=env,
-        world_model=world_model,
-        reward=reward,
-        tasks=tasks,
-    ), env
+        render=lambda t: t.description,
+        keep_history=True,
+    )
+    return trainer, trainer.environment
 
 
 def test_trains_on_fused_advantages_and_executes_only_anchors(tiny_qwen2, tmp_path):
@@ -55,16 +32,8 @@ def test_trains_on_fused_advantages_and_executes_only_anchors(tiny_qwen2, tmp_pa
     from wmrl_core.fusion import FusionSettings, build_fuser, fuse_step
 
     trainer, env = _trainer(tiny_qwen2, tmp_path / "run", max_steps=3)
-    seen = []
-    original = trainer._generate_and_score_completions
-
-    def spy(inputs):
-        out = original(inputs)
-        seen.append(dict(trainer.last_wmrl))
-        return out
-
-    trainer._generate_and_score_completions = spy
     trainer.train()
+    seen = trainer.wmrl_history
     assert [s["step"] for s in seen] == [1, 2, 3]
     # 2 groups of 4 a step at anchors.fraction 0.5: one group executed per step, the other only predicted
     assert [sum(s["anchor_groups"]) for s in seen] == [1, 1, 1]

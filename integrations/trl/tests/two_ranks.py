@@ -26,51 +26,20 @@ def _plain(obj):
 
 
 def main(model_dir: str, out_dir: str) -> None:
-    from trl import GRPOConfig
-    from wmrl_trl import WMRLGRPOTrainer, make_wmrl_components, task_dataset
+    from wmrl_trl import WMRLGRPOTrainer
+    from wmrl_trl.testing import tiny_grpo_config
 
     from wmrl_core.vowels import vowels_config
 
-    cfg = vowels_config()
-    env, world_model, reward = make_wmrl_components(cfg)
-    tasks = env.tasks("train")
-    args = GRPOConfig(
-        output_dir=out_dir,
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=12,
-        max_steps=8,
-        learning_rate=5e-3,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        seed=0,
-        beta=0.0,
-        loss_type="grpo",
+    args = tiny_grpo_config(out_dir, max_steps=8, save_strategy="no")
+    trainer = WMRLGRPOTrainer.from_config(
+        vowels_config(), model=model_dir, args=args, render=lambda t: t.description, keep_history=True
     )
-    trainer = WMRLGRPOTrainer(
-        model=model_dir,
-        args=args,
-        train_dataset=task_dataset(tasks, render=lambda t: t.description),
-        wmrl=cfg,
-        environment=env,
-        world_model=world_model,
-        reward=reward,
-        tasks=tasks,
-    )
-    steps = []
-    original = trainer._generate_and_score_completions
-
-    def spy(inputs):
-        out = original(inputs)
-        steps.append({**trainer.last_wmrl, "engine_state": trainer.wmrl_state_dict()})
-        return out
-
-    trainer._generate_and_score_completions = spy
     trainer.train()
     rank = trainer.accelerator.process_index
-    record = {"rank": rank, "executed_here": env.executed, "steps": steps}
+    steps = [{**s, "engine_state": None} for s in trainer.wmrl_history]
+    steps[-1]["engine_state"] = trainer.wmrl_state_dict()
+    record = {"rank": rank, "executed_here": trainer.environment.executed, "steps": steps}
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(_plain(record), default=str))
 
 

@@ -146,6 +146,8 @@ class WMRLGRPOTrainer(GRPOTrainer):
     :param tasks: the tasks the dataset's ``task_id`` column refers to.
     :param to_solution: ``(task, completion text) -> solution`` for the environment (e.g. the
         code block of a completion); identity by default.
+    :param keep_history: keep every step's anchors, rewards, advantages and record in
+        ``wmrl_history`` (tests, debugging); ``last_wmrl`` always holds the latest.
     :param kwargs: passed to :class:`trl.GRPOTrainer` (``model``, ``args``, ``train_dataset``, ...);
         ``reward_funcs`` is the trainer's own.
     """
@@ -159,6 +161,7 @@ class WMRLGRPOTrainer(GRPOTrainer):
         reward: Callable[[Task, Any], float | None],
         tasks: Sequence[Task],
         to_solution: Callable[[Task, str], Any] | None = None,
+        keep_history: bool = False,
         **kwargs: Any,
     ) -> None:
         if "reward_funcs" in kwargs:
@@ -188,8 +191,45 @@ class WMRLGRPOTrainer(GRPOTrainer):
         self.fusion_settings = FusionSettings.from_config(wmrl)
         self.faults = StepFaults(world_model_timeout_s=wmrl.world_model_timeout_s)
         self.wmrl_step = 0  # generation batches trained on; the anchor draw and the engine key on it
-        self.last_wmrl: dict[str, Any] = {}  # the last step's anchors, rewards and record (tests, logging)
+        self.last_wmrl: dict[str, Any] = {}  # the last step's anchors, rewards and record
+        self.wmrl_history: list[dict[str, Any]] | None = [] if keep_history else None
         self._pending: dict[str, Any] | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        wmrl: TrainConfig,
+        *,
+        render: Callable[[Task], Any],
+        split: str | None = None,
+        max_tasks: int | None = None,
+        plugin_manager: Any = None,
+        **kwargs: Any,
+    ) -> WMRLGRPOTrainer:
+        """The trainer of ``wmrl``'s registered environment, world model and reward extractor,
+        on a dataset of the environment's ``split`` (``rollout.task_split``) rendered by ``render``.
+
+        :param max_tasks: the split's first ``max_tasks`` tasks only (smoke runs).
+        :param kwargs: the rest of the constructor's arguments (``model``, ``args``, ``to_solution`` ...).
+        """
+        environment, world_model, reward = make_wmrl_components(wmrl, plugin_manager)
+        tasks = environment.tasks(split or wmrl.rollout.task_split)[:max_tasks]
+        return cls(
+            train_dataset=task_dataset(tasks, render),
+            wmrl=wmrl,
+            environment=environment,
+            world_model=world_model,
+            reward=reward,
+            tasks=tasks,
+            **kwargs,
+        )
+
+    def close(self) -> None:
+        """Release the environment's and the world model's resources (containers, engines)."""
+        for component in (self.environment, self.world_model):
+            close = getattr(component, "close", None)
+            if callable(close):
+                close()
 
     # -- steps 2-4: anchors, world model, execution ------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -283,6 +323,8 @@ class WMRLGRPOTrainer(GRPOTrainer):
             "token_counts": lengths.tolist(),
             "record": record,
         }
+        if self.wmrl_history is not None:
+            self.wmrl_history.append(self.last_wmrl)
         self.wmrl_step = step
         return output
 
