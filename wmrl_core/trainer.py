@@ -577,7 +577,13 @@ def _check_log_probs(c: Components, rollouts: Rollouts, step: int) -> None:
     """One no-grad ``policy.log_probs`` call on the first step of an invocation, so that a raise,
     a wrong type or shape is named here rather than deep inside the loss. The RNG is forked: the
     run's draws are the same with or without it."""
-    with torch.no_grad(), torch.random.fork_rng(), component_call(_who(c, "policy"), "log_probs", f"at step {step}"):
+    device = rollouts.old_log_probs.device
+    devices = [device] if device.type == "cuda" else []  # only the policy's: no context on other GPUs
+    with (
+        torch.no_grad(),
+        torch.random.fork_rng(devices=devices),
+        component_call(_who(c, "policy"), "log_probs", f"at step {step}"),
+    ):
         log_probs = c.policy.log_probs(rollouts)
     checkers.check_log_probs(_who(c, "policy"), log_probs, rollouts)
 
