@@ -88,15 +88,96 @@ def test_resume_is_exact(tiny_qwen2, tmp_path):
     assert resumed.last_wmrl["advantages"] == straight.last_wmrl["advantages"]
 
 
-def test_refuses_what_it_cannot_honour(tiny_qwen2, tmp_path):
-    from trl import GRPOConfig
+def test_refuses_what_it_cannot_honour(tmp_path):
+    from wmrl_trl.testing import tiny_grpo_config
     from wmrl_trl.trainer import check_trl_args
 
     from wmrl_core.errors import ConfigError
 
-    args = GRPOConfig(output_dir=str(tmp_path), num_iterations=2, loss_type="dr_grpo", use_cpu=True, report_to="none")
+    args = tiny_grpo_config(str(tmp_path), num_iterations=2, loss_type="dr_grpo", beta=0.04)
     with pytest.raises(ConfigError) as err:
         check_trl_args(args)
     message = str(err.value)
-    assert "num_iterations=2" in message and "set num_iterations=1" in message
+    assert "beta=0.04" in message and "num_iterations=2" in message and "set beta=0.0" in message
     assert "loss_type='dr_grpo'" in message and "'grpo'" in message
+
+
+def test_term_advantages_rebuild_the_exact_multi_term_loss_at_any_ratio():
+    """sign(c_k) * token_mean(clip(r, a_k)) summed over terms, with a_k = |c_k| (Z_all/Z_k) 1[R_k] A_k
+    (what the trainer hands TRL per term), is WMRL's multi-term loss, clipping active included."""
+    from wmrl_core.fusion import LossTerm, effective_advantages, multi_term_loss
+    from wmrl_core.grpo import aggregate, clipped_surrogate
+
+    g = torch.Generator().manual_seed(0)
+    n, t = 8, 5
+    mask = (torch.rand(n, t, generator=g) > 0.3).float()
+    mask[:, 0] = 1
+    log_probs = torch.randn(n, t, generator=g).requires_grad_(True)
+    old = log_probs.detach() + 0.5 * torch.randn(n, t, generator=g)  # ratios far from 1: clipping active
+    anchors = np.arange(n) < 4
+    terms = [
+        LossTerm(1.0, np.random.default_rng(1).normal(size=n), anchors),
+        LossTerm(0.6, np.random.default_rng(2).normal(size=n), np.ones(n, dtype=bool)),
+        LossTerm(-0.6, np.random.default_rng(2).normal(size=n), anchors),
+    ]
+    exact = multi_term_loss(terms, log_probs, old, mask, clip_eps=0.2, aggregation="token_mean")
+    counts = mask.sum(-1).numpy()
+    rebuilt = sum(
+        float(np.sign(term.coef))
+        * aggregate(
+            clipped_surrogate(
+                log_probs,
+                old,
+                torch.as_tensor(np.sign(term.coef) * effective_advantages([term], counts, "token_mean")[0]),
+                0.2,
+            ),
+            mask,
+            "token_mean",
+        )
+        for term in terms
+    )
+    assert torch.allclose(exact, rebuilt, atol=1e-6)
+    (g_exact,) = torch.autograd.grad(exact, log_probs)
+    (g_rebuilt,) = torch.autograd.grad(rebuilt, log_probs)
+    assert torch.allclose(g_exact, g_rebuilt, atol=1e-6)
+
+
+def test_off_policy_passes_use_one_trl_loss_per_term(tiny_qwen2, tmp_path):
+    from wmrl_trl import WMRLGRPOTrainer
+    from wmrl_trl.testing import tiny_grpo_config
+
+    from wmrl_core.grpo import aggregate, clipped_surrogate
+    from wmrl_core.vowels import vowels_config
+
+    args = tiny_grpo_config(str(tmp_path), max_steps=4, num_iterations=2, loss_type="dapo", epsilon_high=0.2)
+    trainer = WMRLGRPOTrainer.from_config(
+        vowels_config(), model=str(tiny_qwen2), args=args, render=lambda t: t.description
+    )
+    assert trainer.wmrl_multi_term
+    checked = []
+    original = trainer._compute_loss
+
+    def spy(model, inputs):
+        loss = original(model, inputs)
+        ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+        attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        with torch.no_grad():
+            logps, _, _ = trainer._get_per_token_logps_and_entropies(
+                model, ids, attention, inputs["completion_ids"].size(1)
+            )
+            old = inputs["old_per_token_logps"]
+            mask = inputs["completion_mask"].float()
+            expected = sum(
+                inputs["wmrl_term_signs"][0, k]
+                * aggregate(clipped_surrogate(logps, old, inputs["wmrl_term_advantages"][:, k], 0.2), mask)
+                for k in range(inputs["wmrl_term_advantages"].shape[1])
+            )
+        checked.append((float(loss.detach()), float(expected), float((logps - old).abs().max())))
+        return loss
+
+    trainer._compute_loss = spy
+    trainer.train()
+    assert len(checked) == 4 and trainer.wmrl_step == 2  # two generation batches, two passes each
+    for loss, expected, _ in checked:
+        assert abs(loss - expected) < 1e-5
+    assert max(gap for *_, gap in checked) > 0  # later passes are off-policy indeed

@@ -16,9 +16,11 @@ Per generation batch, on every rank:
    per generation batch), the gradient of the clipped loss is linear in the advantage, so this
    equals WMRL's own multi-term fused loss (``tests/test_trl_equivalence.py``).
 
-What is not exact: TRL adds the KL term (``beta``) to every row with weight 1, where WMRL's own
-loss weights it per stream; off-policy passes (``num_iterations > 1``, or ``steps_per_generation``
-above ``gradient_accumulation_steps``) would need the multi-term loss and are refused.
+Off-policy passes (``num_iterations > 1``, or ``steps_per_generation`` above
+``gradient_accumulation_steps``) train on the exact multi-term loss instead: one TRL loss per
+fusion term, each with its own clipping (:meth:`WMRLGRPOTrainer._compute_loss`), at one forward
+and backward pass per term. What is not exact: TRL adds the KL term (``beta``) to every row with
+weight 1, where WMRL's own loss weights it per term (and off-policy, ``beta`` must be 0).
 """
 
 from __future__ import annotations
@@ -41,11 +43,18 @@ from wmrl_core.config import TrainConfig
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ConfigError
 from wmrl_core.faults import StepFaults
-from wmrl_core.fusion import FusionSettings, build_fuser, fuse_step
+from wmrl_core.fusion import FusionSettings, build_fuser, effective_advantages, fuse_step
 from wmrl_core.step import fusion_method
 from wmrl_core.types import Task
 
-__all__ = ["WMRLGRPOTrainer", "make_wmrl_components", "task_dataset", "LOSS_AGGREGATION"]
+__all__ = [
+    "WMRLGRPOTrainer",
+    "make_wmrl_components",
+    "task_dataset",
+    "check_trl_args",
+    "is_off_policy",
+    "LOSS_AGGREGATION",
+]
 
 LOSS_AGGREGATION = {"grpo": "sequence_mean", "dapo": "token_mean"}
 """TRL ``loss_type`` -> the WMRL aggregation whose effective advantages reproduce it across ranks.
@@ -107,25 +116,27 @@ def _completion_text(completion: Any) -> str:
     raise TypeError(f"completion of type {type(completion).__name__}; expected a string or chat messages")
 
 
+def is_off_policy(args: GRPOConfig) -> bool:
+    """Whether some optimisation passes see a policy that has moved since generation (probability
+    ratio != 1): several passes per batch, or a generation batch spread over more optimizer
+    steps than one accumulation."""
+    spread = args.steps_per_generation is not None and args.steps_per_generation > args.gradient_accumulation_steps
+    return args.num_iterations > 1 or spread
+
+
 def check_trl_args(args: GRPOConfig) -> str:
     """The WMRL loss aggregation for ``args``, or a :class:`ConfigError` naming each TRL option
-    the effective-advantage path cannot honour and what to set instead."""
+    the trainer cannot honour and what to set instead."""
     problems = []
     if args.loss_type not in LOSS_AGGREGATION:
         problems.append(
             f"loss_type={args.loss_type!r}: use 'grpo' (per-sequence mean) or 'dapo' (global token mean); "
             "the others have no exact WMRL fused-loss counterpart"
         )
-    if args.num_iterations != 1:
+    if is_off_policy(args) and args.beta != 0.0:
         problems.append(
-            f"num_iterations={args.num_iterations}: later passes are off-policy (probability ratio != 1), where "
-            "one loss on effective advantages is no longer WMRL's fused loss; set num_iterations=1"
-        )
-    if args.steps_per_generation is not None and args.steps_per_generation > args.gradient_accumulation_steps:
-        problems.append(
-            f"steps_per_generation={args.steps_per_generation} > gradient_accumulation_steps="
-            f"{args.gradient_accumulation_steps}: the policy changes between the slices of a generation batch "
-            "(off-policy); set steps_per_generation <= gradient_accumulation_steps"
+            f"beta={args.beta} with off-policy passes (num_iterations={args.num_iterations}): the exact multi-term "
+            "loss would add TRL's KL term once per loss term; set beta=0.0 or num_iterations=1"
         )
     if args.scale_rewards == "batch":
         problems.append("scale_rewards='batch': WMRL normalises within groups; use 'group' or 'none'")
@@ -171,6 +182,7 @@ class WMRLGRPOTrainer(GRPOTrainer):
             )
         args: GRPOConfig = kwargs["args"]
         aggregation = check_trl_args(args)
+        self.wmrl_multi_term = is_off_policy(args)
         wmrl.grpo.loss_aggregation = aggregation
         wmrl.grpo.scale_advantages = args.scale_rewards != "none"
         if world_model is None:
@@ -308,6 +320,8 @@ class WMRLGRPOTrainer(GRPOTrainer):
         start = self.accelerator.process_index * n_local
         effective = torch.as_tensor(result.advantages[start : start + n_local], dtype=output["advantages"].dtype)
         output["advantages"] = effective.to(output["advantages"].device)
+        if self.wmrl_multi_term:
+            output.update(self._term_advantages(result.terms, lengths, start, n_local, output["advantages"]))
         wm_s, exec_s, executed = pending["seconds"]
         record = {**result.record, "time/world_model_s": float(wm_s), "time/execution_s": float(exec_s)}
         record["anchors/executed_rollouts"] = int(executed)
@@ -327,6 +341,38 @@ class WMRLGRPOTrainer(GRPOTrainer):
             self.wmrl_history.append(self.last_wmrl)
         self.wmrl_step = step
         return output
+
+    # -- off-policy: the exact multi-term loss ----------------------------------------------------
+    def _term_advantages(self, terms, lengths, start, n_local, like):
+        r"""Per term :math:`k`, this rank's rows of :math:`|c_k| (Z_{all}/Z_k) 1[i \in R_k] A_{k,i}` and
+        the sign of :math:`c_k`: a TRL loss on those advantages is :math:`|c_k|` times the term's
+        loss over its own rows (the clipped objective is positively homogeneous in the advantage)."""
+        aggregation = self.wmrl_config.grpo.loss_aggregation
+        columns = [effective_advantages([term], lengths, aggregation)[0] for term in terms]
+        signs = [float(np.sign(term.coef)) for term in terms]
+        scaled = (
+            np.stack([col * sign for col, sign in zip(columns, signs)], axis=1)
+            if terms
+            else np.zeros((len(lengths), 0))
+        )
+        local = torch.as_tensor(scaled[start : start + n_local], dtype=like.dtype, device=like.device)
+        sign = torch.as_tensor(np.tile(signs, (n_local, 1)), dtype=like.dtype, device=like.device)
+        return {"wmrl_term_advantages": local, "wmrl_term_signs": sign}
+
+    def _compute_loss(self, model, inputs):
+        r"""On-policy, TRL's loss on the effective advantages; off-policy, the exact multi-term loss
+        :math:`\sum_k c_k L_k`, each term a TRL loss with its own clipping."""
+        if not self.wmrl_multi_term or "wmrl_term_advantages" not in inputs:
+            return super()._compute_loss(model, inputs)
+        terms, signs = inputs["wmrl_term_advantages"], inputs["wmrl_term_signs"]
+        rest = {k: v for k, v in inputs.items() if k not in ("wmrl_term_advantages", "wmrl_term_signs")}
+        loss = None
+        for k in range(terms.shape[1]):
+            part = signs[0, k] * super()._compute_loss(model, {**rest, "advantages": terms[:, k]})
+            loss = part if loss is None else loss + part
+        if loss is None:  # no term (nothing rewarded): a zero that keeps the graph
+            return super()._compute_loss(model, {**rest, "advantages": torch.zeros_like(rest["advantages"])})
+        return loss
 
     # -- checkpoints: the engine state travels with TRL's --------------------------------------
     def wmrl_state_dict(self) -> dict[str, Any]:
