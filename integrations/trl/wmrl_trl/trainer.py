@@ -25,6 +25,7 @@ weight 1, where WMRL's own loss weights it per term (and off-policy, ``beta`` mu
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -182,6 +183,7 @@ class WMRLGRPOTrainer(GRPOTrainer):
             )
         args: GRPOConfig = kwargs["args"]
         aggregation = check_trl_args(args)
+        wmrl = copy.deepcopy(wmrl)  # the caller's config stays as it was
         self.wmrl_multi_term = is_off_policy(args)
         wmrl.grpo.loss_aggregation = aggregation
         wmrl.grpo.scale_advantages = args.scale_rewards != "none"
