@@ -34,7 +34,7 @@ from wmrl_core.step import update_step
 
 ROOT = Path(__file__).resolve().parents[1]
 AGGREGATIONS = ("token_mean", "sequence_mean")
-SECTION = FusionConfig(lambda_window=2, min_pairs=2)  # windows that fill within the few steps below
+SECTION = FusionConfig(lambda_window=2, min_pairs=2, lambda_level=None)  # weights > 0 within the few steps below
 COMPONENTS = ["environment.name=synthetic-bandit", "policy.name=tabular-softmax", "mode=real"]
 
 
@@ -258,3 +258,31 @@ def test_old_section_names_are_read_with_a_warning_naming_the_new_one():
     with pytest.warns(FutureWarning):
         cfg = load_config(None, [*COMPONENTS, "denoise.method=pooled", "fusion.method=rectified"])
     assert cfg.fusion.method == "rectified" and not math.isnan(cfg.fusion.lambda_window)
+
+
+def test_update_step_with_effective_advantages_moves_the_policy_as_the_exact_loss_does():
+    from tests.test_step import TwoArmPolicy, config, rollouts
+    from wmrl_core.step import ScoredStep, TrainState
+
+    thetas = []
+    for loss in ("exact", "effective"):
+        cfg, policy = config("wmrl", method="rectified", loss=loss, lambda_level=None), TwoArmPolicy()
+        state = TrainState.create(cfg, policy)
+        state.fuser.update(
+            np.array([1.0, -1.0, 0.5, -0.5]), np.array([2.0, -2.0, 1.0, -1.0]), groups=np.array([0, 0, 1, 1])
+        )
+        scored = ScoredStep(
+            rollouts(),
+            anchor_groups=np.array([True, False]),
+            wm_rewards=np.array([0.8, 0.2, 0.1, 0.7]),
+            real_rewards=np.array([1.0, 0.0, np.nan, np.nan]),
+        )
+        record = update_step(policy, cfg, state, scored, step=1).record
+        assert record["fusion/lambda"] > 0
+        thetas.append(policy.theta.detach().clone())
+    torch.testing.assert_close(thetas[0], thetas[1], rtol=1e-6, atol=1e-7)
+
+
+def test_an_unknown_fusion_loss_is_refused():
+    with pytest.raises(ConfigError, match="fusion.loss"):
+        load_config(None, [*COMPONENTS, "fusion.loss=approximate"])

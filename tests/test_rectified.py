@@ -5,6 +5,7 @@ import torch
 from wmrl_core.fusion.rectified import (
     RectifiedFuser,
     effective_real_samples,
+    permutation_null_variance,
     power_tuned_lambda,
     rectified_loss,
     shrunk_lambda,
@@ -181,23 +182,42 @@ def test_slope_variance_and_shrunk_lambda_hand_computed():
     assert shrunk_lambda(0.0, 0.1) == 0.0
 
 
-def test_the_significance_level_scales_the_variance_by_the_t_critical_value():
-    """q = t_{m-1}(0.975): 12.706 for 2 groups, 2.086 for 21. lambda_hat = 0.5, Var = 0.01 (t = 5)."""
-    assert shrunk_lambda(0.5, 0.01, n_groups=2, level=0.975) == 0.0  # 1 - 161.4 * 0.04 < 0
-    q = 2.0859634
-    assert shrunk_lambda(0.5, 0.01, n_groups=21, level=0.975) == pytest.approx(0.5 * (1 - q**2 * 0.04), rel=1e-6)
-    assert shrunk_lambda(0.5, 0.01, n_groups=1, level=0.975) == 0.0  # one group: no evidence of its noise
-    assert shrunk_lambda(0.5, 0.01, n_groups=21, level=None) == pytest.approx(0.5 * (1 - 0.04))
-    with pytest.raises(ValueError, match="level"):
-        shrunk_lambda(0.5, 0.01, n_groups=5, level=1.0)
-    # the fuser's window: three groups with slope 1 and Var 1/75 (t = 8.7 with 2 df, q = 4.303)
-    f = RectifiedFuser(window=5, level=0.975)
-    for r_g, c_g in ((1.8, 2.0), (2.2, 2.0), (2.0, 2.0)):
-        f.update(np.array([r_g / 2, -r_g / 2]), np.array([1.0, -1.0]) * np.sqrt(c_g / 2), groups=np.zeros(2))
+def test_the_critical_value_scales_the_variance():
+    """lambda_hat = 0.5, Var = 0.01 (t = 5): q = 3.09 keeps 1 - 3.09^2 / 25 of it; q = 1 is the plain factor."""
+    assert shrunk_lambda(0.5, 0.01, q=3.09) == pytest.approx(0.5 * (1 - 3.09**2 * 0.04))
+    assert shrunk_lambda(0.5, 0.01, q=6.0) == 0.0
+    assert shrunk_lambda(0.5, 0.01) == pytest.approx(0.5 * (1 - 0.04))
+
+
+def test_permutation_null_variance_is_the_variance_over_all_permutations():
+    import itertools
+
+    assert permutation_null_variance(np.array([1.0, -1.0]), np.array([2.0, -2.0])) == pytest.approx(16.0)
+    a, b = np.array([2.0, 0.5, -1.0]), np.array([1.0, 0.0, -1.0])
+    values = [float(a @ b[list(p)]) for p in itertools.permutations(range(3))]
+    assert permutation_null_variance(a, b) == pytest.approx(np.var(values))
+    assert permutation_null_variance(np.array([1.0]), np.array([0.0])) == 0.0
+
+
+def test_a_window_of_two_groups_whose_sandwich_collapses_is_judged_by_its_null_variance():
+    """Two groups with r_g = c_g exactly: slope 1, sandwich variance 0, so the plain factor keeps
+    lambda = 1; against the null variance (4 + 4) / 4^2 = 0.5 the slope is 1.41 standard errors
+    from 0, below q = 3.09: no weight. With 20 such groups the null variance is 0.05 (t = 4.5)."""
+    f = RectifiedFuser(window=20)
+    for _ in range(2):
+        f.update(np.array([1.0, -1.0]), np.array([2.0, -2.0]) / 2, groups=np.zeros(2))  # r_g = 2, c_g = 2
     lam_hat, var = f.slope()
-    assert f.informative_groups() == 3 and lam_hat == pytest.approx(1.0)
-    assert var == pytest.approx(3 / 2 * (0.2**2 + 0.2**2) / 36)
-    assert f.lam() == pytest.approx(1 - 4.3026527**2 * var, rel=1e-6)
+    assert (lam_hat, var) == (pytest.approx(1.0), pytest.approx(0.0))
+    assert f.null_variance() == pytest.approx((4.0 + 4.0) / 4.0**2)  # V_g = 2 * 2 / 1 = 4 each
+    assert f.lam() == 0.0 and RectifiedFuser(window=20, level=None).lam() == 0.0  # empty window
+    plain = RectifiedFuser(window=20, level=None)
+    plain.load_state_dict(f.state_dict())
+    assert plain.lam() == pytest.approx(1.0)
+    # many agreeing groups: the null variance shrinks as 1/m and the slope survives
+    for _ in range(18):
+        f.update(np.array([1.0, -1.0]), np.array([2.0, -2.0]) / 2, groups=np.zeros(2))
+    assert f.null_variance() == pytest.approx(20 * 4.0 / (20 * 2.0) ** 2)  # 0.05
+    assert f.lam() == pytest.approx(1.0)  # significant; its sandwich variance is 0: nothing to shrink
 
 
 def test_an_independent_world_model_gets_lambda_near_zero_once_the_policy_repeats_itself():

@@ -77,7 +77,10 @@ def test_rectified_step_hand_computed():
     # this step's anchors joined the calibration and the lambda window only after being used
     assert update.anchor_pairs == {"step": 1, "world_model": [0.8, 0.2], "calibrated": [0.8, 0.2], "real": [1.0, 0.0]}
     assert state.fuser.slope()[0] == pytest.approx((4 + 2) / (8 + 2), rel=1e-4)
-    assert 0 < state.fuser.lam() <= state.fuser.slope()[0]  # shrunk towards 0 by its noise
+    # the new group's null variance is 2 * 2 / 1 = 4 (the two single-rollout units have none), so
+    # Var_0 = 4 / 10^2 and the slope 0.6 is 3.0 null standard errors from 0, short of z_0.999 = 3.09
+    assert state.fuser.null_variance() == pytest.approx(0.04, rel=1e-4)
+    assert state.fuser.lam() == 0.0
     # the net gradient favours arm 0 (real rewards say so); Adam's first step moves each logit by ~lr
     theta = policy.theta.detach()
     assert theta[0] == pytest.approx(0.2 + cfg.grpo.lr, rel=1e-3)

@@ -113,10 +113,10 @@ class FusionConfig:
     (equal score vectors) before the moments that tune lambda; ``rollout`` treats every rollout
     as distinct (see ``wmrl_core/fusion/rectified.py``)."""
     lambda_level: Optional[float] = 0.999
-    """``rectified``: lambda is kept only where its slope is significant at this one-sided level
-    (the slope's variance is scaled by the squared t critical value for the window's informative
-    groups, so few groups need a large t; 0.999 keeps a noise world model's weight at 0 with one
-    anchor group a step); ``None``: the plain positive-part James-Stein factor."""
+    """``rectified``: lambda is 0 unless its slope passes a one-sided test at this level against its
+    variance were the world model independent of the real rewards (exact for any number of anchor
+    groups; 0.999 keeps a noise world model's weight at 0 with one anchor group a step);
+    ``None``: no test, the plain positive-part James-Stein factor only."""
     lambda_min_groups: int = 2
     """``rectified``: lambda is 0 until the window holds this many informative anchor groups."""
     loss: str = "exact"
