@@ -57,3 +57,31 @@ def test_ar_sleeping_script_ends_at_the_idle_window_not_the_safety_net(pool, tin
     assert outcome.info["resources"]["cpu_s"] < 0.5
     assert 4.0 <= outcome.info["runtime_s"] < 20.0, outcome.info["runtime_s"]
     assert elapsed < 60.0  # the container is back long before the 150 s safety net
+
+
+@pytest.mark.filterwarnings("ignore:wmrl-autoresearch. LocalProcessSandbox is NOT ISOLATED")
+def test_ar_local_fallback_has_the_idle_window_and_counts_the_scripts_children(
+    tiny_classification, small_limits, tmp_path
+):
+    from wmrl_autoresearch.sandbox.pool import SandboxPool
+
+    limits = small_limits.with_overrides(memory_mb=2048, timeout_s=15.0, idle_window_s=2.0)
+    # the script waits on a child that computes: the session is busy, not idle (runs to its CPU limit)
+    busy_child = (
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, '-c', 'import time\\nt = time.process_time()\\n"
+        "while time.process_time() - t < 3: pass'])\n"
+        "time = __import__('time')\ntime.sleep(10**6)\n"
+    )
+    with SandboxPool("local-unsafe", limits=limits, max_parallel=1, workdir=tmp_path) as pool:
+        start = time.monotonic()
+        sleeping = to_outcome(
+            tiny_classification, pool.run(RunRequest(tiny_classification, "import time\ntime.sleep(10**6)\n", limits))
+        )
+        assert time.monotonic() - start < 20
+        waiting = to_outcome(tiny_classification, pool.run(RunRequest(tiny_classification, busy_child, limits)))
+    assert sleeping.status == "timeout" and sleeping.info["error"].startswith("idle")
+    assert "idle_window_s=2" in sleeping.info["error"]
+    # idle only once the child's 3 CPU-s are done: at least 3 s plus the 2 s window
+    assert waiting.status == "timeout" and waiting.info["error"].startswith("idle")
+    assert waiting.info["runtime_s"] >= 4.5, waiting.info["runtime_s"]

@@ -3,7 +3,8 @@
 For machines without Docker only, and only when asked for by name (``sandbox="local-unsafe"``
 or ``--sandbox local-unsafe``); it is never chosen silently. It keeps the CPU-time limit
 (``RLIMIT_CPU`` of the script's process; its CPU time is measured by ``wait4``, children it
-does not wait for are not counted), the wall-clock safety net (the whole process group is
+does not wait for are not counted), the idle window (CPU of every process of the script's
+session, read from ``/proc``), the wall-clock safety net (the whole process group is
 killed), the stdout/stderr size cap, the predictions size cap and best-effort rlimits (data
 segment, file size, core dumps), but the script runs with *your*
 user, can read your files, can use the network and can escape the process group. Never run
@@ -24,6 +25,7 @@ import time
 import warnings
 from pathlib import Path
 
+from wmrl_autoresearch.sandbox.cpu_meter import CpuWatch
 from wmrl_autoresearch.sandbox.docker_sandbox import SANDBOX_ENV
 from wmrl_autoresearch.sandbox.limits import SandboxLimits, thread_env
 from wmrl_autoresearch.sandbox.result import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
@@ -32,6 +34,33 @@ from wmrl_autoresearch.sandbox.workspace import Slot
 __all__ = ["LocalProcessSandbox", "UNSAFE_WARNING"]
 
 log = logging.getLogger(__name__)
+
+_IDLE_POLL_S = 0.5
+"""How often the session's CPU time is read for the idle window, seconds."""
+
+
+def session_cpu_s(session_id: int) -> float | None:
+    """CPU seconds (user + system, and of the children they reaped) of every live process in
+    session ``session_id``, from ``/proc/PID/stat``; ``None`` where ``/proc`` cannot be read."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        # after the command name: state ppid pgrp session ... utime(12) stime(13) cutime(14) cstime(15)
+        if int(fields[3]) == session_id:
+            total += sum(int(x) for x in fields[11:15])
+    return total / ticks
+
 
 UNSAFE_WARNING = (
     "wmrl-autoresearch: LocalProcessSandbox is NOT ISOLATED. Solutions run as your user, with your network and "
@@ -147,13 +176,23 @@ class LocalProcessSandbox:
         for p in pumps:
             p.start()
         status = usage = None
+        watch = CpuWatch(cpu_limit, wall_limit, start_cpu_s=0.0, idle_window_s=limits.idle_window_s)
+        idle = False
+        next_read = t0 + _IDLE_POLL_S
         try:
             while status is None and time.perf_counter() - t0 < wall_limit:
                 pid, status_, usage_ = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     status, usage = status_, usage_
-                else:
-                    time.sleep(0.02)
+                    break
+                time.sleep(0.02)
+                now = time.perf_counter()
+                if watch.early_idle_window_s is not None and now >= next_read:
+                    next_read = now + _IDLE_POLL_S
+                    cpu = session_cpu_s(proc.pid)  # start_new_session: the script's pid is its session id
+                    if cpu is not None and watch.observe(now - t0, cpu) == "idle":
+                        idle = True
+                        break
         finally:
             at_wall_limit = status is None
             self._kill_group(proc.pid)  # also kills children left running by a finished script
@@ -173,6 +212,9 @@ class LocalProcessSandbox:
                 f"used its CPU-time limit of {cpu_limit:g} CPU-s ({cpu_s:.2f} CPU-s); "
                 "raise it with limits={'timeout_s': N}"
             )
+        elif idle:
+            result.timed_out, result.exit_code = True, -9
+            result.timeout_reason = watch.reason("idle")
         elif at_wall_limit:
             result.timed_out, result.exit_code = True, -9
             result.timeout_reason = f"killed at the {wall_limit:g} s wall-clock limit after {cpu_s:.2f} CPU-s"
