@@ -54,9 +54,10 @@ def test_wmrl_reaches_real_with_3x_less_compute(experiment):
 def test_rectified_is_at_most_a_little_slower_than_inverse_variance_with_the_miscalibrated_world_model(experiment):
     _, _, summary = experiment
     arms = summary["arms"]
-    # measured (10 paired seeds, README): 1.05 ± 0.03 times inverse variance's compute to the
-    # target, at most 1.14 on a seed; the floor allows that on these 2 seeds, not more
-    assert arms["wmrl"]["compute_to_target_s"] <= 1.2 * arms["wmrl_inverse_variance"]["compute_to_target_s"]
+    # measured (10 paired seeds, docs/results/synthetic/floor_level999.md): 1.11 ± 0.05 times
+    # inverse variance's compute to the target, at most 1.23 on a seed (lambda is 0 until the
+    # anchors show the world model is informative); the bound allows that on these 2 seeds, not more
+    assert arms["wmrl"]["compute_to_target_s"] <= 1.25 * arms["wmrl_inverse_variance"]["compute_to_target_s"]
     # lambda-hat stays where the world model tracks the real advantages (0.73 late, 10 seeds)
     # instead of sinking towards 0 as the policy concentrates (0.40 with per-rollout moments)
     assert arms["wmrl"]["w_world_model_late"] >= 0.6
@@ -65,7 +66,8 @@ def test_rectified_is_at_most_a_little_slower_than_inverse_variance_with_the_mis
 def test_independent_world_model_gets_lambda_near_zero_and_learns_from_anchors(experiment):
     _, results, summary = experiment
     arm = summary["arms"]["wmrl_independent_wm"]
-    # lambda-tilde late: 0.10 averaged over 10 seeds at 120 steps (README), 0.16 on these two seeds
+    # lambda-tilde late: 0.00 over 10 seeds at 120 steps with the default test against the null
+    # (floor_level999.md); 0.10 with the plain factor, 0.16 on these two seeds
     # here (a shrunk slope of pure noise is 0 in most windows and positive in a few); against
     # 0.73 for the miscalibrated world model
     assert arm["w_world_model_late"] < 0.25
