@@ -21,13 +21,13 @@ from wmrl_core.config import TrainConfig
 from wmrl_core.errors import ComponentError, ConfigError, ContractError, WMRLError, close_match_hint
 from wmrl_core.registry import ComponentTable, Registry
 
-__all__ = ["Components", "make_components"]
+__all__ = ["Components", "make_components", "make_scoring_components"]
 
 
 @dataclass
 class Components:
     environment: Any
-    policy: Any
+    policy: Any  # None where a trainer brings its own (make_scoring_components)
     world_model: Any | None
     reward: Any
     reward_name: str
@@ -122,11 +122,17 @@ def make_with_env(
     return _call_factory(table, name, section, lambda: spec.make(env=env, **extra, **kwargs))
 
 
-def make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManager) -> Components:
-    """The run's components; what was made before one fails to start is closed again."""
+def make_components(
+    cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManager, *, with_policy: bool = True
+) -> Components:
+    """The run's components; what was made before one fails to start is closed again.
+
+    :param with_policy: ``False`` for a trainer that brings its own policy (TRL, verl): the
+        policy is not made (``Components.policy`` is ``None``) and no world model receives one.
+    """
     made: list[Any] = []
     try:
-        return _make_components(cfg, registry, pm, made)
+        return _make_components(cfg, registry, pm, made, with_policy)
     except BaseException:
         for obj in reversed(made):
             close = getattr(obj, "close", None)
@@ -135,13 +141,17 @@ def make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManag
         raise
 
 
-def _make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManager, made: list[Any]) -> Components:
+def _make_components(
+    cfg: TrainConfig, registry: Registry, pm: pluggy.PluginManager, made: list[Any], with_policy: bool
+) -> Components:
     env = make_component(registry.environments, cfg.environment.name, cfg.environment.kwargs, "environment")
     made.append(env)
     checkers.check_environment(env)
-    policy = make_with_env(registry.policies, cfg.policy.name, env, cfg.policy.kwargs, section="policy")
-    made.append(policy)
-    checkers.check_policy(policy)
+    policy = None
+    if with_policy:
+        policy = make_with_env(registry.policies, cfg.policy.name, env, cfg.policy.kwargs, section="policy")
+        made.append(policy)
+        checkers.check_policy(policy)
     world_model = None
     if cfg.mode != "real" and cfg.world_model is not None:
         world_model = make_with_env(
@@ -180,3 +190,13 @@ def _make_components(cfg: TrainConfig, registry: Registry, pm: pluggy.PluginMana
     if world_model is not None and cfg.world_model is not None:
         names["world_model"] = cfg.world_model.name
     return Components(env, policy, world_model, reward, reward_name, names, cfg.environment.execute_timeout_s)
+
+
+def make_scoring_components(cfg: TrainConfig, plugin_manager: pluggy.PluginManager | None = None) -> Components:
+    """What a trainer with its own policy needs of ``cfg``: the environment (behind Ray workers
+    and the execution cache as configured), the world model and the reward extractor, made from
+    the registered plugins as ``wmrl train`` makes them; ``policy`` is ``None``."""
+    from wmrl_core.plugins import build_registry, get_plugin_manager
+
+    pm = plugin_manager or get_plugin_manager()
+    return make_components(cfg, build_registry(pm), pm, with_policy=False)

@@ -75,27 +75,14 @@ def task_dataset(tasks: Sequence[Task], render: Callable[[Task], Any]) -> Datase
 
 def make_wmrl_components(cfg: TrainConfig, plugin_manager: Any = None) -> tuple[Any, Any, Any]:
     """(environment, world model, reward extractor) of ``cfg`` from the registered plugins, as
-    ``wmrl train`` builds them, less the policy (TRL's model is the policy).
+    ``wmrl train`` builds them (Ray workers and the execution cache included), less the policy:
+    TRL's model is the policy.
 
     :param plugin_manager: ``wmrl_core.plugins.get_plugin_manager(...)``; the installed plugins by default."""
-    from wmrl_core import checkers
-    from wmrl_core.components import make_with_env
-    from wmrl_core.plugins import build_registry, get_plugin_manager
+    from wmrl_core.components import make_scoring_components
 
-    pm = plugin_manager or get_plugin_manager()
-    registry = build_registry(pm)
-    env = registry.environments.make(cfg.environment.name, **cfg.environment.kwargs)
-    checkers.check_environment(env)
-    world_model = None
-    if cfg.world_model is not None:
-        world_model = make_with_env(registry.world_models, cfg.world_model.name, env, cfg.world_model.kwargs)
-        checkers.check_world_model(world_model)
-    reward_name = (
-        cfg.reward.name or pm.hook.wmrl_default_reward_extractor(environment_name=cfg.environment.name) or "score"
-    )
-    reward = make_with_env(registry.reward_extractors, reward_name, env, cfg.reward.kwargs)
-    checkers.check_reward_extractor(reward)
-    return env, world_model, reward
+    c = make_scoring_components(cfg, plugin_manager)
+    return c.environment, c.world_model, c.reward
 
 
 def _stream(name: str) -> Callable[..., list[float]]:

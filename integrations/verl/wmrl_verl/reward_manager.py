@@ -82,7 +82,8 @@ class WMRLRewardManager(RewardManagerBase):
         if components is None:
             from wmrl_core.components import make_scoring_components
 
-            components = make_scoring_components(self.wmrl)
+            made = make_scoring_components(self.wmrl)
+            components = (made.environment, made.world_model, made.reward)
         self.environment, self.world_model, self.reward = components
         self.faults = StepFaults(world_model_timeout_s=self.wmrl.world_model_timeout_s)
         self.to_solution = to_solution or (lambda task, text: text)
