@@ -125,3 +125,36 @@ def test_grpo_batch_reuses_simulators_across_execute_calls_and_survives_a_killed
         env.close()
     assert env._pool is None
     assert not any(_alive(p) for p in pids), "worker processes left running after close()"
+
+
+@pytest.mark.slow
+def test_a_controller_that_raises_leaves_a_persistent_pool_usable():
+    """Under the asynchronous schedule other workers are mid-step when a controller raises;
+    their uncollected results must not answer the next call's commands."""
+    require(libero_available(), "LIBERO is not installed: run `bash plugins/libero/ci/setup.sh`")
+    from wmrl_libero.controllers import ControllerFactory, OpenLoopController
+    from wmrl_libero.episode_runner import EpisodeJob, job_env_kwargs, make_simulator_pool, run_episodes
+
+    class Fails:
+        def __init__(self):
+            self.calls = 0
+
+        def act(self, obs, info):
+            self.calls += 1
+            if self.calls == 3:
+                raise ValueError("policy failed")
+            return _noop(1)
+
+    factory = ControllerFactory(make=None, name="test")
+    jobs = [EpisodeJob("libero_10", 0, s, seed=s, max_episode_steps=8, record_states=True) for s in (0, 1)]
+    pool = make_simulator_pool([job_env_kwargs(jobs[0], factory)] * 2, 2)
+    try:
+        with pytest.raises(ValueError, match="policy failed"):
+            run_episodes(jobs, factory, controllers=[OpenLoopController(_noop(8)), Fails()], pool=pool)
+        again = run_episodes(jobs, factory, controllers=[OpenLoopController(_noop(8)) for _ in jobs], pool=pool)
+    finally:
+        pool.close()
+    fresh = run_episodes(jobs, factory, num_workers=1, controllers=[OpenLoopController(_noop(8)) for _ in jobs])
+    for a, b in zip(again, fresh):
+        assert (a.status, a.steps) == (b.status, b.steps) == ("ok", 8)
+        assert all(np.array_equal(x, y) for x, y in zip(a.states["proprio"], b.states["proprio"]))

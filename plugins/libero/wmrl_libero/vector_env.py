@@ -117,7 +117,20 @@ class _Worker:
         self.cpu_s = 0.0  # CPU seconds the worker reported and nobody has taken yet
         self.busy = False  # a step was sent and its result not yet read
 
+    def drain(self) -> None:
+        """Read the result of a step sent by ``step_async_at`` that nobody collected (the
+        caller stopped early, e.g. a controller raised); else it would answer the next command."""
+        if not self.busy:
+            return
+        try:
+            self.reply()
+        except WorkerCrashed:
+            raise
+        except RuntimeError:
+            pass  # that step failed; the next command is what the caller asks about now
+
     def request(self, cmd: str, payload: Any = None) -> Any:
+        self.drain()
         try:
             self.conn.send((cmd, payload))
         except (BrokenPipeError, OSError) as exc:
@@ -299,7 +312,11 @@ class LiberoVectorEnv:
         opts = list(options) if isinstance(options, (list, tuple)) else [options] * self.num_envs
         for i, w in enumerate(self._workers):
             self._last_reset[i] = {"seed": seeds[i], "options": opts[i]}
-            w.conn.send(("reset", self._last_reset[i]))
+            try:
+                w.drain()
+                w.conn.send(("reset", self._last_reset[i]))
+            except (WorkerCrashed, BrokenPipeError, OSError):
+                pass  # noticed in _collect as a crash
         results = [self._collect(i, failed_step=False) for i in range(self.num_envs)]
         return [r[0] for r in results], [r[1] for r in results]
 
@@ -316,8 +333,9 @@ class LiberoVectorEnv:
             if a is None:
                 continue
             try:
+                w.drain()
                 w.conn.send(("step", np.asarray(a, dtype=np.float32)))
-            except (BrokenPipeError, OSError):
+            except (WorkerCrashed, BrokenPipeError, OSError):
                 pass  # noticed in _collect as a crash
             sent.append(i)
         obs: list[Any] = [None] * self.num_envs
