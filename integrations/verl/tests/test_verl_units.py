@@ -20,15 +20,10 @@ from wmrl_core.fusion import FusionSettings, build_fuser, fuse_step  # noqa: E40
 from wmrl_core.types import Outcome, Task  # noqa: E402
 
 
-def _cfg(**overrides):
-    dotted = {
-        "environment.name": "letters",
-        "policy.name": "verl-actor",
-        "world_model.name": "letters-wm",
-        "anchors.fraction": 0.5,
-        **overrides,
-    }
-    return load_config(None, [f"{k}={v}" for k, v in dotted.items()])
+def _cfg(*overrides):
+    """The WMRL config the estimator and reward manager read (the components are passed in)."""
+    names = ["environment.name=letters", "policy.name=verl-actor", "world_model.name=letters-wm"]
+    return load_config(None, [*names, "anchors.fraction=0.5", *overrides])
 
 
 class Letters:
@@ -140,7 +135,7 @@ def test_reward_manager_errors_name_the_fix():
 def test_estimator_writes_wmrl_engines_advantages(method, loss_agg_mode, aggregation):
     from wmrl_verl import WMRLAdvantageEstimator
 
-    cfg = _cfg(**{"fusion.method": method})
+    cfg = _cfg(f"fusion.method={method}")
     estimator = WMRLAdvantageEstimator(cfg, loss_agg_mode=loss_agg_mode)
     calibrator, fuser = IsotonicDebiaser(), build_fuser(method, cfg.fusion)
     for step in range(1, 5):
