@@ -161,10 +161,15 @@ def _train_args(run_dir: Path, *extra: str) -> list[str]:
 
 
 def _comparable(run_dir: Path) -> list[dict]:
-    """Metrics without wall-clock ones (``wall/*`` and the compute seconds charged as wall time)."""
+    """Metrics without wall-clock ones (``wall/*``, the compute seconds charged as wall time and the
+    ``value/ratio_*`` predictions computed from them)."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [
-        {k: v for k, v in r.items() if not (k.startswith("wall/") or (k.startswith("compute/") and k.endswith("_s")))}
+        {
+            k: v
+            for k, v in r.items()
+            if not (k.startswith(("wall/", "value/ratio_")) or (k.startswith("compute/") and k.endswith("_s")))
+        }
         for r in records
     ]
 
