@@ -5,12 +5,16 @@ state through a checkpoint), and the registrations. ``fit()`` needs GPUs and is 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
 import torch
 
-verl = pytest.importorskip("verl", reason="the verl integration runs in its own environment (docs/integrations.md)")
+if os.environ.get("CI") == "true":  # CI runs these in the verl environment it creates: a missing verl fails there
+    import verl
+else:
+    verl = pytest.importorskip("verl", reason="the verl integration runs in its own environment (docs/integrations.md)")
 
 from verl import DataProto  # noqa: E402
 
