@@ -119,6 +119,16 @@ class FusionConfig:
     ``None``: no test, the plain positive-part James-Stein factor only."""
     lambda_min_groups: int = 2
     """``rectified``: lambda is 0 until the window holds this many informative anchor groups."""
+    shrinkage_toward: str = "inverse_variance"
+    """``shrinkage``: the update the rectified one is shrunk toward, ``inverse_variance`` (the
+    convex combination) or ``calibrated`` (the calibrated-advantage gradient over all groups)."""
+    shrinkage_window: int = 20
+    """``shrinkage``: earlier steps' anchor groups whose per-group gradients estimate the
+    shrinkage weight alpha (cross-fitted: never this step's)."""
+    gradient_sketch_dim: Optional[int] = None
+    """Per-group gradients (``shrinkage``, ``lambda_moments=gradient``): ``None`` keeps them whole
+    (small policies); an int projects each onto this many fixed random directions (a sketch that
+    keeps inner products in expectation), for large policies."""
     loss: str = "exact"
     """``exact``: the fused loss as its sum of GRPO terms (``wmrl_core/fusion/base.py``), exact at any
     probability ratio; ``effective``: on the first pass over a batch (on-policy) one GRPO loss on the
@@ -291,6 +301,7 @@ def _validate_calibration_and_fusion(cfg: TrainConfig) -> None:
     from wmrl_core.debias import CALIBRATORS
     from wmrl_core.fusion.methods import FUSION_METHODS
     from wmrl_core.fusion.rectified import LAMBDA_MOMENTS
+    from wmrl_core.fusion.shrinkage import SHRINKAGE_TARGETS
 
     fusion, calibration = cfg.fusion, cfg.calibration
     if fusion.method not in FUSION_METHODS:
@@ -302,6 +313,19 @@ def _validate_calibration_and_fusion(cfg: TrainConfig) -> None:
     if fusion.lambda_moments not in LAMBDA_MOMENTS:
         raise ConfigError(
             f"fusion.lambda_moments={fusion.lambda_moments!r} is unknown; use one of {', '.join(LAMBDA_MOMENTS)}"
+        )
+    if fusion.shrinkage_toward not in SHRINKAGE_TARGETS:
+        raise ConfigError(
+            f"fusion.shrinkage_toward={fusion.shrinkage_toward!r} is unknown; use one of {', '.join(SHRINKAGE_TARGETS)}"
+        )
+    if fusion.shrinkage_window < 3:
+        raise ConfigError(
+            f"fusion.shrinkage_window must be >= 3 anchor groups (the bias estimate needs pairs of groups), "
+            f"got {fusion.shrinkage_window}"
+        )
+    if fusion.gradient_sketch_dim is not None and fusion.gradient_sketch_dim < 1:
+        raise ConfigError(
+            f"fusion.gradient_sketch_dim must be a positive int or null (whole gradients), got {fusion.gradient_sketch_dim}"
         )
     if fusion.loss not in FUSION_LOSSES:
         raise ConfigError(f"fusion.loss={fusion.loss!r} is unknown; use one of {', '.join(FUSION_LOSSES)}")

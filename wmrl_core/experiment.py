@@ -47,7 +47,27 @@ SYNTHETIC_ARMS: dict[str, list[str]] = {
     "world_model": ["mode=world_model", f"steps={WMRL_STEPS}"],
     "wmrl": ["mode=wmrl", f"steps={WMRL_STEPS}"],  # the default fusion: rectified
     "wmrl_inverse_variance": ["mode=wmrl", "fusion.method=inverse_variance", f"steps={WMRL_STEPS}"],
-    # lambda tuned on per-rollout advantage moments, duplicates counted apart (before issue 15's fix)
+    "wmrl_shrinkage": ["mode=wmrl", "fusion.method=shrinkage", f"steps={WMRL_STEPS}"],
+    "wmrl_shrinkage_calibrated": [
+        "mode=wmrl",
+        "fusion.method=shrinkage",
+        "fusion.shrinkage_toward=calibrated",
+        f"steps={WMRL_STEPS}",
+    ],
+    "wmrl_gradient_lambda": ["mode=wmrl", "fusion.lambda_moments=gradient", f"steps={WMRL_STEPS}"],
+    "wmrl_independent_wm_shrinkage": [
+        "mode=wmrl",
+        "world_model.kwargs.quality=independent",
+        "fusion.method=shrinkage",
+        f"steps={WMRL_STEPS}",
+    ],
+    "wmrl_confident_decoy_shrinkage": [
+        "mode=wmrl",
+        "world_model.kwargs.quality=confident_decoy",
+        "fusion.method=shrinkage",
+        f"steps={WMRL_STEPS}",
+    ],
+    # lambda tuned on per-rollout advantage moments, duplicates counted apart
     "wmrl_rollout_moments": ["mode=wmrl", "fusion.lambda_moments=rollout", f"steps={WMRL_STEPS}"],
     "wmrl_no_debias": ["mode=wmrl", "calibration.enabled=false", f"steps={WMRL_STEPS}"],
     "wmrl_no_denoise": ["mode=wmrl", "fusion.enabled=false", f"steps={WMRL_STEPS}"],
@@ -268,6 +288,9 @@ def summarize(
 
 PAIRED_COMPARISONS = (
     ("wmrl", "wmrl_inverse_variance"),
+    ("wmrl_shrinkage", "wmrl_inverse_variance"),
+    ("wmrl_shrinkage_calibrated", "wmrl_inverse_variance"),
+    ("wmrl_gradient_lambda", "wmrl_inverse_variance"),
     ("wmrl_rollout_moments", "wmrl_inverse_variance"),
     ("wmrl_confident_decoy", "wmrl_confident_decoy_inverse_variance"),
 )
