@@ -1,6 +1,6 @@
 """One step of the trainer as a unit: scored rollouts in, one optimizer step, a metrics record out.
 
-:func:`update_step` is steps 5-9 of the loop in :mod:`wmrl_core.trainer`: the engine
+:func:`update_step` is steps 6-8 of the loop (numbered in :mod:`wmrl_core.trainer`): the engine
 (:func:`wmrl_core.fusion.fuse_step`: calibration, advantages per stream, the fuser's plan and
 its effective advantages), the fused GRPO loss, ``grpo.epochs`` optimizer steps and the metrics
 record. It needs no environment and no world model, only the policy, so it is tested with a
@@ -90,7 +90,7 @@ class TrainState:
 
 @dataclass
 class ScoredStep:
-    """One step's rollouts with their rewards (steps 1-4 of the loop).
+    """One step's rollouts with their rewards (steps 1-5 of the loop).
 
     :param rollouts: the B * G rollouts.
     :param anchor_groups: bool (B,), the groups executed for real.

@@ -1,17 +1,23 @@
 """The WMRL training loop, top to bottom.
 
-Per step: sample B tasks -> the policy generates G rollouts per task -> the anchor sampler
-marks some groups -> the world model scores every group in one batched call -> real
-execution scores the anchor groups -> rewards from the reward extractor -> world-model
-rewards are calibrated by the map fitted on earlier steps' anchor pairs, then this step's
-pairs are added -> group advantages per stream -> the fuser (``fusion.method``,
-``wmrl_core/fusion/``) combines the real and world-model GRPO losses -> one optimizer step. ``mode`` switches the same loop between ``real`` (GRPO, every
-group executed), ``world_model`` (no execution, raw predictions) and ``wmrl``.
+Per step (the one numbering of the loop; code comments, ``wmrl_core/step.py`` and the docs use it):
+
+1. **rollouts**: sample B tasks of ``rollout.task_split``; the policy generates G rollouts per task.
+2. **anchors**: the anchor sampler marks ``max(anchors.min_groups, round(ρB))`` groups, seeded by ``(seed, step)``.
+3. **world model**: the world model scores every rollout in one batched call.
+4. **execution**: the environment executes the anchor groups; a ``learn_from_anchors`` world model learns from them.
+5. **rewards**: the reward extractor turns each outcome, real or predicted, into a reward (missing: NaN, never 0).
+6. **calibration**: the map fit on earlier steps' anchor pairs calibrates world-model rewards (then adds this step's).
+7. **fusion**: group advantages per stream; the fuser (``fusion.method``, ``wmrl_core/fusion/``) combines them.
+8. **update**: ``grpo.epochs`` optimizer steps on the fused GRPO loss, then the step's metrics record.
+
+Between steps: an evaluation every ``eval.every`` steps and a checkpoint every ``checkpoint.every``
+(:meth:`~wmrl_core.step.TrainState.state_dict`). ``mode`` switches the same loop between ``real``
+(GRPO, every group executed), ``world_model`` (no execution, raw predictions) and ``wmrl``.
 
 :func:`train` is setup (components, :class:`~wmrl_core.step.TrainState`, resume), then per step
-generation -> :func:`score_step` (anchors, world model, execution, rewards) ->
-:func:`~wmrl_core.step.update_step` (calibration, advantages, fusion, the GRPO update, the
-metrics record) -> evaluation and checkpoint, then the summary.
+step 1 -> :func:`score_step` (steps 2-5) -> :func:`~wmrl_core.step.update_step` (steps 6-8) ->
+evaluation and checkpoint, then the summary.
 """
 
 from __future__ import annotations
@@ -254,9 +260,10 @@ def _stateful(obj: Any) -> bool:
 
 
 def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, step: int) -> ScoredStep:
-    """Steps 2-4 of the loop: pick the anchor groups among the ``B`` groups, score every rollout
+    """Steps 2-5 of the loop: pick the anchor groups among the ``B`` groups, score every rollout
     with the world model in one batched call, execute the anchor groups for real (and hand them
-    to a world model with ``learn_from_anchors``); compute is charged to the ledger.
+    to a world model with ``learn_from_anchors``), turn outcomes into rewards; compute is charged
+    to the ledger.
 
     A world model that reads executed trajectories (``predict_from_outcomes``) needs every group
     executed: then all groups run for real (charged to ``execution``), the world model scores
@@ -272,7 +279,7 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
     reads_executions = isinstance(c.world_model, ScoresExecutions)
     executed_idx = np.arange(n) if reads_executions else anchor_idx
 
-    # 3. the world model scores every group in one batched call (unless it reads executions)
+    # 3. the world model scores every group in one batched call (unless it reads executions); 5. its rewards
     wm_rewards = np.full(n, np.nan)
     if c.world_model is not None and not reads_executions:
         with ledger.measure("world_model", n_items=n, cost=getattr(c.world_model, "cost", None)):
@@ -281,7 +288,7 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
             )
         wm_rewards = _world_model_rewards(c, state, rollouts, predictions)
 
-    # 4. real execution of the anchor groups (of every group for a world model that reads executions)
+    # 4. real execution of the anchor groups (of every group for a world model that reads executions); 5. rewards
     real_rewards = np.full(n, np.nan)
     if executed_idx.size:
         executed_tasks = [rollouts.tasks[i] for i in executed_idx]
@@ -489,7 +496,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             if step == start_step + 1:
                 _check_log_probs(c, rollouts, step)
 
-            # 2-4. anchors, world-model scores for every group, real execution of the anchors
+            # 2-5. anchors, world-model scores for every group, real execution of the anchors, rewards
             replayed_before = getattr(c.environment, "replayed", None)  # an execution cache's count
             scored = score_step(c, state, rollouts, B, step)
             usable_rewards += _usable_rewards(cfg.mode, scored)
@@ -500,7 +507,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             else:
                 dropped_steps = 0
 
-            # 5-9. calibration, advantages, fusion weights, the fused GRPO update, the metrics record
+            # 6-8. calibration, advantages and fusion, the fused GRPO update and the metrics record
             update = update_step(c.policy, cfg, state, scored, step)
             if replayed_before is not None:  # executions of this step replayed from the cache
                 update.record["execution/replayed"] = c.environment.replayed - replayed_before
@@ -508,7 +515,7 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                 with (run_dir / "anchor_pairs.jsonl").open("a") as f:
                     f.write(json.dumps(update.anchor_pairs) + "\n")
 
-            # 10. evaluation, metrics, checkpoint
+            # between steps: evaluation, metrics, checkpoint
             record = {**update.record, **state.faults.metrics()}
             if should_eval(step):
                 record.update(
