@@ -3,10 +3,10 @@ and the execution-cache export a benchmark replays."""
 
 import gzip
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from wmrl_autoresearch.experiments import config_path
 from wmrl_autoresearch.program.corpus import (
     CORPUS_PATH,
     assert_training_only,
@@ -105,7 +105,7 @@ def test_corpus_cache_is_keyed_for_a_config_and_refuses_other_limits(tmp_path):
 
     from wmrl_core.config import load_config
 
-    config = Path(__file__).resolve().parents[3] / "configs" / "autoresearch" / "quickstart.yaml"
+    config = config_path("quickstart.yaml")
     n = export_cache_for_config(config, tmp_path / "cache.jsonl")
     rows = [json.loads(line) for line in (tmp_path / "cache.jsonl").read_text().splitlines()]
     cfg = load_config(config)

@@ -27,13 +27,13 @@ from pathlib import Path
 
 import pytest
 from wmrl_autoresearch.environment import AutoResearchEnvironment
+from wmrl_autoresearch.experiments import config_path
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 from wmrl_autoresearch.sandbox.engine_outage import EngineLostError
 from wmrl_autoresearch.sandbox.orphans import LABEL, LABEL_OWNER_PID
 
 from wmrl_core.testing import require
 
-ROOT = Path(__file__).resolve().parents[3]
 DOCKER_PID = Path("/var/run/docker.pid")
 # the exact command of plugins/autoresearch/ci/setup.sh, step 2
 START_DOCKERD = "setsid nohup dockerd >/var/log/wmrl-dockerd.log 2>&1 < /dev/null &"
@@ -144,7 +144,7 @@ def _train_args(run_dir: Path, *extra: str) -> list[str]:
         "-m",
         "wmrl_core.cli",
         "train",
-        str(ROOT / "configs" / "autoresearch" / "quickstart.yaml"),
+        str(config_path("quickstart.yaml")),
         f"run_dir={run_dir}",
         "steps=3",
         "rollout.batch_tasks=2",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from wmrl_autoresearch.experiments import config_path
 from wmrl_autoresearch.program.grammar import N_OPTIONS
 from wmrl_autoresearch.program.policy import ProgramPolicy
 from wmrl_autoresearch.tasks.builtin_suite import builtin_tasks
@@ -20,8 +21,7 @@ from wmrl_core.grpo import rollout_entropy
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.trainer import extract_rewards, train
 
-ROOT = Path(__file__).resolve().parents[3]
-WORLD_MODEL_CONFIG = ROOT / "configs" / "autoresearch" / "world_model.yaml"
+WORLD_MODEL_CONFIG = config_path("world_model.yaml")
 MAX_ENTROPY = sum(math.log(n) for n in N_OPTIONS)  # 9.53 nats: uniform over every menu
 
 
@@ -147,21 +147,18 @@ def test_kl_to_the_initial_policy_also_holds_the_program_policy_on_noise(tmp_pat
 def test_quickstart_real_and_world_model_configs_share_the_optimiser():
     """The benchmark's arms compare methods, not optimisers: every AutoResearch config trains
     with the same noise-controlled settings."""
-    grpo = {
-        name: load_config(ROOT / "configs" / "autoresearch" / f"{name}.yaml").grpo
-        for name in ("quickstart", "real", "world_model")
-    }
+    grpo = {name: load_config(config_path(f"{name}.yaml")).grpo for name in ("quickstart", "real", "world_model")}
     assert len({(g.lr, g.entropy_coef, g.kl_coef, g.clip_eps) for g in grpo.values()}) == 1
     assert grpo["quickstart"].entropy_coef > 0 or grpo["quickstart"].kl_coef > 0
 
 
 @pytest.mark.slow
 def test_noise_control_script_prints_the_table_and_writes_the_plot(tmp_path):
-    script = ROOT / "benchmarks" / "noise_control.py"
     proc = subprocess.run(
         [
             sys.executable,
-            str(script),
+            "-m",
+            "wmrl_autoresearch.experiments.noise_control",
             "--cells",
             "0.03,0,0",
             "--seeds",

@@ -2,16 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-try:
-    import wmrl_autoresearch.llm  # noqa: F401
-except ImportError:  # plugin not pip-installed: import it from the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from wmrl_autoresearch.llm.parsing import extract_script, parse_number, parse_prediction
 from wmrl_autoresearch.llm.solution import InvalidSolution, is_invalid_solution
 

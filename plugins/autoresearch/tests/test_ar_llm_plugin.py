@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pluggy
 import pytest
+from wmrl_autoresearch.experiments import config_path
+from wmrl_autoresearch.llm import plugin
 
-try:
-    import wmrl_autoresearch.llm  # noqa: F401
-except ImportError:  # plugin not pip-installed: import it from the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from wmrl_autoresearch.llm import plugin  # noqa: E402
-
-from wmrl_core import hookspecs  # noqa: E402
-from wmrl_core.plugins import build_registry  # noqa: E402
+from wmrl_core import hookspecs
+from wmrl_core.plugins import build_registry
 
 
 def registry():
@@ -66,7 +58,7 @@ def test_made_through_the_registry_with_env_none(tmp_path):
     assert len(wm.predict(r.tasks, r.solutions)) == 2
 
 
-GPU_CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "autoresearch" / "gpu"
+GPU_CONFIGS = config_path("quickstart.yaml").parent / "gpu"
 CONFIGS = sorted(GPU_CONFIGS.glob("*.yaml"))
 
 

@@ -6,26 +6,17 @@ log-probabilities are those of the sampled tokens, gradients, LoRA and the KL re
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 pytest.importorskip("transformers")
-import torch  # noqa: E402
+import torch
+from wmrl_autoresearch.llm.backends.base import Generation
+from wmrl_autoresearch.llm.policy import LLMCodeAgent, LLMRolloutData
+from wmrl_autoresearch.llm.solution import InvalidSolution
+from wmrl_autoresearch.llm.testing import make_tiny_causal_lm
 
-try:
-    import wmrl_autoresearch.llm  # noqa: F401
-except ImportError:  # plugin not pip-installed: import it from the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from wmrl_autoresearch.llm.backends.base import Generation  # noqa: E402
-from wmrl_autoresearch.llm.policy import LLMCodeAgent, LLMRolloutData  # noqa: E402
-from wmrl_autoresearch.llm.solution import InvalidSolution  # noqa: E402
-from wmrl_autoresearch.llm.testing import make_tiny_causal_lm  # noqa: E402
-
-from wmrl_core.types import Rollouts, Task  # noqa: E402
+from wmrl_core.types import Rollouts, Task
 
 TASKS = [Task("iris", "Train a classifier on the iris dataset."), Task("mean", "Print the mean of 1..100.")]
 MAX_NEW = 12

@@ -9,21 +9,13 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("transformers")
-import torch  # noqa: E402
-
-try:
-    import wmrl_autoresearch.llm  # noqa: F401
-except ImportError:  # plugin not pip-installed: import it from the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from wmrl_autoresearch.llm.backends.vllm_backend import (  # noqa: E402
+import torch
+from wmrl_autoresearch.llm.backends.vllm_backend import (
     VLLMBackend,
     find_vllm_model,
     hf_weights_for_vllm,
@@ -31,11 +23,11 @@ from wmrl_autoresearch.llm.backends.vllm_backend import (  # noqa: E402
     sampling_params_kwargs,
     vllm_weight_name,
 )
-from wmrl_autoresearch.llm.policy import LLMCodeAgent  # noqa: E402
-from wmrl_autoresearch.llm.sampling import SamplingConfig  # noqa: E402
-from wmrl_autoresearch.llm.testing import make_tiny_causal_lm  # noqa: E402
+from wmrl_autoresearch.llm.policy import LLMCodeAgent
+from wmrl_autoresearch.llm.sampling import SamplingConfig
+from wmrl_autoresearch.llm.testing import make_tiny_causal_lm
 
-from wmrl_core.types import Task  # noqa: E402
+from wmrl_core.types import Task
 
 
 @pytest.fixture(scope="module")

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("transformers")
-import torch  # noqa: E402
+import torch
+from wmrl_autoresearch.llm.backends.base import Generation
+from wmrl_autoresearch.llm.policy import LLMCodeAgent
+from wmrl_autoresearch.llm.solution import InvalidSolution
+from wmrl_autoresearch.llm.testing import make_tiny_causal_lm
+from wmrl_autoresearch.llm.world_model import UNPARSEABLE, LLMWorldModel
 
-try:
-    import wmrl_autoresearch.llm  # noqa: F401
-except ImportError:  # plugin not pip-installed: import it from the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from wmrl_autoresearch.llm.backends.base import Generation  # noqa: E402
-from wmrl_autoresearch.llm.policy import LLMCodeAgent  # noqa: E402
-from wmrl_autoresearch.llm.solution import InvalidSolution  # noqa: E402
-from wmrl_autoresearch.llm.testing import make_tiny_causal_lm  # noqa: E402
-from wmrl_autoresearch.llm.world_model import UNPARSEABLE, LLMWorldModel  # noqa: E402
-
-from wmrl_core.types import Outcome, Task  # noqa: E402
+from wmrl_core.types import Outcome, Task
 
 TASK = Task("iris", "Train a classifier on the iris dataset; the metric is test accuracy.")
 

@@ -1,19 +1,16 @@
-"""The sandbox load test (benchmarks/sandbox_load.py) in its quick mode, against the real engine."""
+"""The sandbox load test (``wmrl_autoresearch.experiments.sandbox_load``), quick mode, against the real engine."""
 
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow
 def test_ar_load_test_quick_records_every_outcome_once_and_leaves_nothing(docker_ready, tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "sandbox_load.py"), "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "wmrl_autoresearch.experiments.sandbox_load", "--quick", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=900,

@@ -3,12 +3,9 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[3]
-CONFIGS = ROOT / "configs" / "autoresearch"
+from wmrl_autoresearch.experiments import config_path
 
 
 @pytest.mark.parametrize(
@@ -27,7 +24,7 @@ def test_short_job_in_real_containers(docker_ready, tmp_path, config, overrides,
             "-m",
             "wmrl_core.cli",
             "train",
-            str(CONFIGS / config),
+            str(config_path(config)),
             f"run_dir={run_dir}",
             "eval.every=100",
             "eval.samples_per_task=1",

@@ -130,7 +130,7 @@ def test_ar_gpus_are_exclusive_on_a_gpu_host(docker_ready, small_limits, tiny_cl
 
 @pytest.mark.slow
 def test_ar_bench_sandbox_reports_every_figure(docker_ready):
-    from wmrl_autoresearch.sandbox_bench import bench_sandbox
+    from wmrl_autoresearch.experiments.sandbox_bench import bench_sandbox
 
     result = bench_sandbox(latency_runs=1, throughput_runs=2, parallel=2, sklearn_runs=2, repetitions=1)
     assert 0 < result.cold_startup_s < 30 and 0 <= result.warm_startup_s < result.cold_startup_s

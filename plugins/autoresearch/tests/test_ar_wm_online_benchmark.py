@@ -3,17 +3,14 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow  # a subprocess that imports torch and sklearn
 def test_quick_benchmark_prints_the_table_and_starts_from_the_prior(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "wm_online_update.py"), "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "wmrl_autoresearch.experiments.wm_online_update", "--quick", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=900,

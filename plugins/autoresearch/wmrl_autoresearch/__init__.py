@@ -7,9 +7,10 @@ Layers, each importing only those listed before it:
 * :mod:`wmrl_autoresearch.sandbox`: running a script (Docker sandbox, local fallback, pool);
 * :mod:`wmrl_autoresearch.grading`: grading predictions, outcomes, rewards;
 * :mod:`wmrl_autoresearch.environment`, :mod:`wmrl_autoresearch.plugin`,
-  :mod:`wmrl_autoresearch.cli`, :mod:`wmrl_autoresearch.sandbox_bench`: the environment, its
-  WMRL registrations, the command line and the sandbox benchmark;
-* :mod:`wmrl_autoresearch.program` and :mod:`wmrl_autoresearch.llm`: policies and world models.
+  :mod:`wmrl_autoresearch.cli`: the environment, its WMRL registrations and the command line;
+* :mod:`wmrl_autoresearch.program` and :mod:`wmrl_autoresearch.llm`: policies and world models;
+* :mod:`wmrl_autoresearch.experiments`: the experiments and benchmarks (sandbox speed and load,
+  the world model's online update, compute to target, held-out gain, noise control).
 """
 
 __version__ = "0.1.0"

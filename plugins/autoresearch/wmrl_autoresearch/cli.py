@@ -132,7 +132,7 @@ def _cmd_build_image(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from wmrl_autoresearch.sandbox_bench import bench_sandbox
+    from wmrl_autoresearch.experiments.sandbox_bench import bench_sandbox
 
     result = bench_sandbox(
         latency_runs=args.latency_runs,

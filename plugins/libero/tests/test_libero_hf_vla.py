@@ -1,18 +1,13 @@
 """The Hugging Face action-token VLA loader on a tiny model built locally."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from wmrl_libero.policies.hf_vla import ActionTokenizer, HFActionTokenVLA
+from wmrl_libero.policies.vla_interface import VLAInput
+from wmrl_libero.testing import build_tiny_action_token_model
 
 from wmrl_core.testing import require
-
-sys.path.insert(0, str(Path(__file__).parent))
-from libero_tiny_hf_vla import build_tiny_action_token_model  # noqa: E402
-from wmrl_libero.policies.hf_vla import ActionTokenizer, HFActionTokenVLA  # noqa: E402
-from wmrl_libero.policies.vla_interface import VLAInput  # noqa: E402
 
 
 def test_action_tokenizer_round_trip_matches_openvla_binning():

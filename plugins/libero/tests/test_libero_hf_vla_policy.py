@@ -3,23 +3,19 @@ log-probs of the sampled tokens, real LIBERO episodes and one GRPO step, on a ti
 built locally."""
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import wmrl_libero.plugin
 from wmrl_libero.runtime import libero_available
+from wmrl_libero.testing import build_tiny_action_token_model
 
 from wmrl_core.checkers import check_environment, check_policy, check_rollouts
 from wmrl_core.grpo import grpo_loss
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.testing import require
 from wmrl_core.types import Task
-
-sys.path.insert(0, str(Path(__file__).parent))
-from libero_tiny_hf_vla import build_tiny_action_token_model  # noqa: E402
 
 INSTRUCTION = "put both the alphabet soup and the tomato sauce in the basket"
 

@@ -5,20 +5,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from wmrl_libero.experiments import config_path
 from wmrl_libero.world_models.checkpoint import load_bundle
 from wmrl_libero.world_models.imagination import ImaginationWorldModel
 
 from wmrl_core.config import load_config
 from wmrl_core.types import Task
 
-ROOT = Path(__file__).resolve().parents[3]
-CONFIG = ROOT / "configs" / "libero" / "libero_long.yaml"
+CONFIG = config_path("libero_long.yaml")
 SHIPPED = "plugins/libero/checkpoints/libero_wm_t0-9.pt"
+"""The config's default, relative to the repository root (where `wmrl train` runs)."""
+CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "libero_wm_t0-9.pt"
+"""The same file, found from this plugin's folder."""
 
 
 @pytest.fixture(scope="module")
 def bundle():
-    return load_bundle(ROOT / SHIPPED)
+    return load_bundle(CHECKPOINT)
 
 
 def test_config_defaults_to_the_shipped_checkpoint_and_the_env_var_overrides(monkeypatch, tmp_path):
@@ -29,7 +32,7 @@ def test_config_defaults_to_the_shipped_checkpoint_and_the_env_var_overrides(mon
 
 
 def test_shipped_checkpoint_is_small_and_covers_every_configured_task(bundle):
-    assert (ROOT / SHIPPED).stat().st_size < 5 * 2**20
+    assert CHECKPOINT.stat().st_size < 5 * 2**20
     tasks = load_config(CONFIG).environment.kwargs["task_indices"]
     assert set(tasks) <= set(range(10)) and len(tasks) >= 9
     for t in range(10):  # all ten LIBERO-10 tasks: a 0-9 base policy needs no new world model
@@ -42,7 +45,7 @@ def test_shipped_checkpoint_is_small_and_covers_every_configured_task(bundle):
 
 def test_shipped_checkpoint_imagines_a_batch_of_every_task():
     # one start state per task, 8 chunks of random actions: finite probabilities in [0, 1]
-    wm = ImaginationWorldModel(checkpoint=str(ROOT / SHIPPED), horizon=32)
+    wm = ImaginationWorldModel(checkpoint=str(CHECKPOINT), horizon=32)
     starts = {}
     for t, s in sorted(wm.bundle.initial_states):
         starts.setdefault(t, s)

@@ -84,7 +84,7 @@ def _cmd_eval(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from wmrl_libero.benchmark_speed import measure_steps_per_second
+    from wmrl_libero.experiments.benchmark_speed import measure_steps_per_second
 
     for n in args.workers:
         r = measure_steps_per_second(n, steps=args.steps, suite=args.suite, image_size=args.image_size)
@@ -93,7 +93,7 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_bench_batch(args) -> int:
-    from wmrl_libero.benchmark_speed import measure_batch_seconds
+    from wmrl_libero.experiments.benchmark_speed import measure_batch_seconds
 
     rows = []
     for persistent in (False, True):
@@ -117,7 +117,7 @@ def _cmd_bench_batch(args) -> int:
 
 
 def _cmd_bench_sim(args) -> int:
-    from wmrl_libero.benchmark_speed import measure_simulator_speed, simulator_speed_table
+    from wmrl_libero.experiments.benchmark_speed import measure_simulator_speed, simulator_speed_table
 
     result = measure_simulator_speed(
         task_indices=_ints(args.tasks),

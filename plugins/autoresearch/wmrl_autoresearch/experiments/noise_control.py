@@ -14,8 +14,10 @@ entropy (nats, summed over decisions) and its mean reward under the learned worl
 (the training reward of the ``learned`` runs). Prints a markdown table (mean and 95%
 t-interval over seeds) and writes it, a JSON file and a plot of entropy vs step to ``--out``.
 
-    python benchmarks/noise_control.py                                   # the grid in docs/results/autoresearch
-    python benchmarks/noise_control.py --lrs 0.03 --entropy-coefs 0 --seeds 1 --out /tmp/nc   # one cell
+    wmrl experiment noise-control                      # the grid in docs/results/autoresearch
+    wmrl experiment noise-control --lrs 0.03 --entropy-coefs 0 --seeds 1 --out /tmp/nc   # one cell
+
+(``python -m wmrl_autoresearch.experiments.noise_control`` is the same command.)
 """
 
 from __future__ import annotations
@@ -30,16 +32,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from wmrl_autoresearch.experiments import config_path
 from wmrl_core.components import make_components
 from wmrl_core.config import load_config
-from wmrl_core.experiment import mean_ci95
+from wmrl_core.experiments.stats import mean_ci95
 from wmrl_core.grpo import rollout_entropy
 from wmrl_core.metrics import read_metrics
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.trainer import extract_rewards, train
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "configs/autoresearch/world_model.yaml"
+CONFIG = config_path("world_model.yaml")
 SOURCES = {"noise": "noise", "learned": "program-world-model"}
 """Reward source of a run -> world model that scores its rollouts."""
 COMMON = [
@@ -223,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--threshold", type=float, default=0.8, help="share of initial entropy a noise run must keep")
     parser.add_argument("--runs", type=Path, default=Path("runs/noise_control"), help="run directories (cache)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs/results/autoresearch", help="table, json and plot")
+    parser.add_argument("--out", type=Path, default=Path("docs/results/autoresearch"), help="table, json and plot")
     parser.add_argument("--override", nargs="*", default=[], help="extra key=value config overrides for every run")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine

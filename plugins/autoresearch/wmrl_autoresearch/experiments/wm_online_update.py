@@ -20,8 +20,8 @@ Two priors:
 Intervals: 95% t-intervals over the tasks (each task's difference averaged over shuffles: the
 task is the unit that would change in another corpus) and over shuffles (anchor order only).
 
-    python benchmarks/wm_online_update.py                   # the table in the report
-    python benchmarks/wm_online_update.py --quick --out /tmp/wmu
+    python -m wmrl_autoresearch.experiments.wm_online_update           # the table in the report
+    python -m wmrl_autoresearch.experiments.wm_online_update --quick --out /tmp/wmu
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
+from wmrl_core.experiments.stats import mean_ci95
+
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 from wmrl_autoresearch.program.corpus import load_corpus
 from wmrl_autoresearch.program.fitting import excluded_tasks, fit_outcome_model
 from wmrl_autoresearch.program.grammar import Program, ProgramScript
 from wmrl_autoresearch.program.outcome_model import OutcomePrediction
 from wmrl_autoresearch.program.world_model import LearnedWorldModel, save_outcome_model
-
-from wmrl_core.experiment import mean_ci95
 from wmrl_core.types import Outcome
 
 

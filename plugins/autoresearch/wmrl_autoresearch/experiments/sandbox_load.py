@@ -16,8 +16,8 @@ Figures (printed, and written to ``--out``/summary.json):
   directory (task files and one slot per sandbox) and of the engine's container directory
   (``<DockerRootDir>/containers``, where container logs live), before and after.
 
-    python benchmarks/sandbox_load.py                 # 1,000 executions (about 10-30 min on 2 cores)
-    python benchmarks/sandbox_load.py --quick         # 24 executions (a test runs this)
+    python -m wmrl_autoresearch.experiments.sandbox_load            # 1,000 executions (about 10-30 min on 2 cores)
+    python -m wmrl_autoresearch.experiments.sandbox_load --quick    # 24 executions (a test runs this)
 
 An interrupted run continues with ``--resume`` (ids already in ``outcomes.jsonl`` are skipped).
 """
@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
+
 from wmrl_autoresearch.grading.outcomes import to_outcome
 from wmrl_autoresearch.sandbox.docker_client import docker_client
 from wmrl_autoresearch.sandbox.limits import SandboxLimits
@@ -264,7 +265,7 @@ def run(n: int, out: Path, *, parallel: int | None, timeout_s: float, cpus: floa
     return summary
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=1000, help="executions (default 1000)")
     parser.add_argument("--quick", action="store_true", help="24 executions (what the test runs)")
@@ -275,7 +276,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/sandbox_load"))
     parser.add_argument("--resume", action="store_true", help="skip executions already in outcomes.jsonl")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     n = 24 if args.quick else args.n
     s = run(n, args.out, parallel=args.parallel, timeout_s=args.timeout_s, cpus=args.cpus, resume=args.resume)
     b, a = s["before"], s["after"]
@@ -292,7 +293,8 @@ sandbox load test: {s["executions"]} executions, {s["parallel"]} in parallel on 
   pool session directory    {b["session_dir_bytes"]} -> {a["session_dir_bytes"]} bytes (peak during the run {s["session_dir_peak_bytes"]})
   engine container logs     {b["docker_containers_dir_bytes"]} -> {a["docker_containers_dir_bytes"]} bytes
 written to {args.out / "summary.json"}""")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

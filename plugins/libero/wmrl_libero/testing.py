@@ -1,4 +1,4 @@
-"""Build a tiny OpenVLA-style action-token checkpoint locally (no hub access)."""
+"""Test helpers: a tiny OpenVLA-style action-token checkpoint built locally (no hub access)."""
 
 from pathlib import Path
 

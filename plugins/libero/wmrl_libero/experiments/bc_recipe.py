@@ -11,7 +11,7 @@ already there), with the training CPU seconds. Recipes are JSON objects: ``name`
 constant rate), ``wd``, ``noise``, ``chunk``, ``hidden``, ``batch``, ``task9`` (false drops
 task 9).
 
-    python benchmarks/libero_bc_recipe.py --demos demos_{a,b,c,d,e,f}.hdf5 demos_task9.hdf5 \\
+    python -m wmrl_libero.experiments.bc_recipe --demos demos_{a,b,c,d,e,f}.hdf5 demos_task9.hdf5 \\
         --dagger dagger/data/iter_01.hdf5 dagger_full/data/iter_01.hdf5 --out runs/bc/sweep.jsonl \\
         '{"name":"const","steps":8000}' '{"name":"cos","steps":8000,"warmup":200,"final":0}'
 """
@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from wmrl_libero.demos import load_demonstrations
 from wmrl_libero.policies.behaviour_cloning import (
     chunk_action_error,
@@ -72,7 +73,7 @@ def run_recipe(recipe: dict, demos: list[dict], val_init: list[int], every: int)
     return dict(recipe, train_samples=len(tr), val_samples=len(va), curve=curve)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("recipes", nargs="+", help="JSON objects, one per recipe")
     parser.add_argument("--demos", nargs="+", required=True, help="expert demos (record-demos HDF5 files)")
@@ -80,7 +81,7 @@ def main() -> None:
     parser.add_argument("--val-init", default="7,15,23,31,39", help="init states whose episodes are held out")
     parser.add_argument("--every", type=int, default=2000, help="score the held-out episodes every N steps")
     parser.add_argument("--out", default="runs/bc/sweep.jsonl")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     out = Path(args.out)
     done = {json.loads(line)["name"] for line in out.read_text().splitlines()} if out.exists() else set()
@@ -92,7 +93,8 @@ def main() -> None:
         record = run_recipe(recipe, demos, [int(x) for x in args.val_init.split(",")], args.every)
         with open(out, "a") as f:
             f.write(json.dumps(record) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
