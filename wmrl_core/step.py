@@ -19,10 +19,11 @@ import numpy as np
 import torch
 
 from wmrl_core.anchors import AnchorSampler
+from wmrl_core.checkpoint import CheckpointError, rng_state, set_rng_state
 from wmrl_core.config import TrainConfig
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.faults import StepFaults
-from wmrl_core.fusion import Fuser, FusionSettings, build_fuser, fuse_step, fused_loss
+from wmrl_core.fusion import Fuser, FusionSettings, PolicyGradients, build_fuser, fuse_step, fused_loss
 from wmrl_core.fusion.value import value_record
 from wmrl_core.grpo import entropy_bonus, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
@@ -39,7 +40,7 @@ def fusion_method(cfg: TrainConfig) -> str:
 
 @dataclass
 class TrainState:
-    """What a run carries from step to step; all of it is checkpointed (see ``trainer.train``).
+    """What a run carries from step to step; :meth:`state_dict` is its checkpoint.
 
     :param optimizer: Adam over the policy's trainable parameters.
     :param debiaser: the isotonic map from world-model to real rewards, fitted on anchor pairs.
@@ -51,6 +52,10 @@ class TrainState:
         and bounds a world model's call by ``world_model_timeout_s``.
     :param reference: frozen copy of the initial policy for the KL term, when the policy has no
         ``reference_log_probs`` of its own; else ``None``.
+    :param policy: the policy being trained (its parameters are part of the checkpoint).
+    :param environment: the run's environment; checkpointed when it has ``state_dict`` and
+        ``load_state_dict`` (e.g. a curriculum), else ``None``.
+    :param world_model: the run's world model, checkpointed likewise (one that learns from anchors).
     """
 
     optimizer: torch.optim.Optimizer
@@ -61,10 +66,17 @@ class TrainState:
     task_rng: np.random.Generator
     faults: StepFaults
     reference: Any = None
+    policy: Any = None
+    environment: Any = None
+    world_model: Any = None
+
+    REQUIRED_KEYS = ("policy", "optimizer", "debiaser", "ledger", "task_rng", "rng")
+    """Entries every checkpoint of ``wmrl train`` has; ``fuser`` (``rectified`` in wmrl 0.1's),
+    ``environment``, ``world_model`` and ``reference`` are ``None`` or absent where there is nothing."""
 
     @classmethod
-    def create(cls, cfg: TrainConfig, policy: Any) -> TrainState:
-        """The state of a fresh run of ``cfg`` training ``policy``."""
+    def create(cls, cfg: TrainConfig, policy: Any, *, environment: Any = None, world_model: Any = None) -> TrainState:
+        """The state of a fresh run of ``cfg`` training ``policy`` (on ``environment`` with ``world_model``)."""
         optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=cfg.grpo.lr)
         reference = None
         if cfg.grpo.kl_coef and not callable(getattr(policy, "reference_log_probs", None)):
@@ -85,7 +97,58 @@ class TrainState:
             task_rng=np.random.default_rng([cfg.seed, 0x7A5]),
             faults=StepFaults(world_model_timeout_s=cfg.world_model_timeout_s),
             reference=reference,
+            policy=policy,
+            environment=environment,
+            world_model=world_model,
         )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything an exact continuation needs: the policy, optimizer, calibrator, fuser, ledger
+        and KL reference, the task draws' generator, the global torch/numpy/python RNGs, and the
+        environment's and world model's own state where they have one (else ``None``)."""
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "debiaser": self.debiaser.state_dict(),
+            "fuser": self.fuser.state_dict(),
+            "ledger": self.ledger.state_dict(),
+            "task_rng": self.task_rng.bit_generator.state,
+            "rng": rng_state(),
+            "environment": self.environment.state_dict() if _stateful(self.environment) else None,
+            "world_model": self.world_model.state_dict() if _stateful(self.world_model) else None,
+            "reference": self.reference.state_dict() if self.reference is not None else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (a :meth:`state_dict`, e.g. a loaded checkpoint); sets the
+        global RNGs last, so that nothing loaded before draws from them.
+
+        :raises CheckpointError: when ``state`` lacks an entry of :data:`REQUIRED_KEYS`.
+        """
+        missing = [key for key in self.REQUIRED_KEYS if key not in state]
+        if missing:
+            raise CheckpointError(
+                f"the checkpoint (step {state.get('step', '?')}) lacks {', '.join(missing)}: it was not written by "
+                f"`wmrl train`. Start the run fresh (resume=false) or point run_dir at a run of `wmrl train`"
+            )
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.debiaser.load_state_dict(state["debiaser"])
+        fuser_state = state.get("fuser", state.get("rectified"))  # wmrl 0.1 checkpoints say "rectified"
+        if fuser_state is not None:
+            self.fuser.load_state_dict(fuser_state)
+        self.ledger.load_state_dict(state["ledger"])
+        self.task_rng.bit_generator.state = state["task_rng"]
+        for name in ("environment", "world_model"):
+            if state.get(name) is not None and _stateful(getattr(self, name)):
+                getattr(self, name).load_state_dict(state[name])
+        if self.reference is not None:
+            self.reference.load_state_dict(state["reference"])
+        set_rng_state(state["rng"])
+
+
+def _stateful(obj: Any) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
 
 
 @dataclass
@@ -163,6 +226,9 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         settings=FusionSettings.from_config(cfg),
         step=step,
         solutions=rollouts.solutions,
+        group_gradient=PolicyGradients(
+            policy, rollouts, mask, cfg.grpo.loss_aggregation, sketch_dim=cfg.fusion.gradient_sketch_dim, seed=cfg.seed
+        ),
     )
     state.debiaser, state.fuser = fused.calibrator, fused.fuser
     ref_lp, entropy_mean = _reference_log_probs_and_entropy(policy, cfg, state, rollouts, mask)

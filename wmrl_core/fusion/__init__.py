@@ -1,8 +1,10 @@
 """Fusion of the real (anchor) and world-model GRPO gradient streams.
 
-One module per method (:mod:`.pooled`, :mod:`.inverse_variance`, :mod:`.rectified`), each a
+One module per method (:mod:`.pooled`, :mod:`.inverse_variance`, :mod:`.rectified`,
+:mod:`.shrinkage`), each a
 :class:`~wmrl_core.fusion.base.Fuser`; one table of them (:data:`FUSION_METHODS`); the shared
-loss terms and effective advantages (:mod:`.base`); and :func:`fuse_step`, the engine between
+loss terms and effective advantages (:mod:`.base`); per-group policy gradients for the fusers
+that weigh by them (:mod:`.gradients`); and :func:`fuse_step`, the engine between
 rewards and loss that WMRL's trainer and external trainers call (:mod:`.engine`).
 """
 
@@ -26,7 +28,9 @@ from wmrl_core.fusion.inverse_variance import (
 )
 from wmrl_core.fusion.methods import FUSION_METHODS, FusionMethod, build_fuser, describe_methods
 from wmrl_core.fusion.pooled import PooledFuser, pooled_weights
+from wmrl_core.fusion.gradients import PolicyGradients
 from wmrl_core.fusion.rectified import RectifiedFuser
+from wmrl_core.fusion.shrinkage import ShrinkageFuser
 
 __all__ = [
     "FUSION_METHODS",
@@ -39,8 +43,10 @@ __all__ = [
     "FusionWeights",
     "InverseVarianceFuser",
     "LossTerm",
+    "PolicyGradients",
     "PooledFuser",
     "RectifiedFuser",
+    "ShrinkageFuser",
     "build_fuser",
     "cross_fitted_calibration",
     "describe_methods",

@@ -25,7 +25,7 @@ active) the terms' clipping differs from one loss's, and :func:`multi_term_loss`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -77,6 +77,9 @@ class FusionInputs:
         this step's included.
     :param calibrated: whether the world-model rewards were calibrated (else raw).
     :param solutions: the rows' solutions (for fusers that merge equal ones), or ``None``.
+    :param group_gradient: :math:`h(A)` over given rows at the step's parameters
+        (:class:`~wmrl_core.fusion.gradients.PolicyGradients`), for fusers that weigh by gradients;
+        ``None`` where the trainer provides none.
     """
 
     advantages: np.ndarray
@@ -89,6 +92,7 @@ class FusionInputs:
     pairs: tuple[np.ndarray, np.ndarray, np.ndarray]
     calibrated: bool
     solutions: Sequence[Any] | None = None
+    group_gradient: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from wmrl_core.fusion.base import (
     effective_advantages,
     multi_term_loss,
 )
+from wmrl_core.fusion.gradients import GroupGradient
 from wmrl_core.fusion.inverse_variance import cross_fitted_calibration
 from wmrl_core.grpo import LossAggregation, group_advantages
 from wmrl_core.metrics import nanmean
@@ -151,6 +152,7 @@ def fuse_step(
     settings: FusionSettings,
     step: int,
     solutions: Sequence[Any] | None = None,
+    group_gradient: GroupGradient | None = None,
 ) -> FusedStep:
     """Calibrate, group advantages per stream, fuse; see the module docstring.
 
@@ -162,6 +164,8 @@ def fuse_step(
     :param token_counts: (N,) tokens (unmasked positions) per row, for the loss normalizers.
     :param step: the step number; keys this step's groups apart from earlier ones in the calibrator.
     :param solutions: the rows' solutions, for fusers that merge equal ones (``None``: none merged).
+    :param group_gradient: per-group policy gradients at the step's parameters, for fusers that
+        weigh by gradients (:class:`~wmrl_core.fusion.gradients.PolicyGradients`; evaluated lazily).
     """
     wm = np.asarray(world_model_rewards, dtype=np.float64)
     real = np.asarray(real_rewards, dtype=np.float64)
@@ -199,6 +203,7 @@ def fuse_step(
         pairs=(calibrator.x_, calibrator.y_, calibrator.groups_),
         calibrated=settings.calibrate,
         solutions=solutions,
+        group_gradient=group_gradient,
     )
     plan = fuser.plan(inputs)
     fuser.fit(inputs)

@@ -15,6 +15,7 @@ from wmrl_core.fusion.base import Fuser
 from wmrl_core.fusion.inverse_variance import InverseVarianceFuser
 from wmrl_core.fusion.pooled import PooledFuser
 from wmrl_core.fusion.rectified import RectifiedFuser
+from wmrl_core.fusion.shrinkage import ShrinkageFuser
 
 __all__ = ["FusionMethod", "FUSION_METHODS", "build_fuser", "describe_methods"]
 
@@ -37,6 +38,12 @@ class FusionMethod:
     needs_anchors_every_step: bool = False
 
 
+def _rectified(f: Any) -> RectifiedFuser:
+    return RectifiedFuser(
+        window=f.lambda_window, moments=f.lambda_moments, level=f.lambda_level, min_groups=f.lambda_min_groups
+    )
+
+
 FUSION_METHODS: dict[str, FusionMethod] = {
     m.name: m
     for m in (
@@ -45,8 +52,17 @@ FUSION_METHODS: dict[str, FusionMethod] = {
             summary="anchor gradient plus lambda times (calibrated gradient over all groups minus over the "
             "anchor groups): unbiased for any lambda, lambda power-tuned on earlier anchors",
             module="wmrl_core/fusion/rectified.py",
-            build=lambda f: RectifiedFuser(
-                window=f.lambda_window, moments=f.lambda_moments, level=f.lambda_level, min_groups=f.lambda_min_groups
+            build=lambda f: _rectified(f),
+            needs_anchors_every_step=True,
+        ),
+        FusionMethod(
+            name="shrinkage",
+            summary="the rectified update moved toward the inverse-variance (or calibrated) one by alpha, "
+            "the MSE-optimal weight estimated from earlier anchor groups' gradients; alpha = 0 unless the "
+            "anchors show the world model ranking within groups",
+            module="wmrl_core/fusion/shrinkage.py",
+            build=lambda f: ShrinkageFuser(
+                rectified=_rectified(f), toward=f.shrinkage_toward, window=f.shrinkage_window, min_pairs=f.min_pairs
             ),
             needs_anchors_every_step=True,
         ),

@@ -138,8 +138,9 @@ import numpy as np
 from scipy.stats import norm as normal
 
 from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
+from wmrl_core.fusion.gradients import require_gradients
 
-LAMBDA_MOMENTS = ("solution", "rollout")
+LAMBDA_MOMENTS = ("solution", "rollout", "gradient")
 
 __all__ = [
     "LAMBDA_MOMENTS",
@@ -152,6 +153,7 @@ __all__ = [
     "solution_keys",
     "variance_ratio",
     "effective_real_samples",
+    "gradient_slope_terms",
     "RectifiedFuser",
 ]
 
@@ -269,6 +271,20 @@ def effective_real_samples(
     return float(n_real / max(v, 1e-6))
 
 
+def gradient_slope_terms(real_gradients: np.ndarray, calibrated_gradients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""Per-group terms of the gradient-moment slope
+    :math:`\hat\lambda = \sum_g r_g / \sum_g c_g`: :math:`r_g = \langle h^R_g - \bar h^R, h^C_g - \bar h^C\rangle`,
+    :math:`c_g = \lVert h^C_g - \bar h^C\rVert^2`, the trace-optimal :math:`\sigma_{RC}/\sigma_C^2` with
+    the trace moments estimated from the groups' gradient vectors (rows of the two (m, d) arrays)
+    instead of from their advantages.
+    """
+    h_r, h_c = (np.asarray(a, dtype=np.float64) for a in (real_gradients, calibrated_gradients))
+    if h_r.shape != h_c.shape or h_r.ndim != 2:
+        raise ValueError(f"gradients must be two (groups, dim) arrays of one shape, got {h_r.shape} and {h_c.shape}")
+    d_r, d_c = h_r - h_r.mean(axis=0), h_c - h_c.mean(axis=0)
+    return np.einsum("gd,gd->g", d_r, d_c), np.einsum("gd,gd->g", d_c, d_c)
+
+
 class RectifiedFuser:
     r"""Keeps the anchor groups' advantage moments back to the ``window``-th most recent
     *informative* group (one whose calibrated advantages are not all zero, :math:`c_g > 0`) and
@@ -284,7 +300,9 @@ class RectifiedFuser:
     :math:`\lambda` is independent of them.
 
     :param window: informative groups that tune :math:`\lambda`.
-    :param moments: ``solution`` (advantages of equal solutions summed) or ``rollout``.
+    :param moments: ``solution`` (advantages of equal solutions summed), ``rollout``, or
+        ``gradient`` (the slope from per-group gradient vectors, :func:`gradient_slope_terms`;
+        the test against the null still reads the advantages, which need no geometry).
     :param level: one-sided level of the t critical value that scales the slope's variance in
         :func:`shrunk_lambda` (0.999: module docstring); ``None``: the plain positive-part
         James-Stein factor.
@@ -306,6 +324,12 @@ class RectifiedFuser:
             raise ValueError(f"min_groups must be in [2, window={window}], got {min_groups}")
         self.window, self.moments_by, self.level, self.min_groups = window, moments, level, min_groups
         self._groups: deque[tuple[float, float, float, int, float]] = deque()
+        self._vectors: deque[tuple[np.ndarray, np.ndarray] | None] = deque()
+
+    @property
+    def needs_group_gradients(self) -> bool:
+        """Whether :meth:`fit` reads ``FusionInputs.group_gradient``."""
+        return self.moments_by == "gradient"
 
     def plan(self, step: FusionInputs) -> FusionPlan:
         r""":math:`L(\mathcal A; A^R) + \tilde\lambda\,[L(\text{all}; A^C) - L(\mathcal A; A^C)]` with
@@ -324,10 +348,16 @@ class RectifiedFuser:
     def fit(self, step: FusionInputs) -> None:
         """Add the step's anchor groups to the window (their solutions merged by ``moments``)."""
         anchor = np.flatnonzero(step.is_anchor)
-        keys = None
-        if self.moments_by == "solution" and step.solutions is not None:
+        keys, vectors = None, None
+        if self.moments_by != "rollout" and step.solutions is not None:
             keys = solution_keys(step.group_ids[anchor], [step.solutions[int(i)] for i in anchor])
-        self.update(step.advantages[anchor], step.calibrated_advantages[anchor], keys, step.group_ids[anchor])
+        if self.needs_group_gradients:
+            gradient = require_gradients(step.group_gradient, "fusion.lambda_moments=gradient")
+            vectors = {}
+            for g in np.unique(step.group_ids[anchor]):
+                rows = step.is_anchor & (step.group_ids == g)
+                vectors[int(g)] = (gradient(step.advantages, rows), gradient(step.calibrated_advantages, rows))
+        self.update(step.advantages[anchor], step.calibrated_advantages[anchor], keys, step.group_ids[anchor], vectors)
 
     def update(
         self,
@@ -335,6 +365,7 @@ class RectifiedFuser:
         calibrated_advantages: np.ndarray,
         keys: np.ndarray | None = None,
         groups: np.ndarray | None = None,
+        vectors: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> None:
         """Add one step's anchor rollouts (real and calibrated advantages of the same rows).
 
@@ -343,6 +374,7 @@ class RectifiedFuser:
             rollout on its own (the per-rollout moments).
         :param groups: group of each row, the independent units of :func:`slope_variance`;
             ``None``: every key its own unit.
+        :param vectors: per group, its real- and calibrated-advantage gradients (``gradient`` moments).
         """
         a_r = np.asarray(real_advantages, dtype=np.float64)
         a_c = np.asarray(calibrated_advantages, dtype=np.float64)
@@ -357,6 +389,7 @@ class RectifiedFuser:
             summed_real = np.bincount(inverse, weights=a_r[idx])[inverse]  # S^R of each rollout's solution
             null_var = permutation_null_variance(summed_real, a_c[idx])
             self._groups.append((*solution_moments(a_r[idx], a_c[idx], keys[idx]), int(idx.sum()), null_var))
+            self._vectors.append(None if vectors is None else vectors.get(int(g)))
         self._trim()
 
     def _trim(self) -> None:
@@ -366,6 +399,7 @@ class RectifiedFuser:
             or len(self._groups) > self.MAX_GROUPS_PER_WINDOW * self.window
         ):
             informative -= self._groups.popleft()[2] > 1e-12
+            self._vectors.popleft()
 
     def moments(self) -> tuple[float, float, float, int]:
         """The window's sums of :math:`(S^R)^2, S^RS^C, (S^C)^2` per anchor rollout, and its rollouts."""
@@ -375,14 +409,22 @@ class RectifiedFuser:
         rr, rc, cc = (sum(g[i] for g in self._groups) for i in range(3))
         return rr / n, rc / n, cc / n, int(n)
 
-    def slope(self) -> tuple[float, float]:
-        r"""The window's unclipped :math:`\hat\lambda = \sum r_g/\sum c_g` and its :func:`slope_variance`."""
-        r_g = np.array([g[1] for g in self._groups])
-        c_g = np.array([g[2] for g in self._groups])
+    def slope(self, moments: str | None = None) -> tuple[float, float]:
+        r"""The window's unclipped :math:`\hat\lambda = \sum r_g/\sum c_g` and its :func:`slope_variance`,
+        from the advantage moments, or with ``moments="gradient"`` (the fuser's own setting by
+        default) from the groups' gradient vectors (:func:`gradient_slope_terms`)."""
+        if (moments or self.moments_by) == "gradient":
+            kept = [v for v in self._vectors if v is not None]
+            if len(kept) < 2:
+                return 0.0, float("nan")
+            r_g, c_g = gradient_slope_terms(np.stack([v[0] for v in kept]), np.stack([v[1] for v in kept]))
+        else:
+            r_g = np.array([g[1] for g in self._groups])
+            c_g = np.array([g[2] for g in self._groups])
         if not c_g.size or c_g.sum() <= 1e-12:
             return 0.0, float("nan")
         lam_hat = float(r_g.sum() / c_g.sum())
-        return lam_hat, slope_variance(c_g.sum(), r_g @ r_g, r_g @ c_g, c_g @ c_g, lam_hat, self.informative_groups())
+        return lam_hat, slope_variance(c_g.sum(), r_g @ r_g, r_g @ c_g, c_g @ c_g, lam_hat, int(np.sum(c_g > 1e-12)))
 
     def informative_groups(self) -> int:
         """:math:`m`: the window's groups with calibrated spread (:math:`c_g > 0`)."""
@@ -394,16 +436,22 @@ class RectifiedFuser:
         c = sum(g[2] for g in self._groups)
         return sum(g[4] for g in self._groups) / c**2 if c > 1e-12 else float("nan")
 
-    def lam(self) -> float:
-        """0 unless the window's slope is significant against its null variance at ``level``
-        (:meth:`null_variance`, one-sided normal critical value); then :func:`shrunk_lambda` of the
-        slope by its sandwich variance. 0 below ``min_groups`` informative groups."""
+    def informative(self) -> bool:
+        """Whether the window shows the world model ranking within groups: at least ``min_groups``
+        informative groups, and the advantage slope significant against its null variance at
+        ``level`` (:meth:`null_variance`, one-sided normal critical value; always, without a level)."""
         if self.informative_groups() < self.min_groups:
+            return False
+        if self.level is None:
+            return True
+        lam_hat, _ = self.slope("solution")
+        return bool(lam_hat > float(normal.ppf(self.level)) * np.sqrt(self.null_variance()))
+
+    def lam(self) -> float:
+        """0 unless :meth:`informative`; then :func:`shrunk_lambda` of the slope by its sandwich variance."""
+        if not self.informative():
             return 0.0
-        lam_hat, var = self.slope()
-        if self.level is not None and not lam_hat > float(normal.ppf(self.level)) * np.sqrt(self.null_variance()):
-            return 0.0
-        return shrunk_lambda(lam_hat, var)
+        return shrunk_lambda(*self.slope())
 
     def effective_samples(self, n_real: int, anchor_share: float) -> float:
         m_rr, m_rc, m_cc, n = self.moments()
@@ -412,7 +460,8 @@ class RectifiedFuser:
         return effective_real_samples(n_real, self.lam(), anchor_share, m_rr, m_rc, m_cc)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"window": self.window, "groups": [list(g) for g in self._groups]}
+        vectors = [None if v is None else [v[0].tolist(), v[1].tolist()] for v in self._vectors]
+        return {"window": self.window, "groups": [list(g) for g in self._groups], "vectors": vectors}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         # a checkpoint holding "steps" (a window of steps, each a sum over its anchor groups)
@@ -421,4 +470,6 @@ class RectifiedFuser:
         # a group saved without its null variance (fifth entry) counts it as 0: the sandwich alone
         groups = state.get("groups", state.get("steps", []))
         self._groups = deque((*g[:4], *(g[4:5] or [0.0])) for g in groups)
+        vectors = state.get("vectors") or [None] * len(self._groups)
+        self._vectors = deque(None if v is None else (np.asarray(v[0]), np.asarray(v[1])) for v in vectors)
         self._trim()
