@@ -1,9 +1,12 @@
 import json
 import math
+import shutil
 
 import numpy as np
 import pytest
+import torch
 
+from wmrl_core.checkpoint import CheckpointError
 from wmrl_core.config import load_config
 from wmrl_core.metrics import read_metrics
 from wmrl_core.trainer import train
@@ -105,6 +108,40 @@ def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, meth
     assert [strip(r) for r in a] == [strip(r) for r in b]
     # anchor pairs written after the checkpoint (steps 5-6) are dropped on resume, not repeated
     assert (part / "anchor_pairs.jsonl").read_text() == (full / "anchor_pairs.jsonl").read_text()
+
+
+@pytest.mark.slow
+def test_a_checkpoint_that_names_its_fuser_rectified_resumes_exactly(synthetic_config, tmp_path):
+    """wmrl 0.1 wrote the fuser's state under ``rectified``; TrainState.load_state_dict still reads it."""
+    common = ["steps=6", "checkpoint.every=3", "eval.every=2", "logging.progress=false", "logging.tensorboard=false"]
+    full = tmp_path / "full"
+    train(load_config(synthetic_config, [f"run_dir={full}", *common]))
+    part = tmp_path / "part"
+    shutil.copytree(full, part)
+    saved = torch.load(part / "checkpoints" / "step_000003.pt", weights_only=False)
+    saved["rectified"] = saved.pop("fuser")
+    assert saved["rectified"]["groups"], "the fuser's state is empty: the test could not tell it was loaded"
+    for name in ("last.pt", "step_000003.pt", "step_000006.pt"):
+        (part / "checkpoints" / name).unlink()
+    torch.save(saved, part / "checkpoints" / "last.pt")
+    train(load_config(synthetic_config, [f"run_dir={part}", *common, "resume=true"]))
+
+    def strip(r):
+        return {k: v for k, v in r.items() if not k.startswith("wall/")}
+
+    assert [strip(r) for r in read_metrics(part)] == [strip(r) for r in read_metrics(full)]
+
+
+def test_a_checkpoint_without_the_loops_state_is_refused_naming_what_it_lacks(synthetic_config, tmp_path):
+    args = [f"run_dir={tmp_path / 'run'}", "steps=2", "eval.every=0", "logging.progress=false"]
+    args.append("logging.tensorboard=false")
+    train(load_config(synthetic_config, args))
+    last = tmp_path / "run" / "checkpoints" / "last.pt"
+    saved = torch.load(last, weights_only=False)
+    del saved["optimizer"], saved["ledger"]
+    torch.save(saved, last)
+    with pytest.raises(CheckpointError, match=r"lacks optimizer, ledger: it was not written by `wmrl train`"):
+        train(load_config(synthetic_config, [*args, "steps=4", "resume=true"]))
 
 
 def test_a_fresh_run_into_an_old_run_dir_starts_its_logs_over(synthetic_config, tmp_path):

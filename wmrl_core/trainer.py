@@ -35,16 +35,7 @@ import numpy as np
 import torch
 
 from wmrl_core import checkers
-from wmrl_core.checkpoint import (
-    check_resume,
-    has_checkpoint,
-    load_checkpoint,
-    move_aside,
-    rng_state,
-    run_record,
-    save_checkpoint,
-    set_rng_state,
-)
+from wmrl_core.checkpoint import check_resume, has_checkpoint, load_checkpoint, move_aside, run_record, save_checkpoint
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, is_rewarded
@@ -255,10 +246,6 @@ def _eval_tasks(c: Components, split: str, max_tasks: int | None = None) -> list
     )
 
 
-def _stateful(obj: Any) -> bool:
-    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
-
-
 def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, step: int) -> ScoredStep:
     """Steps 2-5 of the loop: pick the anchor groups among the ``B`` groups, score every rollout
     with the world model in one batched call, execute the anchor groups for real (and hand them
@@ -382,130 +369,38 @@ def _checkpoint_note(ckpt_dir: Path, step: int | None) -> str:
 def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     """Run (or resume) training as configured; returns the summary also written to ``summary.json``."""
     pm = plugin_manager or get_plugin_manager()
-    registry = build_registry(pm)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "checkpoints"
     saved, run = _open_run(cfg, run_dir)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-
-    c = make_components(cfg, registry, pm)
-    try:
-        if cfg.grpo.entropy_coef and not callable(getattr(c.policy, "entropy", None)):
-            raise ConfigError(
-                f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
-                f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)"
-            )
-        train_tasks = split_tasks(c, cfg.rollout.task_split, "rollout.task_split")
-        eval_tasks = _eval_tasks(c, cfg.eval.split, cfg.eval.max_tasks)
-    except BaseException:
-        c.close()
-        raise
-    state = TrainState.create(cfg, c.policy)
-    B, G = cfg.rollout.batch_tasks, cfg.rollout.group_size
-
-    start_step = 0
+    c, state, train_tasks, eval_tasks = _start(cfg, build_registry(pm), pm, saved)
+    start_step = 0 if saved is None else saved["step"]
+    checkpointed = None if saved is None else start_step  # the step of this run's newest checkpoint
     if saved is None:
         _begin_fresh(run_dir, run)
-    else:
-        start_step = saved["step"]
-        c.policy.load_state_dict(saved["policy"])
-        state.optimizer.load_state_dict(saved["optimizer"])
-        state.debiaser.load_state_dict(saved["debiaser"])
-        fuser_state = saved.get("fuser", saved.get("rectified"))  # wmrl 0.1 checkpoints say "rectified"
-        if fuser_state is not None:
-            state.fuser.load_state_dict(fuser_state)
-        state.ledger.load_state_dict(saved["ledger"])
-        state.task_rng.bit_generator.state = saved["task_rng"]
-        for name in ("environment", "world_model"):
-            if saved.get(name) is not None and _stateful(getattr(c, name)):
-                getattr(c, name).load_state_dict(saved[name])
-        if state.reference is not None:
-            state.reference.load_state_dict(saved["reference"])
-        set_rng_state(saved["rng"])
     atomic_write_text(run_dir / "config.yaml", to_yaml(cfg), "config")
-    writer = MetricsWriter(
-        run_dir,
-        tensorboard=cfg.logging.tensorboard,
-        wandb_project=cfg.logging.wandb_project,
-        config=json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
-        # a fresh run (resume=false) into an old run_dir starts its logs over; a resumed one drops
-        # what was written after its checkpoint, so that no step appears twice
-        truncate_after_step=start_step if saved is not None else -1,
-    )
+    writer = _metrics_writer(cfg, run_dir, resumed_at=None if saved is None else start_step)
     _truncate_anchor_pairs(run_dir / "anchor_pairs.jsonl", after_step=start_step)
-
-    checkpointed: dict[str, int | None] = {"step": start_step if saved is not None else None}
-    dropped_steps = 0  # consecutive steps whose world-model rewards were all dropped
-    usable_rewards = 0  # rewards that reached the policy update, over the whole run
-
-    def checkpoint(step: int) -> None:
-        save_checkpoint(
-            ckpt_dir,
-            step,
-            {
-                "run": run_record(cfg, run["id"]),
-                "policy": c.policy.state_dict(),
-                "optimizer": state.optimizer.state_dict(),
-                "debiaser": state.debiaser.state_dict(),
-                "fuser": state.fuser.state_dict(),
-                "ledger": state.ledger.state_dict(),
-                "task_rng": state.task_rng.bit_generator.state,
-                "rng": rng_state(),
-                "environment": c.environment.state_dict() if _stateful(c.environment) else None,
-                "world_model": c.world_model.state_dict()
-                if c.world_model is not None and _stateful(c.world_model)
-                else None,
-                "reference": state.reference.state_dict() if state.reference is not None else None,
-            },
-        )
-        checkpointed["step"] = step
-
-    def should_eval(step: int) -> bool:
-        return cfg.eval.every > 0 and (step == 0 or step % cfg.eval.every == 0 or step == cfg.steps)
-
+    B, G = cfg.rollout.batch_tasks, cfg.rollout.group_size
+    rewards = _RewardWatch()
     last: dict[str, Any] = {}
     progress = TrainingProgress(total=cfg.steps, start=start_step, enabled=cfg.logging.progress, label=f"{cfg.mode}")
     started = time.perf_counter()
     try:
         if start_step == 0:
-            record = {"step": 0, **state.ledger.metrics()}
-            if should_eval(0):
-                record.update(
-                    evaluate(
-                        c,
-                        eval_tasks,
-                        cfg.eval.samples_per_task,
-                        seed=evaluation_seed(cfg.seed, 0, cfg.eval.common_random_numbers),
-                    )
-                )
-            writer.write(record)
-            last = record
+            last = {"step": 0, **state.ledger.metrics(), **_evaluation(c, cfg, eval_tasks, 0)}
+            writer.write(last)
         for step in range(start_step + 1, cfg.steps + 1):
             state.ledger.new_step()
-            # 1. tasks and rollouts: B groups of G
-            picks = state.task_rng.choice(len(train_tasks), size=B, replace=B > len(train_tasks))
-            tasks = [train_tasks[i] for i in picks]
-            with (
-                state.ledger.measure("generation", n_items=B * G, cost=getattr(c.policy, "cost", None)),
-                component_call(_who(c, "policy"), "generate", f"at step {step}"),
-            ):
-                rollouts = c.policy.generate(tasks, G)
-            checkers.check_rollouts(rollouts, B, G, _who(c, "policy"))
-            if step == start_step + 1:
-                _check_log_probs(c, rollouts, step)
+            # 1. rollouts: B groups of G
+            rollouts = _rollouts(c, state, train_tasks, B, G, step, check_log_probs=step == start_step + 1)
 
             # 2-5. anchors, world-model scores for every group, real execution of the anchors, rewards
             replayed_before = getattr(c.environment, "replayed", None)  # an execution cache's count
             scored = score_step(c, state, rollouts, B, step)
-            usable_rewards += _usable_rewards(cfg.mode, scored)
-            if c.world_model is not None and not np.isfinite(scored.wm_rewards).any():
-                dropped_steps += 1
-                if dropped_steps in (1, 10) or dropped_steps % 100 == 0:
-                    notice(_all_dropped_warning(c, step, len(rollouts), dropped_steps))
-            else:
-                dropped_steps = 0
+            rewards.observe(c, cfg.mode, scored, step)
 
             # 6-8. calibration, advantages and fusion, the fused GRPO update and the metrics record
             update = update_step(c.policy, cfg, state, scored, step)
@@ -516,61 +411,25 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
                     f.write(json.dumps(update.anchor_pairs) + "\n")
 
             # between steps: evaluation, metrics, checkpoint
-            record = {**update.record, **state.faults.metrics()}
-            if should_eval(step):
-                record.update(
-                    evaluate(
-                        c,
-                        eval_tasks,
-                        cfg.eval.samples_per_task,
-                        seed=evaluation_seed(cfg.seed, step, cfg.eval.common_random_numbers),
-                    )
-                )
-            writer.write(record)
-            last = record
+            last = {**update.record, **state.faults.metrics(), **_evaluation(c, cfg, eval_tasks, step)}
+            writer.write(last)
             if (cfg.checkpoint.every and step % cfg.checkpoint.every == 0) or step == cfg.steps:
-                checkpoint(step)
-            progress.update(step, record)
-    except OSError as exc:  # a full disk: name the directory and the fix, not just ENOSPC
-        exc.checkpoint_note = _checkpoint_note(ckpt_dir, checkpointed["step"])  # type: ignore[attr-defined]
-        raise_if_disk_full(exc, run_dir)
-        raise
+                save_checkpoint(ckpt_dir, step, {"run": run_record(cfg, run["id"]), **state.state_dict()})
+                checkpointed = step
+            progress.update(step, last)
     except BaseException as exc:  # the CLI says whether a checkpoint is kept (Ctrl-C, a component's error)
-        exc.checkpoint_note = _checkpoint_note(ckpt_dir, checkpointed["step"])  # type: ignore[attr-defined]
+        exc.checkpoint_note = _checkpoint_note(ckpt_dir, checkpointed)  # type: ignore[attr-defined]
+        if isinstance(exc, OSError):  # a full disk: name the directory and the fix, not just ENOSPC
+            raise_if_disk_full(exc, run_dir)
         raise
     finally:
         progress.close()
         writer.close()
         c.close()
-
-    records = read_metrics(run_dir)
-    evals = [r for r in records if any(k.startswith("eval/") for k in r)]
-    if not last and records:  # nothing ran in this invocation (a resume at its last step)
-        last = records[-1]
-    plot_run(run_dir)
-    summary = {
-        "mode": cfg.mode,
-        "steps": cfg.steps,
-        "seed": cfg.seed,
-        "run_dir": str(run_dir),
-        "run_id": run["id"],
-        "config_hash": run["config_hash"],
-        "eval_first": {k: v for k, v in evals[0].items() if k.startswith("eval/") or k == "step"} if evals else None,
-        "eval_last": {k: v for k, v in evals[-1].items() if k.startswith("eval/") or k == "step"} if evals else None,
-        "components": {
-            "environment": cfg.environment.name,
-            "policy": cfg.policy.name,
-            "world_model": cfg.world_model.name if cfg.world_model else None,
-            "reward": c.reward_name,
-        },
-        "wall_s_this_invocation": time.perf_counter() - started,
-        "final": last,
-        "value": value_summary(records),  # run averages of n_eff and the predicted compute ratios
-    }
-    trained = cfg.steps - start_step
-    summary["usable_rewards"] = usable_rewards
+    summary = _summary(cfg, c, run, last, time.perf_counter() - started, rewards.usable)
     atomic_write_text(run_dir / "summary.json", strict_json(summary, indent=2), "summary")
-    if trained > 0 and usable_rewards == 0:
+    trained = cfg.steps - start_step
+    if trained > 0 and rewards.usable == 0:
         raise TrainedOnNothingError(
             f"the run trained on nothing: none of its {trained} steps had a usable reward (mode={cfg.mode}; "
             f"dropped world-model predictions are counted in faults/world_model_dropped, rewardless outcomes in "
@@ -578,6 +437,126 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             f"{_reward_sources(c, cfg.mode)} must return finite scores"
         )
     return summary
+
+
+def _start(
+    cfg: TrainConfig, registry: Any, pm: Any, saved: dict[str, Any] | None
+) -> tuple[Components, TrainState, list[Task], list[Task]]:
+    """The run's components, its :class:`TrainState` (continued from the checkpoint ``saved``
+    when there is one) and its training and evaluation tasks; the components are closed again
+    when any of it fails."""
+    c = make_components(cfg, registry, pm)
+    try:
+        if cfg.grpo.entropy_coef and not callable(getattr(c.policy, "entropy", None)):
+            raise ConfigError(
+                f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
+                f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)"
+            )
+        train_tasks = split_tasks(c, cfg.rollout.task_split, "rollout.task_split")
+        eval_tasks = _eval_tasks(c, cfg.eval.split, cfg.eval.max_tasks)
+        state = TrainState.create(cfg, c.policy, environment=c.environment, world_model=c.world_model)
+        if saved is not None:
+            state.load_state_dict(saved)
+    except BaseException:
+        c.close()
+        raise
+    return c, state, train_tasks, eval_tasks
+
+
+def _metrics_writer(cfg: TrainConfig, run_dir: Path, resumed_at: int | None) -> MetricsWriter:
+    """The run's metrics writer. A fresh run (``resumed_at=None``) into an old ``run_dir`` starts
+    its logs over; a resumed one drops what was written after its checkpoint, so that no step
+    appears twice."""
+    return MetricsWriter(
+        run_dir,
+        tensorboard=cfg.logging.tensorboard,
+        wandb_project=cfg.logging.wandb_project,
+        config=json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
+        truncate_after_step=-1 if resumed_at is None else resumed_at,
+    )
+
+
+def _evaluation(c: Components, cfg: TrainConfig, eval_tasks: Sequence[Task], step: int) -> dict[str, float]:
+    """The evaluation record at ``step``: before the first step, every ``eval.every`` steps and
+    after the last (``eval.every=0``: never); else empty."""
+    due = cfg.eval.every > 0 and (step == 0 or step % cfg.eval.every == 0 or step == cfg.steps)
+    if not due:
+        return {}
+    seed = evaluation_seed(cfg.seed, step, cfg.eval.common_random_numbers)
+    return evaluate(c, eval_tasks, cfg.eval.samples_per_task, seed=seed)
+
+
+def _rollouts(
+    c: Components, state: TrainState, train_tasks: Sequence[Task], B: int, G: int, step: int, check_log_probs: bool
+) -> Rollouts:
+    """Step 1 of the loop: ``B`` tasks drawn by ``state.task_rng`` (with replacement only when the
+    split has fewer), ``G`` rollouts each, charged to ``generation`` and checked; on the first
+    step of an invocation the policy's ``log_probs`` is checked too."""
+    picks = state.task_rng.choice(len(train_tasks), size=B, replace=B > len(train_tasks))
+    tasks = [train_tasks[i] for i in picks]
+    with (
+        state.ledger.measure("generation", n_items=B * G, cost=getattr(c.policy, "cost", None)),
+        component_call(_who(c, "policy"), "generate", f"at step {step}"),
+    ):
+        rollouts = c.policy.generate(tasks, G)
+    checkers.check_rollouts(rollouts, B, G, _who(c, "policy"))
+    if check_log_probs:
+        _check_log_probs(c, rollouts, step)
+    return rollouts
+
+
+class _RewardWatch:
+    """Counts the rewards that reach the update over the run (``usable``) and warns when every
+    world-model reward of a step was dropped (on the 1st and 10th such step in a row, then every 100th)."""
+
+    def __init__(self) -> None:
+        self.usable = 0
+        self.dropped_steps = 0  # consecutive steps whose world-model rewards were all dropped
+
+    def observe(self, c: Components, mode: str, scored: ScoredStep, step: int) -> None:
+        self.usable += _usable_rewards(mode, scored)
+        if c.world_model is None or np.isfinite(scored.wm_rewards).any():
+            self.dropped_steps = 0
+            return
+        self.dropped_steps += 1
+        if self.dropped_steps in (1, 10) or self.dropped_steps % 100 == 0:
+            notice(_all_dropped_warning(c, step, len(scored.wm_rewards), self.dropped_steps))
+
+
+def _summary(
+    cfg: TrainConfig, c: Components, run: dict[str, Any], last: dict[str, Any], wall_s: float, usable: int
+) -> dict[str, Any]:
+    """The run's summary (``summary.json``), read from its metrics (all invocations); draws its plots."""
+    run_dir = Path(cfg.run_dir)
+    records = read_metrics(run_dir)
+    evals = [r for r in records if any(k.startswith("eval/") for k in r)]
+    if not last and records:  # nothing ran in this invocation (a resume at its last step)
+        last = records[-1]
+    plot_run(run_dir)
+
+    def eval_keys(record: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in record.items() if k.startswith("eval/") or k == "step"}
+
+    return {
+        "mode": cfg.mode,
+        "steps": cfg.steps,
+        "seed": cfg.seed,
+        "run_dir": str(run_dir),
+        "run_id": run["id"],
+        "config_hash": run["config_hash"],
+        "eval_first": eval_keys(evals[0]) if evals else None,
+        "eval_last": eval_keys(evals[-1]) if evals else None,
+        "components": {
+            "environment": cfg.environment.name,
+            "policy": cfg.policy.name,
+            "world_model": cfg.world_model.name if cfg.world_model else None,
+            "reward": c.reward_name,
+        },
+        "wall_s_this_invocation": wall_s,
+        "final": last,
+        "value": value_summary(records),  # run averages of n_eff and the predicted compute ratios
+        "usable_rewards": usable,
+    }
 
 
 def _check_log_probs(c: Components, rollouts: Rollouts, step: int) -> None:
