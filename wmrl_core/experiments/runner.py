@@ -1,0 +1,309 @@
+"""The arm runner: train every arm for every seed, resumably, and refuse to mix settings.
+
+An *arm* is a named list of config overrides on top of one base config (``mode=real``,
+``fusion.method=inverse_variance``...). :func:`run_arms` runs each arm for each seed, seeds
+outer and arms inner, so that machine noise and a partial run hit every arm alike, each arm-seed
+in its own run directory ``RUNS/<arm>-seed<seed>``. Run again with the same arguments, it
+
+* skips a finished arm-seed (``summary.json`` at the configured ``steps``, and its evaluation
+  record written), after checking that its stored ``config.yaml`` has the settings it would get
+  now (:class:`~wmrl_core.errors.ConfigError` otherwise);
+* resumes a half-done one from its checkpoint (``resume=true``; the trainer refuses a
+  checkpoint whose settings changed);
+* refuses other experiment-level ``settings`` than the first start wrote to
+  ``RUNS/settings.json`` (evaluation sizes, checkpoints: what is not in the training config);
+* with ``archive``, copies each finished arm-seed's small files (no checkpoint) to
+  ``ARCHIVE/<arm>-seed<seed>`` and restores them into a run folder that lacks them, so that an
+  experiment longer than one machine's life continues on the next.
+
+An optional ``evaluate(run) -> dict`` is called once per arm-seed after its training (or
+without training, for an arm with ``train=False``, e.g. the base policy); its JSON-able result
+is cached in ``RUN_DIR/record.json`` and handed back as :attr:`ArmRun.record`::
+
+    from wmrl_core.experiments.runner import Arm, run_arms
+
+    arms = [Arm("real", ("mode=real",)), Arm("wmrl", ("mode=wmrl", "steps=120"))]
+    runs = run_arms("configs/synthetic/wmrl.yaml", arms, seeds=[0, 1, 2], runs_dir="runs/x/runs",
+                    overrides=["eval.every=2"], evaluate=lambda run: {"final": score(run.run_dir)})
+    for run in runs:                       # in run order: seed 0 real, seed 0 wmrl, seed 1 real...
+        print(run.arm.name, run.seed, run.record["final"], run.trained)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wmrl_core.config import TrainConfig, flatten, load_config
+from wmrl_core.errors import ConfigError
+
+__all__ = [
+    "Arm",
+    "ArmRun",
+    "run_arms",
+    "as_arms",
+    "by_arm",
+    "check_settings",
+    "RECORD_FILE",
+    "ARCHIVED_FILES",
+    "IGNORED_SETTINGS",
+]
+
+RECORD_FILE = "record.json"
+"""What ``evaluate`` returned for an arm-seed; its presence marks the evaluation as done."""
+RUNNER_FILE = "runner.json"
+"""The runner's own bookkeeping of an arm-seed: arm, seed, overrides, training CPU seconds."""
+ARCHIVED_FILES = (
+    "config.yaml",
+    "summary.json",
+    "metrics.jsonl",
+    "anchor_pairs.jsonl",
+    "run.json",
+    RUNNER_FILE,
+    RECORD_FILE,
+)
+"""What of a finished arm-seed survives in an archive (no checkpoint: a few kB, fit for git)."""
+IGNORED_SETTINGS = ("resume", "resume_allow_changes", "run_dir", "logging", "checkpoint")
+"""Config keys (or whole sections) a finished arm-seed may differ in from what it would get now:
+where and how it was logged and checkpointed, not what it computed."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of an experiment.
+
+    :param name: the arm's name, part of its run folders' names (``<name>-seed<seed>``).
+    :param overrides: dotted config overrides on top of the base config and the common ones.
+    :param train: ``False`` for an arm that is only evaluated (e.g. the untrained base policy):
+        its config is made, nothing is trained, ``evaluate`` still runs.
+    """
+
+    name: str
+    overrides: tuple[str, ...] = ()
+    train: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name:
+            raise ConfigError(f"an arm needs a non-empty name without '/', got {self.name!r}")
+        object.__setattr__(self, "overrides", tuple(self.overrides))
+
+
+@dataclass
+class ArmRun:
+    """One arm-seed: where it ran, with which config, and what its evaluation recorded."""
+
+    arm: Arm
+    seed: int
+    run_dir: Path
+    config: TrainConfig
+    trained: bool = False
+    """Trained (or resumed) by this call; ``False``: found finished, restored, or not a trained arm."""
+    restored: bool = False
+    """Its files came back from the archive in this call."""
+    record: dict[str, Any] = field(default_factory=dict)
+    """What ``evaluate`` returned (``{}`` without one), cached in ``RUN_DIR/record.json``."""
+    train_cpu_s: float = math.nan
+    """CPU seconds of this process spent in training, summed over the calls that trained it (NaN:
+    not trained by the runner). Child processes (sandboxes, simulator workers) are not in it."""
+
+    @property
+    def name(self) -> str:
+        """``<arm>-seed<seed>``, the run folder's name."""
+        return self.run_dir.name
+
+
+def as_arms(arms: Mapping[str, Sequence[str] | None] | Iterable[Arm]) -> list[Arm]:
+    """``{name: overrides}`` (``None``: an arm that is not trained) or :class:`Arm` s, as a list."""
+    if isinstance(arms, Mapping):
+        return [Arm(name, tuple(o or ()), train=o is not None) for name, o in arms.items()]
+    out = list(arms)
+    names = [a.name for a in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"arm names must be unique, got {names}")
+    return out
+
+
+def by_arm(runs: Iterable[ArmRun]) -> dict[str, list[ArmRun]]:
+    """The runs grouped by arm name (arms in first-seen order, seeds in run order)."""
+    out: dict[str, list[ArmRun]] = {}
+    for run in runs:
+        out.setdefault(run.arm.name, []).append(run)
+    return out
+
+
+def check_settings(folder: str | Path, settings: Mapping[str, Any]) -> None:
+    """Write ``folder/settings.json`` the first time; afterwards refuse other settings.
+
+    :raises ConfigError: naming each setting that differs, with the stored and the new value.
+    """
+    path = Path(folder) / "settings.json"
+    now = json.loads(json.dumps(dict(settings), default=str))  # as it reads back from the file
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(now, indent=2) + "\n")
+        return
+    stored = json.loads(path.read_text())
+    differ = sorted(k for k in set(stored) | set(now) if stored.get(k) != now.get(k))
+    if differ:
+        detail = "; ".join(f"{k}: stored {stored.get(k)!r}, now {now.get(k)!r}" for k in differ)
+        raise ConfigError(
+            f"{path.parent} holds arm-seeds of an experiment with other settings ({detail}); pass the same "
+            "arguments, or another output folder"
+        )
+
+
+def _matches(key: str, prefixes: Sequence[str]) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def _changed_settings(run_dir: Path, cfg: TrainConfig, ignore: Sequence[str]) -> list[str]:
+    """Settings in which the config stored in ``run_dir`` differs from ``cfg`` (read back through
+    :func:`load_config`, so a field added since takes its default on both sides)."""
+    stored = flatten(load_config(run_dir / "config.yaml"))
+    now = flatten(cfg)
+    missing = object()
+    return [
+        f"{k}: {stored.get(k)!r} -> {now.get(k)!r}"
+        for k in sorted(set(stored) | set(now))
+        if stored.get(k, missing) != now.get(k, missing) and not _matches(k, ignore)
+    ]
+
+
+def _trained_to(run_dir: Path, steps: int) -> bool:
+    """Training of ``run_dir`` finished at ``steps`` (its ``summary.json`` says so)."""
+    try:
+        return int(json.loads((run_dir / "summary.json").read_text())["steps"]) == steps
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _copy(src: Path, dest: Path, names: Sequence[str]) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if (src / name).is_file():
+            shutil.copy2(src / name, dest / name)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text())) if path.is_file() else {}
+
+
+def run_arms(
+    config: str | Path,
+    arms: Mapping[str, Sequence[str] | None] | Iterable[Arm],
+    seeds: Iterable[int],
+    runs_dir: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    reuse: bool = True,
+    evaluate: Callable[[ArmRun], Mapping[str, Any]] | None = None,
+    on_run: Callable[[ArmRun], None] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    archive: str | Path | None = None,
+    archive_files: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    report_only: bool = False,
+    plugin_manager: Callable[[], Any] | None = None,
+) -> list[ArmRun]:
+    """Train (and evaluate) every arm for every seed, seeds outer, arms inner.
+
+    Each run's config is ``config`` with ``[*overrides, *arm.overrides, seed=S, run_dir=D,
+    logging.progress=false]`` (plus ``resume=true`` when ``D`` holds a checkpoint to continue).
+
+    :param config: the base YAML config.
+    :param arms: :class:`Arm` s, or ``{name: overrides}`` with ``None`` for an untrained arm.
+    :param seeds: the seeds, in run order.
+    :param runs_dir: the folder of the run folders ``<arm>-seed<seed>`` (and ``settings.json``).
+    :param overrides: overrides common to every arm, applied before the arm's own.
+    :param reuse: ``True``: skip finished arm-seeds and resume half-done ones; ``False``: train and
+        evaluate every arm-seed from scratch (and write ``settings`` afresh).
+    :param evaluate: called once per arm-seed after training; its result is cached in
+        ``RUN_DIR/record.json``, so a resumed experiment does not evaluate again.
+    :param on_run: called for every arm-seed in run order, trained or found finished (progress lines).
+    :param settings: experiment-level settings outside the training config (evaluation sizes,
+        checkpoint paths...); the first start writes them to ``runs_dir/settings.json`` (and to the
+        archive), a later one with other values raises :class:`ConfigError`.
+    :param archive: a folder that keeps each finished arm-seed's :data:`ARCHIVED_FILES` (plus
+        ``archive_files``); an arm-seed finished there and missing from ``runs_dir`` is restored.
+    :param ignore: config keys (or sections) a finished arm-seed may differ in besides
+        :data:`IGNORED_SETTINGS`, e.g. a worker count that does not change results.
+    :param report_only: train and evaluate nothing; return the arm-seeds already finished.
+    :param plugin_manager: a factory of the plugin manager every training uses (extra plugins);
+        default: the installed plugins.
+    :return: one :class:`ArmRun` per finished arm-seed, in run order.
+    :raises ConfigError: a finished arm-seed's stored config, or the stored ``settings``, differ
+        from this call's; an arm-seed is half-done in ``runs_dir`` and finished in the archive.
+    """
+    from wmrl_core.checkpoint import has_checkpoint
+    from wmrl_core.trainer import train
+
+    arm_list = as_arms(arms)
+    runs_dir = Path(runs_dir)
+    archive = Path(archive) if archive is not None else None
+    archived = (*ARCHIVED_FILES, *archive_files)
+    if settings is not None:
+        for folder in (runs_dir, archive):
+            if folder is None:
+                continue
+            if not reuse and (folder / "settings.json").exists():
+                (folder / "settings.json").unlink()
+            check_settings(folder, settings)
+    runs: list[ArmRun] = []
+    for seed in seeds:
+        for arm in arm_list:
+            run_dir = runs_dir / f"{arm.name}-seed{seed}"
+            base = [*overrides, *arm.overrides, f"seed={seed}", f"run_dir={run_dir}", "logging.progress=false"]
+            cfg = load_config(config, base)
+
+            def finished(folder: Path, arm: Arm = arm, cfg: TrainConfig = cfg) -> bool:
+                trained = not arm.train or _trained_to(folder, cfg.steps)
+                return trained and (evaluate is None or (folder / RECORD_FILE).is_file())
+
+            run = ArmRun(arm, seed, run_dir, cfg)
+            if reuse and archive is not None and not finished(run_dir) and finished(archive / run_dir.name):
+                if has_checkpoint(run_dir / "checkpoints"):
+                    raise ConfigError(
+                        f"{run_dir} holds an unfinished run and {archive / run_dir.name} a finished one of the "
+                        f"same arm-seed; remove one of them (rm -r {run_dir}, or the archived copy) and run again"
+                    )
+                _copy(archive / run_dir.name, run_dir, archived)
+                run.restored = True
+            if reuse and finished(run_dir):
+                if arm.train:
+                    changed = _changed_settings(run_dir, cfg, (*IGNORED_SETTINGS, *ignore))
+                    if changed:
+                        raise ConfigError(
+                            f"{run_dir} finished with other settings than this experiment gives it now: "
+                            f"{'; '.join(changed)}. Put them back, or use another output folder"
+                        )
+            elif report_only:
+                continue
+            else:
+                book = _read_json(run_dir / RUNNER_FILE) if reuse else {}
+                if arm.train and not (reuse and _trained_to(run_dir, cfg.steps)):
+                    resume = reuse and has_checkpoint(run_dir / "checkpoints")
+                    if resume:
+                        cfg = run.config = load_config(config, [*base, "resume=true"])
+                    started = time.process_time()
+                    train(cfg, plugin_manager=plugin_manager() if plugin_manager else None)
+                    book["train_cpu_s"] = float(book.get("train_cpu_s", 0.0)) + time.process_time() - started
+                    run.trained = True
+                book.update(arm=arm.name, seed=seed, overrides=list(arm.overrides))
+                run_dir.mkdir(parents=True, exist_ok=True)
+                (run_dir / RUNNER_FILE).write_text(json.dumps(book, indent=1) + "\n")
+                if evaluate is not None:
+                    (run_dir / RECORD_FILE).write_text(json.dumps(dict(evaluate(run)), default=float) + "\n")
+            run.record = _read_json(run_dir / RECORD_FILE)
+            run.train_cpu_s = float(_read_json(run_dir / RUNNER_FILE).get("train_cpu_s", math.nan))
+            if archive is not None and not run.restored and finished(run_dir):
+                _copy(run_dir, archive / run_dir.name, archived)
+            runs.append(run)
+            if on_run is not None:
+                on_run(run)
+    return runs
