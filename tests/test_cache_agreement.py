@@ -1,17 +1,9 @@
-"""benchmarks/cache_agreement.py: replayed and fresh runs compared evaluation by evaluation."""
+"""``wmrl experiment cache-agreement``: replayed and fresh runs compared evaluation by evaluation."""
 
-import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "cache_agreement.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("cache_agreement", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from wmrl_core.experiments import cache_agreement as ca
 
 
 def _run(root: Path, name: str, scores: list[float], execution_s: float) -> None:
@@ -25,7 +17,6 @@ def _run(root: Path, name: str, scores: list[float], execution_s: float) -> None
 
 
 def test_rows_pair_fresh_and_replayed_runs_and_show_differences(tmp_path, capsys):
-    ca = _load()
     replayed, fresh = tmp_path / "replayed", tmp_path / "fresh"
     _run(replayed, "real-seed0", [0.3, 0.4], 100.0)
     _run(replayed, "real-seed1", [0.3, 0.5], 90.0)

@@ -1,12 +1,12 @@
 """Replayed against fresh: does the execution cache change a benchmark's result?
 
-``compute_to_target.py --cache FILE`` replays recorded executions (NAS-Bench style); this
+``wmrl experiment compute-to-target --cache FILE`` replays recorded executions (NAS-Bench style); this
 compares its runs with runs of the same arms and seeds made with the cache off: every
 held-out evaluation of each arm-seed side by side, and the execution seconds each run was
 charged (recorded costs against fresh measurements). Writes a markdown table to stdout.
 
-    python benchmarks/compute_to_target.py --suite autoresearch --seeds 1 --out runs/bench_ar_nocache
-    python benchmarks/cache_agreement.py --replayed runs/bench_ar --fresh runs/bench_ar_nocache
+    wmrl experiment compute-to-target --suite autoresearch --seeds 1 --out runs/bench_ar_nocache
+    wmrl experiment cache-agreement --replayed runs/bench_ar --fresh runs/bench_ar_nocache
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from wmrl_core.experiment import mean_ci95
+from wmrl_core.experiments.stats import mean_ci95
 from wmrl_core.metrics import read_metrics
 
 

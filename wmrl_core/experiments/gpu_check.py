@@ -1,8 +1,9 @@
 """Every check that needs an NVIDIA GPU, in one place.
 
 CI machines have no GPU, so the paths below are unit-tested against stand-ins only. On a
-machine with an NVIDIA GPU this script runs them for real, on models it builds locally (no
-download), and prints what ran and how fast:
+machine with an NVIDIA GPU this runs them for real, on models it builds locally (no
+download), and prints what ran and how fast (the plugins' checks live in their
+``experiments.gpu_checks`` modules, named here by entry point and imported only when run):
 
 * ``cuda``          a bf16 matmul on the GPU (TFLOP/s), the device's name and memory;
 * ``vllm_generate`` the code agent's vLLM backend sampling a group of completions from a tiny
@@ -21,7 +22,7 @@ download), and prints what ran and how fast:
 Needs, besides the repository's CI install: ``pip install vllm`` (a release with
 ``LLM.collective_rpc``, >= 0.8) for the vLLM checks, and the LIBERO plugin for ``libero_egl``.
 
-Usage::
+Usage (``python -m wmrl_core.experiments.gpu_check`` is the same command)::
 
     python benchmarks/gpu_check.py                 # all checks
     python benchmarks/gpu_check.py --only cuda libero_egl
@@ -34,8 +35,8 @@ Exit status: 0 every selected check passed, 1 some check failed, 2 no NVIDIA GPU
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
-import os
 import sys
 import tempfile
 import time
@@ -46,9 +47,12 @@ from pathlib import Path
 from typing import Any
 
 CHECKS = ("cuda", "vllm_generate", "weight_sync", "llm_world_model", "libero_egl", "trl_vllm", "verl_fit")
-SYNC_TOLERANCE = 2e-3
-"""Largest |log p_engine - log p_training| (nats, fp32) accepted after a weight sync; two
-different kernels of one fp32 model agree to ~1e-5, a stale engine differs by ~0.1 or more."""
+CHECKOUT = Path(__file__).resolve().parents[2]
+"""The repository checkout: ``verl_fit`` runs ``integrations/verl/gpu_fit.py`` in ``.venv-verl`` there
+(neither is part of an installed package)."""
+Check = Callable[[dict[str, Any]], dict[str, Any]]
+"""A check: takes the shared context (``ctx["tmp"]``, a temporary folder; ``ctx["close"]``,
+functions called once every check has run) and returns its figures, or raises."""
 
 
 @dataclass
@@ -95,143 +99,6 @@ def check_cuda(ctx: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tiny_agent(ctx: dict[str, Any]) -> Any:
-    """One tiny Llama code agent on the vLLM backend, shared by the vLLM checks."""
-    if "agent" not in ctx:
-        from wmrl_autoresearch.llm.policy import LLMCodeAgent
-        from wmrl_autoresearch.llm.testing import make_tiny_causal_lm
-
-        folder = make_tiny_causal_lm(Path(ctx["tmp"]) / "tiny-llama", hidden_size=64)
-        ctx["agent"] = LLMCodeAgent(
-            model=str(folder),
-            backend="vllm",
-            device="cuda",
-            dtype="float32",
-            max_new_tokens=48,
-            recompute_old_log_probs=False,
-            extract={"allow_untagged": True, "check_syntax": False},
-            vllm={"gpu_memory_utilization": 0.2, "enforce_eager": True, "max_model_len": 1024},
-        )
-    return ctx["agent"]
-
-
-def _tasks(n: int) -> list[Any]:
-    from wmrl_core.types import Task
-
-    return [
-        Task(id=f"gpu-check-{i}", description="Train a classifier on the iris dataset and report accuracy.")
-        for i in range(n)
-    ]
-
-
-def check_vllm_generate(ctx: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    agent = _tiny_agent(ctx)
-    torch.manual_seed(0)
-    start = time.perf_counter()
-    rollouts = agent.generate(_tasks(4), 8)
-    elapsed = time.perf_counter() - start
-    tokens = int(rollouts.mask.sum().item())
-    if len(rollouts) != 32:
-        raise AssertionError(f"expected 32 rollouts, got {len(rollouts)}")
-    ctx["rollouts"] = rollouts
-    return {"rollouts": len(rollouts), "tokens": tokens, "tokens_per_s": round(tokens / elapsed, 1)}
-
-
-def _engine_vs_training_gap(agent: Any) -> float:
-    """Max |sampler log-prob - training-model log-prob| over a fresh batch of samples."""
-    import torch
-
-    torch.manual_seed(1)
-    rollouts = agent.generate(_tasks(2), 4)
-    with torch.no_grad():
-        training = agent.log_probs(rollouts)
-    mask = rollouts.mask.bool()
-    return float((rollouts.old_log_probs.to(training.device) - training)[mask.to(training.device)].abs().max())
-
-
-def check_weight_sync(ctx: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    agent = _tiny_agent(ctx)
-    before = _engine_vs_training_gap(agent)
-    with torch.no_grad():  # stands in for an optimizer step: a large change to every weight
-        for p in agent.model.parameters():
-            p.add_(0.5 * torch.randn_like(p))
-    stale = _engine_vs_training_gap(agent)
-    start = time.perf_counter()
-    agent.after_update()
-    sync_s = time.perf_counter() - start
-    after = _engine_vs_training_gap(agent)
-    if not before < SYNC_TOLERANCE:
-        raise AssertionError(f"engine and training model disagree before any update: {before:.3g} nats")
-    if not stale > 10 * SYNC_TOLERANCE:
-        raise AssertionError(
-            f"changing the training weights did not change its log-probs ({stale:.3g}); the check is blind"
-        )
-    if not after < SYNC_TOLERANCE:
-        raise AssertionError(
-            f"after after_update() the engine still disagrees by {after:.3g} nats: the weights were not synced"
-        )
-    return {
-        "gap_before_update": before,
-        "gap_stale_engine": stale,
-        "gap_after_sync": after,
-        "sync_s": round(sync_s, 3),
-        "syncs": agent.backend.n_weight_syncs,
-    }
-
-
-def check_llm_world_model(ctx: dict[str, Any]) -> dict[str, Any]:
-    from wmrl_autoresearch.llm.world_model import LLMWorldModel
-
-    agent = _tiny_agent(ctx)
-    wm = LLMWorldModel(policy=agent, max_new_tokens=16)
-    tasks = _tasks(16)
-    scripts = ["from sklearn.datasets import load_iris\nprint('accuracy', 0.9)\n"] * len(tasks)
-    start = time.perf_counter()
-    outcomes = wm.predict(tasks, scripts)
-    elapsed = time.perf_counter() - start
-    if len(outcomes) != len(tasks):
-        raise AssertionError(f"{len(outcomes)} predictions for {len(tasks)} scripts")
-    if wm.backend is not agent.backend:
-        raise AssertionError("the world model did not use the policy's engine")
-    return {
-        "predictions": len(outcomes),
-        "predictions_per_s": round(len(outcomes) / elapsed, 1),
-        "parse_failures": wm.stats["parse_failures"],
-        "shared_engine": True,
-    }
-
-
-def check_libero_egl(ctx: dict[str, Any]) -> dict[str, Any]:
-    import numpy as np
-
-    os.environ["MUJOCO_GL"] = "egl"
-    from wmrl_libero.gym_env import LiberoGymEnv
-
-    env = LiberoGymEnv("libero_10", 0, image_size=128)
-    try:
-        obs, _ = env.reset(seed=0, options={"init_state": 0})
-        steps = 20
-        start = time.perf_counter()
-        for _ in range(steps):
-            obs, *_ = env.step(np.zeros(7, dtype=np.float32))
-        elapsed = time.perf_counter() - start
-    finally:
-        env.close()
-    image = obs["agentview_image"]
-    if image.shape != (128, 128, 3) or image.std() < 1.0:
-        raise AssertionError(f"the camera image is blank or misshapen: shape {image.shape}, std {image.std():.2f}")
-    return {
-        "image": list(image.shape),
-        "pixel_std": round(float(image.std()), 1),
-        "frames_per_s": round(steps / elapsed, 1),
-        "mujoco_gl": os.environ["MUJOCO_GL"],
-    }
-
-
 def check_trl_vllm(ctx: dict[str, Any]) -> dict[str, Any]:
     from wmrl_trl import WMRLGRPOTrainer
     from wmrl_trl.testing import tiny_grpo_config
@@ -265,10 +132,10 @@ def check_trl_vllm(ctx: dict[str, Any]) -> dict[str, Any]:
 def check_verl_fit(ctx: dict[str, Any]) -> dict[str, Any]:
     import subprocess
 
-    python = Path(__file__).resolve().parents[1] / ".venv-verl" / "bin" / "python"
+    python = CHECKOUT / ".venv-verl" / "bin" / "python"
     if not python.exists():
         raise FileNotFoundError(f"{python} is missing: create the verl environment (docs/integrations.md)")
-    script = Path(__file__).resolve().parents[1] / "integrations" / "verl" / "gpu_fit.py"
+    script = CHECKOUT / "integrations" / "verl" / "gpu_fit.py"
     start = time.perf_counter()
     done = subprocess.run([str(python), str(script), ctx["tmp"]], capture_output=True, text=True, timeout=1800)
     if done.returncode:
@@ -276,15 +143,26 @@ def check_verl_fit(ctx: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": round(time.perf_counter() - start, 1), "tail": done.stdout.strip().splitlines()[-1:]}
 
 
-RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+RUNNERS: dict[str, Check | str] = {
     "cuda": check_cuda,
-    "vllm_generate": check_vllm_generate,
-    "weight_sync": check_weight_sync,
-    "llm_world_model": check_llm_world_model,
-    "libero_egl": check_libero_egl,
+    "vllm_generate": "wmrl_autoresearch.experiments.gpu_checks:check_vllm_generate",
+    "weight_sync": "wmrl_autoresearch.experiments.gpu_checks:check_weight_sync",
+    "llm_world_model": "wmrl_autoresearch.experiments.gpu_checks:check_llm_world_model",
+    "libero_egl": "wmrl_libero.experiments.gpu_checks:check_libero_egl",
     "trl_vllm": check_trl_vllm,
     "verl_fit": check_verl_fit,
 }
+"""Check name -> the check, or its entry point ``"module:function"`` (a plugin's check: a plugin
+that is not installed fails that check only, with the ``ModuleNotFoundError``)."""
+
+
+def resolve(runner: Check | str) -> Check:
+    """The check itself, importing an entry point ``"module:function"``."""
+    if callable(runner):
+        return runner
+    module, _, name = runner.partition(":")
+    check: Check = getattr(importlib.import_module(module), name)
+    return check
 
 
 def run_checks(names: list[str]) -> list[CheckResult]:
@@ -294,7 +172,7 @@ def run_checks(names: list[str]) -> list[CheckResult]:
         for name in names:
             start = time.perf_counter()
             try:
-                figures = RUNNERS[name](ctx)
+                figures = resolve(RUNNERS[name])(ctx)
                 results.append(CheckResult(name, True, time.perf_counter() - start, figures))
             except Exception as exc:  # a failed check is reported, the others still run
                 traceback.print_exc()
@@ -307,9 +185,8 @@ def run_checks(names: list[str]) -> list[CheckResult]:
                 f"{json.dumps(r.figures) if r.ok else r.error}",
                 flush=True,
             )
-        agent = ctx.get("agent")
-        if agent is not None:
-            agent.close()
+        for close in ctx.get("close", []):
+            close()
     return results
 
 

@@ -10,8 +10,8 @@ items, and the speed-up of execution wall time over the local run. Ray is starte
 so Ray's start-up and each pool's actor start-up are not in ``wall/execution_s`` (they are in
 the run's total wall time, printed too).
 
-    python benchmarks/ray_execution.py                          # 20 steps, 50 ms per solution, 1 and 2 workers
-    python benchmarks/ray_execution.py --steps 60 --sleep 0.1 --workers 1 2 4
+    wmrl experiment ray-execution                          # 20 steps, 50 ms per solution, 1 and 2 workers
+    wmrl experiment ray-execution --steps 60 --sleep 0.1 --workers 1 2 4
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from wmrl_core.config import load_config
 from wmrl_core.metrics import read_metrics
 from wmrl_core.trainer import train
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "configs" / "synthetic" / "wmrl.yaml"
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "synthetic" / "wmrl.yaml"
 
 
 def run(label: str, overrides: list[str], out: Path) -> dict:
@@ -58,14 +57,14 @@ def run(label: str, overrides: list[str], out: Path) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--sleep", type=float, default=0.05, help="seconds execute sleeps per solution")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--mode", default="wmrl", help="wmrl executes 16 solutions per step, real 160")
     p.add_argument("--json", type=Path, help="also write the rows here")
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     import ray
 
@@ -98,7 +97,8 @@ def main() -> None:
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

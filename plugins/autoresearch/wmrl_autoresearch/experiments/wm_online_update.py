@@ -35,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
-from wmrl_core.experiments.stats import mean_ci95
 
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 from wmrl_autoresearch.program.corpus import load_corpus
@@ -43,6 +42,7 @@ from wmrl_autoresearch.program.fitting import excluded_tasks, fit_outcome_model
 from wmrl_autoresearch.program.grammar import Program, ProgramScript
 from wmrl_autoresearch.program.outcome_model import OutcomePrediction
 from wmrl_autoresearch.program.world_model import LearnedWorldModel, save_outcome_model
+from wmrl_core.experiments.stats import mean_ci95
 from wmrl_core.types import Outcome
 
 
@@ -67,17 +67,13 @@ class _MemoPrior:
     def __init__(self, model):
         self.model, self.memo = model, {}
 
-    def predict(self, features: np.ndarray, choices: np.ndarray, task_ids=None):
-        ids = [str(t) for t in task_ids] if task_ids is not None else [""] * len(features)
-        keys = [
-            f.tobytes() + c.tobytes() + t.encode() for f, c, t in zip(np.asarray(features), np.asarray(choices), ids)
-        ]
+    def predict_outcome(self, X: np.ndarray, task_ids=None):
+        ids = [str(t) for t in task_ids] if task_ids is not None else [""] * len(X)
+        keys = [x.tobytes() + t.encode() for x, t in zip(np.asarray(X), ids)]
         missing = [i for i, k in enumerate(keys) if k not in self.memo]
         if missing:
-            out = self.model.predict(
-                np.asarray(features)[missing],
-                np.asarray(choices)[missing],
-                None if task_ids is None else [ids[i] for i in missing],
+            out = self.model.predict_outcome(
+                np.asarray(X)[missing], None if task_ids is None else [ids[i] for i in missing]
             )
             for j, i in enumerate(missing):
                 self.memo[keys[i]] = tuple(np.asarray(getattr(out, f.name))[j] for f in fields(out))
