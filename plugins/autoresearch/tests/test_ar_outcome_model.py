@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from wmrl_autoresearch.program.cross_validation import cross_validate, program_folds, within_task_spearman
 from wmrl_autoresearch.program.grammar import N_OPTIONS, Program
-from wmrl_autoresearch.program.outcome_model import OutcomeModel, reward_moments, shrunk_task_statistic
+from wmrl_autoresearch.program.outcome_model import OutcomeModel, design_matrix, reward_moments, shrunk_task_statistic
 
 
 def test_reward_moments_of_the_two_outcome_mixture():
@@ -52,17 +52,21 @@ def _synthetic(n_tasks=30, per_task=16, seed=0):
     return {k: np.array(v) for k, v in rows.items()}
 
 
+def _fit(model: OutcomeModel, a: dict) -> OutcomeModel:
+    return model.fit(
+        design_matrix(a["features"], a["choices"]), a["reward"], failed=a["failed"], task_ids=a["task_ids"]
+    )
+
+
 def test_learns_failures_and_task_by_program_interactions_with_a_spread():
     a = _synthetic()
-    model = OutcomeModel(members=3, max_iter=100).fit(
-        a["features"], a["choices"], a["failed"], a["reward"], a["task_ids"]
-    )
+    model = _fit(OutcomeModel(members=3, max_iter=100), a)
     probe_f = np.array([[0.2, 1.0], [0.8, 1.0]])
     fails = np.array([[0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0, 0, 0]])
-    p = model.predict(np.repeat(probe_f, 2, axis=0), np.tile(fails, (2, 1))).p_fail
+    p = model.predict_outcome(design_matrix(np.repeat(probe_f, 2, axis=0), np.tile(fails, (2, 1)))).p_fail
     assert p[2] > 0.8 and max(p[0], p[1], p[3]) < 0.2  # model 0 fails only where f > 0.5
     low, high = [0, 0, 0, 1, 0, 0, 0, 0], [0, 3, 0, 1, 0, 0, 0, 0]
-    out = model.predict(np.repeat(probe_f, 2, axis=0), np.array([low, high, low, high]))
+    out = model.predict_outcome(design_matrix(np.repeat(probe_f, 2, axis=0), np.array([low, high, low, high])))
     assert out.score[1] > out.score[0] and out.score[3] < out.score[2]  # the interaction, both ways
     assert (out.reward_std > 0).all() and (out.epistemic_std > 0).all() and (out.reward_std >= out.epistemic_std).all()
 
@@ -72,10 +76,8 @@ def test_cross_validation_ranks_new_programs_and_scores_models_on_shared_folds()
     a = _synthetic(n_tasks=12, per_task=12)
 
     def outcome(train, test):
-        m = OutcomeModel(members=1, max_iter=60).fit(
-            train["features"], train["choices"], train["failed"], train["reward"], train["task_ids"]
-        )
-        return {"reward": m.predict(test["features"], test["choices"]).reward}
+        m = _fit(OutcomeModel(members=1, max_iter=60), train)
+        return {"reward": m.predict(design_matrix(test["features"], test["choices"]))}
 
     def constant(train, test):
         return np.zeros(len(test["reward"]))
@@ -113,19 +115,17 @@ def test_task_scaled_score_uses_each_tasks_own_level_and_scale():
             rows["failed"].append(False)
             rows["reward"].append(level[t] + spread[t] * (c[1] - 1.5) / 1.1 + rng.normal(0, 0.01))
     a = {k: np.array(v) for k, v in rows.items()}
-    model = OutcomeModel(members=1, max_iter=100).fit(
-        a["features"], a["choices"], a["failed"], a["reward"], a["task_ids"]
-    )
-    probe = np.array([[0, s, 0, 0, 0, 0, 0, 0] for s in range(N_OPTIONS[1])] * 2)
+    model = _fit(OutcomeModel(members=1, max_iter=100), a)
+    probe = design_matrix(np.ones((2 * N_OPTIONS[1], 1)), [[0, s, 0, 0, 0, 0, 0, 0] for s in range(N_OPTIONS[1])] * 2)
     ids = ["t0"] * N_OPTIONS[1] + ["t1"] * N_OPTIONS[1]
-    own = model.predict(np.ones((len(probe), 1)), probe, ids).score.reshape(2, -1)
+    own = model.predict_outcome(probe, ids).score.reshape(2, -1)
     for t in (0, 1):  # the task's mean, shrunk 3 executions' worth towards the mean of all tasks
         assert own[t].mean() == pytest.approx((20 * level[t] + 3 * level.mean()) / 23, abs=0.03)
         assert np.ptp(own[t]) == pytest.approx(2 * 1.5 / 1.1 * spread[t], rel=0.35)
         assert (np.diff(own[t]) > 0).all()
-    blind = model.predict(np.ones((len(probe), 1)), probe).score.reshape(2, -1)
+    blind = model.predict_outcome(probe).score.reshape(2, -1)
     assert blind[0] == pytest.approx(blind[1])  # the features cannot tell the tasks apart
     with pytest.raises(ValueError, match="task_ids"):
-        model.predict(np.ones((2, 1)), probe[:2], ["t0"])
+        model.predict_outcome(probe[:2], ["t0"])
     with pytest.raises(ValueError, match="score_model"):
-        OutcomeModel(score_model="nonsense")
+        _fit(OutcomeModel(score_model="nonsense"), a)

@@ -18,7 +18,7 @@ from scipy import stats
 from wmrl_autoresearch.program.corpus import load_corpus
 from wmrl_autoresearch.program.cross_validation import corpus_arrays, program_folds, within_task_spearman
 from wmrl_autoresearch.program.fitting import OUTCOME_SETTINGS, checked_training_rows, training_features
-from wmrl_autoresearch.program.outcome_model import OutcomeModel
+from wmrl_autoresearch.program.outcome_model import OutcomeModel, design_matrix
 from wmrl_autoresearch.tasks.families import WORLD_MODEL_FAMILIES
 
 
@@ -33,14 +33,14 @@ def main() -> None:
     family = {r["task_id"]: r["family"] for r in rows}
     in_w = np.array([family[t] in WORLD_MODEL_FAMILIES for t in a["task_ids"]]) ^ args.swap
 
+    x = design_matrix(a["features"], a["choices"])
+
     def fit(mask):
         model = OutcomeModel(**OUTCOME_SETTINGS, seed=args.seed)
-        return model.fit(
-            a["features"][mask], a["choices"][mask], a["failed"][mask], a["reward"][mask], a["task_ids"][mask]
-        )
+        return model.fit(x[mask], a["reward"][mask], failed=a["failed"][mask], task_ids=a["task_ids"][mask])
 
     def predict(model, mask):
-        return model.predict(a["features"][mask], a["choices"][mask], list(a["task_ids"][mask])).reward
+        return model.predict(x[mask], list(a["task_ids"][mask]))
 
     def report(name, mask, predicted):
         ids, real = a["task_ids"][mask], a["reward"][mask]

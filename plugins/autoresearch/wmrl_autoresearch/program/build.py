@@ -8,7 +8,7 @@ held-out task in it, fits the :class:`~.outcome_model.OutcomeModel` and, with ``
 ``DIR/outcome_model.pkl`` (a checkpoint for ``world_model.kwargs.checkpoint``; the default
 model needs none: it is fitted on the shipped corpus at first use and cached). With
 ``--report`` it also cross-validates, on the same folds grouped by program
-(:mod:`~.cross_validation`), the outcome model and the earlier ridge model, and writes
+(:mod:`~.cross_validation`), the outcome model and the ridge baseline, and writes
 ``world_model_cv.json``, ``world_model_calibration.png`` (reliability of P(failure), predicted
 against real reward, coverage of the predicted spread) and ``world_model_cv.md`` there.
 """
@@ -36,7 +36,7 @@ from wmrl_autoresearch.program.world_model import fit_reward_model
 __all__ = ["HIDDEN", "RIDGE", "fit_from_corpus", "cross_validation_report", "main"]
 
 HIDDEN, RIDGE = 0, 30.0
-"""The earlier ridge model's settings (chosen by leave-one-task-out cross-validation on the
+"""The ridge baseline's settings (chosen by leave-one-task-out cross-validation on the
 built-in training suite)."""
 
 
@@ -48,7 +48,7 @@ def _arrays(rows: Sequence[dict], tasks_by_id: dict) -> tuple[np.ndarray, np.nda
 
 
 def fit_from_corpus(rows: Sequence[dict], tasks_by_id: dict, seed: int = 0, hidden: int = HIDDEN):
-    """The earlier ridge model (:class:`~.world_model.RewardModel`) fitted on ``rows``."""
+    """The ridge baseline (:class:`~.world_model.RewardModel`) fitted on ``rows``."""
     features, one_hot, rewards = _arrays(rows, tasks_by_id)
     return fit_reward_model(features, one_hot, rewards, hidden=hidden, ridge=RIDGE, seed=seed)
 
@@ -64,13 +64,14 @@ def _ridge_fit_predict(train: dict, test: dict) -> np.ndarray:
 def cross_validation_report(rows: Sequence[dict], features: dict, folds: int = 5, seed: int = 0, **settings) -> dict:
     """Out-of-fold predictions of the outcome model and the ridge model on shared program folds."""
     from wmrl_autoresearch.program.cross_validation import corpus_arrays, cross_validate
-    from wmrl_autoresearch.program.outcome_model import OutcomeModel
+    from wmrl_autoresearch.program.outcome_model import OutcomeModel, design_matrix
 
     def outcome(**override):
         def fit_predict(train: dict, test: dict) -> dict[str, np.ndarray]:
             model = OutcomeModel(**{**OUTCOME_SETTINGS, **settings, **override}, seed=seed)
-            model.fit(train["features"], train["choices"], train["failed"], train["reward"], train["task_ids"])
-            pred = model.predict(test["features"], test["choices"], test["task_ids"])
+            x = design_matrix(train["features"], train["choices"])
+            model.fit(x, train["reward"], failed=train["failed"], task_ids=train["task_ids"])
+            pred = model.predict_outcome(design_matrix(test["features"], test["choices"]), test["task_ids"])
             return {"reward": pred.reward, "p_fail": pred.p_fail, "reward_std": pred.reward_std}
 
         return fit_predict
@@ -78,7 +79,7 @@ def cross_validation_report(rows: Sequence[dict], features: dict, folds: int = 5
     a = corpus_arrays(rows, features)
     models = {
         "outcome_model": outcome(),
-        # the earlier recipe (level plus effect on centred scores), on the same folds
+        # level plus effect on centred scores: what scaling by the task's spread adds, on the same folds
         "outcome_model_task_level": outcome(score_model="task_level"),
         "ridge": _ridge_fit_predict,
     }

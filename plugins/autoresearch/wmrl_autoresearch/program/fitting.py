@@ -58,9 +58,10 @@ def fit_outcome_model(corpus: str | None = None, seed: int = 0, **settings: Any)
     """The :class:`~.outcome_model.OutcomeModel` fitted on a corpus (default: the shipped one)."""
     from wmrl_autoresearch.program.corpus import load_corpus
     from wmrl_autoresearch.program.cross_validation import corpus_arrays
-    from wmrl_autoresearch.program.outcome_model import OutcomeModel
+    from wmrl_autoresearch.program.outcome_model import OutcomeModel, design_matrix
 
     features = training_features()
     a = corpus_arrays(checked_training_rows(load_corpus(corpus), features), features)
     model = OutcomeModel(**{**OUTCOME_SETTINGS, **settings}, seed=seed)
-    return model.fit(a["features"], a["choices"], a["failed"], a["reward"], a["task_ids"])
+    x = design_matrix(a["features"], a["choices"])
+    return model.fit(x, a["reward"], failed=a["failed"], task_ids=a["task_ids"])

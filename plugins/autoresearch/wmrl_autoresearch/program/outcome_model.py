@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
 
 __all__ = [
     "OutcomeModel",
@@ -44,12 +45,14 @@ __all__ = [
     "design_matrix",
     "shrunk_task_statistic",
     "SCORE_MODELS",
+    "FAILURE_REWARD",
 ]
 
 FAILURE_REWARD = -1.0
 SCORE_MODELS = ("task_scaled", "task_level", "pooled")
 """How the success score is fitted: level and scale times a within-task effect (default), a level
-plus a within-task effect on centred scores (the earlier model), or one regression."""
+plus a within-task effect on centred scores (kept as a baseline: its cross-validated within-task
+Spearman is lower, ``build.py --report``), or one regression."""
 
 
 def shrunk_task_statistic(empirical: np.ndarray, count: np.ndarray, prior: np.ndarray, strength: float) -> np.ndarray:
@@ -100,23 +103,34 @@ class OutcomePrediction:
     epistemic_std: np.ndarray
 
 
-class OutcomeModel:
-    """Failure classifier + success-score regressor, an ensemble of ``members`` over task bootstraps.
+class OutcomeModel(RegressorMixin, BaseEstimator):
+    r"""Failure classifier + success-score regressor, an ensemble of ``members`` over task bootstraps
+    (a scikit-learn regressor: ``get_params``/``set_params``/``clone`` work, ``predict`` gives the
+    expected reward and ``score`` its :math:`R^2`).
+
+    ``X`` is the :func:`design_matrix` of the executions: the task's meta-features, then one column
+    per decision of the program grammar (``N_DECISIONS``, the choice index; a categorical feature
+    of the trees).
 
     :param members: ensemble size (``1``: no bootstrap, no epistemic spread).
-    :param max_iter, learning_rate, max_leaf_nodes, min_samples_leaf, l2: of every
+    :param max_iter, learning_rate, max_leaf_nodes, min_samples_leaf: of every
         :class:`~sklearn.ensemble.HistGradientBoostingClassifier`/``Regressor``.
+    :param l2: their ``l2_regularization``.
     :param seed: of the bootstraps and the trees.
     :param threads: OpenMP threads of the trees (fit and predict).
     :param score_model: one of :data:`SCORE_MODELS`: ``"task_scaled"`` (:class:`_TaskScaledEffect`),
-        ``"task_level"`` (:class:`_LevelPlusDelta`, the earlier model) or ``"pooled"`` (one regression).
+        ``"task_level"`` (:class:`_LevelPlusDelta`) or ``"pooled"`` (one regression).
     :param task_prior_strength: ``k`` of :func:`shrunk_task_statistic`, in executions (``task_scaled``).
+
+    Fitted attributes: ``classifiers_`` and ``regressors_`` (one per member), ``score_std_`` (the
+    residual standard deviation of successful scores, :math:`\sigma_s`), ``n_task_features_``
+    and ``n_features_in_`` (the columns of ``X``).
     """
 
     def __init__(
         self,
-        members: int = 5,
         *,
+        members: int = 5,
         max_iter: int = 200,
         learning_rate: float = 0.05,
         max_leaf_nodes: int = 31,
@@ -127,116 +141,143 @@ class OutcomeModel:
         score_model: str = "task_scaled",
         task_prior_strength: float = 3.0,
     ):
-        if members < 1:
-            raise ValueError(f"members must be >= 1, got {members}")
-        if score_model not in SCORE_MODELS:
-            raise ValueError(f"unknown score_model {score_model!r}; known: {list(SCORE_MODELS)}")
-        if not task_prior_strength >= 0:
-            raise ValueError(f"task_prior_strength must be >= 0 (executions), got {task_prior_strength}")
-        self.members = int(members)
-        self.tree_kwargs = dict(
-            max_iter=max_iter,
-            learning_rate=learning_rate,
-            max_leaf_nodes=max_leaf_nodes,
-            min_samples_leaf=min_samples_leaf,
-            l2_regularization=l2,
-        )
-        self.seed = int(seed)
-        self.threads = int(threads)
+        self.members = members
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
+        self.l2 = l2
+        self.seed = seed
+        self.threads = threads
         self.score_model = score_model
-        self.task_prior_strength = float(task_prior_strength)
-        self.classifiers: list = []
-        self.regressors: list = []
-        self.score_std = 0.0
-        self.n_features = 0
+        self.task_prior_strength = task_prior_strength
 
-    def _categorical(self, n_columns: int) -> np.ndarray:
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A file pickled with the settings in one ``tree_kwargs`` dict and the fitted state under
+        # names without the trailing underscore loads into this layout, so saved models keep working.
+        if "tree_kwargs" in state:
+            state = _suffixed_state(state)
+        super().__setstate__(state)
+
+    def _check_params(self) -> None:
+        if not int(self.members) >= 1:
+            raise ValueError(f"members must be >= 1, got {self.members}")
+        if self.score_model not in SCORE_MODELS:
+            raise ValueError(f"unknown score_model {self.score_model!r}; known: {list(SCORE_MODELS)}")
+        if not float(self.task_prior_strength) >= 0:
+            raise ValueError(f"task_prior_strength must be >= 0 (executions), got {self.task_prior_strength}")
+
+    def _tree_kwargs(self) -> dict[str, Any]:
+        return dict(
+            max_iter=int(self.max_iter),
+            learning_rate=float(self.learning_rate),
+            max_leaf_nodes=int(self.max_leaf_nodes),
+            min_samples_leaf=int(self.min_samples_leaf),
+            l2_regularization=float(self.l2),
+        )
+
+    def _design(self, X: Any, *, fitting: bool) -> np.ndarray:
         from wmrl_autoresearch.program.grammar import N_DECISIONS
 
-        mask = np.zeros(n_columns, dtype=bool)
-        mask[n_columns - N_DECISIONS :] = True
-        return mask
+        x = np.asarray(X, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] < N_DECISIONS:
+            raise ValueError(
+                f"X must be 2-d with the task features then the {N_DECISIONS} decision columns "
+                f"(design_matrix(task_features, choices)), got shape {x.shape}"
+            )
+        if not fitting and x.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {x.shape[1]} columns; this OutcomeModel was fitted on {self.n_features_in_}")
+        return x
 
-    def fit(self, *args, **kwargs) -> OutcomeModel:
-        """Fit on executions (see :meth:`_fit`), one OpenMP thread per tree ensemble: on a shared
-        machine, spinning threads made a fit ten times slower, and the data is small."""
+    def fit(self, X: Any, y: Any, *, failed: Any, task_ids: Sequence[str]) -> OutcomeModel:
+        """Fit on executions, one OpenMP thread per tree ensemble by default (``threads``): on a
+        shared machine, spinning threads made a fit ten times slower, and the data is small.
+
+        :param X: (n, task features + ``N_DECISIONS``), :func:`design_matrix` of the executions.
+        :param y: (n,) reward of each execution: its normalized score where it succeeded (where
+            ``failed`` the value is not used; a failure's reward is :data:`FAILURE_REWARD`).
+        :param failed: (n,) bool, the execution failed (timeout, crash, bad predictions).
+        :param task_ids: (n,) the task of each execution: the bootstrap resamples tasks, and a
+            task's own level and scale are kept for :meth:`predict_outcome`.
+        """
         from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(self.threads):
-            return self._fit(*args, **kwargs)
+        self._check_params()
+        with threadpool_limits(int(self.threads)):
+            return self._fit(self._design(X, fitting=True), y, failed, task_ids)
 
-    def _fit(
-        self,
-        task_features: np.ndarray,
-        choices: np.ndarray,
-        failed: np.ndarray,
-        score: np.ndarray,
-        task_ids: Sequence[str],
-    ) -> OutcomeModel:
-        """Fit on executions: ``failed`` (bool) and ``score`` (normalized; ignored where failed)."""
+    def _fit(self, x: np.ndarray, y: Any, failed: Any, task_ids: Sequence[str]) -> OutcomeModel:
         from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
-        x = design_matrix(task_features, choices)
+        from wmrl_autoresearch.program.grammar import N_DECISIONS
+
         failed = np.asarray(failed, dtype=bool)
-        score = np.asarray(score, dtype=np.float64)
+        score = np.asarray(y, dtype=np.float64)
         ids = np.asarray(task_ids)
         if not (len(x) == len(failed) == len(score) == len(ids)) or len(x) < 10:
             raise ValueError(f"need >= 10 aligned executions, got {len(x)}, {len(failed)}, {len(score)}, {len(ids)}")
-        self.n_features = np.asarray(task_features).shape[1]
-        cat = self._categorical(x.shape[1])
+        members, seed = int(self.members), int(self.seed)
+        n_task = x.shape[1] - N_DECISIONS
+        cat = np.arange(x.shape[1]) >= n_task
+        tree_kwargs = self._tree_kwargs()
         unique = np.unique(ids)
-        rng = np.random.default_rng(self.seed)
-        self.classifiers, self.regressors, residuals = [], [], []
-        for m in range(self.members):
-            if self.members == 1:
+        rng = np.random.default_rng(seed)
+        classifiers: list[Any] = []
+        regressors: list[Any] = []
+        residuals = []
+        for m in range(members):
+            if members == 1:
                 rows = np.arange(len(x))
             else:  # bootstrap the tasks: every execution of a drawn task comes along, once per draw
                 drawn = rng.choice(unique, size=len(unique), replace=True)
                 by_task = {t: np.flatnonzero(ids == t) for t in np.unique(drawn)}
                 rows = np.concatenate([by_task[t] for t in drawn])
-            kw = dict(self.tree_kwargs, categorical_features=cat, random_state=self.seed + m)
+            kw = dict(tree_kwargs, categorical_features=cat, random_state=seed + m)
             if failed[rows].all() or not failed[rows].any():
-                clf = _Constant(float(failed[rows].mean()))
+                clf: Any = _Constant(float(failed[rows].mean()))
             else:
                 clf = HistGradientBoostingClassifier(**kw).fit(x[rows], failed[rows])
             ok = rows[~failed[rows]]
+            reg: Any
             if self.score_model == "task_scaled":
-                reg = _TaskScaledEffect(kw, self.n_features, self.task_prior_strength).fit(x[ok], score[ok], ids[ok])
+                reg = _TaskScaledEffect(kw, n_task, float(self.task_prior_strength)).fit(x[ok], score[ok], ids[ok])
             elif self.score_model == "task_level":
-                reg = _LevelPlusDelta(kw, self.n_features).fit(x[ok], score[ok], ids[ok])
+                reg = _LevelPlusDelta(kw, n_task).fit(x[ok], score[ok], ids[ok])
             else:
                 reg = _Pooled(HistGradientBoostingRegressor(**kw).fit(x[ok], score[ok]))
             residuals.append(score[ok] - reg.predict(x[ok], ids[ok]))
-            self.classifiers.append(clf)
-            self.regressors.append(reg)
-        self.score_std = float(np.std(np.concatenate(residuals))) if residuals else 0.0
+            classifiers.append(clf)
+            regressors.append(reg)
+        self.classifiers_, self.regressors_ = classifiers, regressors
+        self.score_std_ = float(np.std(np.concatenate(residuals))) if residuals else 0.0
+        self.n_task_features_, self.n_features_in_ = n_task, x.shape[1]
         return self
 
-    def predict(
-        self, task_features: np.ndarray, choices: np.ndarray, task_ids: Sequence[str] | None = None
-    ) -> OutcomePrediction:
-        """Predictions for (task, program) pairs; ``task_ids`` lets a task seen in the corpus use
-        its own level and scale (without them every task gets the meta-feature model's)."""
+    def predict(self, X: Any, task_ids: Sequence[str] | None = None) -> np.ndarray:
+        r"""The expected reward :math:`E[r] = -p + (1-p)\mu_s` of each row (see :meth:`predict_outcome`)."""
+        return self.predict_outcome(X, task_ids).reward
+
+    def predict_outcome(self, X: Any, task_ids: Sequence[str] | None = None) -> OutcomePrediction:
+        """Predictions for (task, program) rows of ``X`` (:func:`design_matrix`); ``task_ids`` lets a
+        task seen in the fit use its own level and scale (without them every task gets the
+        meta-feature model's)."""
+        from sklearn.utils.validation import check_is_fitted
         from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(self.threads):
-            return self._predict(task_features, choices, task_ids)
+        check_is_fitted(self)
+        with threadpool_limits(int(self.threads)):
+            return self._predict(self._design(X, fitting=False), task_ids)
 
-    def _predict(
-        self, task_features: np.ndarray, choices: np.ndarray, task_ids: Sequence[str] | None
-    ) -> OutcomePrediction:
-        if not self.classifiers:
-            raise RuntimeError("OutcomeModel.predict before fit")
-        x = design_matrix(task_features, choices)
+    def _predict(self, x: np.ndarray, task_ids: Sequence[str] | None) -> OutcomePrediction:
         ids = np.asarray(task_ids) if task_ids is not None else None
         if ids is not None and len(ids) != len(x):
             raise ValueError(f"task_ids has {len(ids)} entries for {len(x)} predictions")
-        p = np.stack([c.predict_proba(x)[:, 1] for c in self.classifiers])
-        s = np.clip(np.stack([r.predict(x, ids) for r in self.regressors]), -1.0, 1.0)
+        p = np.stack([c.predict_proba(x)[:, 1] for c in self.classifiers_])
+        s = np.clip(np.stack([r.predict(x, ids) for r in self.regressors_]), -1.0, 1.0)
         member_reward, _ = reward_moments(p, s, np.zeros_like(s))
         p_mean, s_mean = p.mean(0), s.mean(0)
-        mean, aleatoric = reward_moments(p_mean, s_mean, np.full_like(s_mean, self.score_std))
-        epistemic = member_reward.std(0) if self.members > 1 else np.zeros_like(mean)
+        mean, aleatoric = reward_moments(p_mean, s_mean, np.full_like(s_mean, self.score_std_))
+        epistemic = member_reward.std(0) if len(self.classifiers_) > 1 else np.zeros_like(mean)
         return OutcomePrediction(
             p_fail=p_mean,
             score=s_mean,
@@ -244,6 +285,29 @@ class OutcomeModel:
             reward_std=np.sqrt(aleatoric**2 + epistemic**2),
             epistemic_std=epistemic,
         )
+
+
+def _suffixed_state(state: dict[str, Any]) -> dict[str, Any]:
+    """An :class:`OutcomeModel` pickle's ``__dict__`` with the tree settings in ``tree_kwargs`` and
+    the fitted state in ``classifiers``, ``regressors``, ``score_std``, ``n_features``, rewritten
+    as this class's parameters and fitted attributes."""
+    from wmrl_autoresearch.program.grammar import N_DECISIONS
+
+    state = dict(state)
+    trees = state.pop("tree_kwargs")
+    state.update({k: trees[k] for k in ("max_iter", "learning_rate", "max_leaf_nodes", "min_samples_leaf")})
+    state["l2"] = trees["l2_regularization"]
+    classifiers, regressors = state.pop("classifiers", []), state.pop("regressors", [])
+    score_std, n_task = state.pop("score_std", 0.0), state.pop("n_features", 0)
+    if classifiers:  # fitted: an unfitted model gets no fitted attributes
+        state.update(
+            classifiers_=classifiers,
+            regressors_=regressors,
+            score_std_=score_std,
+            n_task_features_=n_task,
+            n_features_in_=n_task + N_DECISIONS,
+        )
+    return state
 
 
 class _Pooled:

@@ -17,5 +17,7 @@ def wmrl_register_world_models(table):
     table.add(
         "program-world-model",
         "wmrl_autoresearch.program.world_model:LearnedWorldModel",
-        description="ridge model on task meta-features + program decisions, fitted on the training suite's executions",
+        description="gradient-boosted outcome model: P(failure) and score given success from task meta-features + "
+        "program decisions, with a spread per prediction; fitted on the training tasks' executions "
+        "(checkpoint=*.pt: the ridge baseline)",
     )

@@ -9,7 +9,8 @@ shipped execution corpus of the **training tasks only** (``data/corpus.jsonl.gz`
 at first use, in seconds, and cached on disk (:func:`shipped_outcome_model`; a fitted ensemble
 is megabytes, the corpus kilobytes). A ``.pkl`` checkpoint (``python -m
 wmrl_autoresearch.program.build --out DIR``) is loaded instead; a ``.pt`` checkpoint selects the
-earlier ridge model (:class:`RewardModel`, ``hidden=0``, ``data/world_model.pt``):
+ridge baseline (:class:`RewardModel`, ``hidden=0``, ``data/world_model.pt``; main effects of each
+decision only, so it ranks a task's new programs worse: ``build.py --report`` scores both):
 
 .. math:: \hat r = \operatorname{clip}(w^\top [\,(x-\mu_x)/\sigma_x,\ \operatorname{onehot}(d)\,] + b, -1, 1)
 
@@ -37,6 +38,7 @@ from torch import nn
 
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 from wmrl_autoresearch.program.grammar import ONE_HOT_SIZE, Program, programs_of
+from wmrl_autoresearch.program.outcome_model import design_matrix
 from wmrl_core.contracts import is_rewarded
 from wmrl_core.types import CostModel, Outcome, Task
 
@@ -56,6 +58,7 @@ __all__ = [
 SHIPPED_CHECKPOINT = "outcome_model.pkl"
 """File name of a fitted outcome model written by ``build.py``."""
 LEGACY_RIDGE_CHECKPOINT = "world_model.pt"
+"""File name of the shipped ridge baseline (a torch state dict of :class:`RewardModel`)."""
 
 
 class RewardModel(nn.Module):
@@ -202,7 +205,7 @@ class TaskCorrections:
 
 
 def save_outcome_model(model: Any, path: str | Path, info: dict[str, Any]) -> None:
-    """Pickle an :class:`~.outcome_model.OutcomeModel` with the scikit-learn version that made it."""
+    """Pickle a fitted :class:`~.outcome_model.OutcomeModel` with the scikit-learn version that made it."""
     import pickle
 
     import sklearn
@@ -223,8 +226,13 @@ def load_outcome_model(path: str | Path) -> tuple[Any, dict[str, Any]]:
     with open(path, "rb") as f, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # InconsistentVersionWarning: handled below
         state = pickle.load(f)
+    if not isinstance(state, dict) or "model" not in state:
+        raise ValueError(
+            f"{path} is not a file written by save_outcome_model (found {type(state).__name__}); "
+            "write one with `python -m wmrl_autoresearch.program.build --out DIR`"
+        )
     if state.get("sklearn") == sklearn.__version__:
-        return state["model"], state.get("info", {})
+        return _fitted_outcome_model(state["model"], path), state.get("info", {})
     from wmrl_autoresearch.program.fitting import fit_outcome_model
 
     info = state.get("info", {})
@@ -234,6 +242,26 @@ def load_outcome_model(path: str | Path) -> tuple[Any, dict[str, Any]]:
         stacklevel=2,
     )
     return fit_outcome_model(**info.get("fit", {})), info
+
+
+def _fitted_outcome_model(model: Any, path: str | Path) -> Any:
+    """``model`` if it is a fitted :class:`~.outcome_model.OutcomeModel`, else a ``ValueError`` saying how to
+    rebuild the file."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    from wmrl_autoresearch.program.outcome_model import OutcomeModel
+
+    try:
+        if not isinstance(model, OutcomeModel):
+            raise NotFittedError(f"it holds a {type(model).__name__}, not an OutcomeModel")
+        check_is_fitted(model, "classifiers_")
+    except NotFittedError as exc:
+        raise ValueError(
+            f"{path} holds no fitted outcome model ({exc}); rebuild it with "
+            "`python -m wmrl_autoresearch.program.build --out DIR`"
+        ) from None
+    return model
 
 
 def _cache_dir() -> Path:
@@ -278,13 +306,13 @@ class LearnedWorldModel:
     :param env: the AutoResearch environment (unused; factory contract).
     :param checkpoint: ``None`` (default): the outcome model fitted on the shipped corpus
         (:func:`shipped_outcome_model`); a ``.pkl`` written by ``build.py --out``; or a ``.pt``
-        ridge checkpoint (``data/world_model.pt``, the earlier model).
+        checkpoint of the ridge baseline (``data/world_model.pt``, :class:`RewardModel`).
     :param cost_per_call_s: declared cost of one batched call (``None``: wall time is charged).
     :param learn_from_anchors: learn per-task corrections from the run's anchor executions
         (:class:`TaskCorrections`). Off by default: replayed on the shipped corpus
-        (``benchmarks/wm_online_update.py``, a prior that never saw the task) it lowered the
-        within-task Spearman on a task's unseen programs at every shrinkage tried (8, 32; 2-128 with
-        the earlier ridge model), with at most 8 programs per task to learn from;
+        (``wmrl_autoresearch/experiments/wm_online_update.py``, a prior that never saw the task) it
+        lowered the within-task Spearman on a task's unseen programs at every shrinkage tried (8, 32;
+        2-128 with the ridge baseline as the prior), with at most 8 programs per task to learn from;
         ``world_model.kwargs.learn_from_anchors=true`` turns it on.
     :param shrinkage: :math:`\lambda` of :class:`TaskCorrections`, in executions' worth of prior.
     :param failure_reward: the reward a failed execution teaches (the ``autoresearch-score`` penalty).
@@ -309,7 +337,7 @@ class LearnedWorldModel:
             )
         if path is None:
             self.model, self.info = shipped_outcome_model()
-        elif str(path).endswith(".pt"):  # the earlier ridge model
+        elif str(path).endswith(".pt"):  # the ridge baseline (a torch state dict)
             state = torch.load(str(path), weights_only=False)
             self.model = RewardModel(state["n_features"], state["hidden"])
             self.model.load_state_dict(state["model"])
@@ -330,7 +358,8 @@ class LearnedWorldModel:
                 one_hot = torch.as_tensor(np.stack([p.one_hot() for p in programs]))
                 pred = self.model(torch.as_tensor(features), one_hot).clamp(-1.0, 1.0).numpy()
             return pred.astype(np.float64), {}
-        out = self.model.predict(features, np.array([p.choices for p in programs]), [t.id for t in tasks])
+        x = design_matrix(features, np.array([p.choices for p in programs]))
+        out = self.model.predict_outcome(x, [t.id for t in tasks])
         extra = {"p_fail": out.p_fail, "predicted_score": out.score, "reward_std": out.reward_std}
         return np.clip(out.reward, -1.0, 1.0), extra
 
