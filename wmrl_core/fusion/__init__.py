@@ -19,6 +19,7 @@ from wmrl_core.fusion.base import (
     multi_term_loss,
 )
 from wmrl_core.fusion.engine import FusedStep, FusionSettings, fuse_step, fused_loss
+from wmrl_core.fusion.gradients import PolicyGradients
 from wmrl_core.fusion.inverse_variance import (
     FusionWeights,
     InverseVarianceFuser,
@@ -28,7 +29,6 @@ from wmrl_core.fusion.inverse_variance import (
 )
 from wmrl_core.fusion.methods import FUSION_METHODS, FusionMethod, build_fuser, describe_methods
 from wmrl_core.fusion.pooled import PooledFuser, pooled_weights
-from wmrl_core.fusion.gradients import PolicyGradients
 from wmrl_core.fusion.rectified import RectifiedFuser
 from wmrl_core.fusion.shrinkage import ShrinkageFuser
 

@@ -1,5 +1,5 @@
 """The table of fusion methods: config validation, the CLI (``wmrl train --help``) and the
-docs (README, checked by ``tests/test_fusion_interface.py``) all read :data:`FUSION_METHODS`.
+docs (docs/method.md, checked by ``tests/test_fusion_interface.py``) all read :data:`FUSION_METHODS`.
 
 A new method is one module in ``wmrl_core/fusion/`` with a class that follows
 :class:`~wmrl_core.fusion.base.Fuser`, and one entry here.

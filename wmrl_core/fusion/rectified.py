@@ -447,11 +447,12 @@ class RectifiedFuser:
         lam_hat, _ = self.slope("solution")
         return bool(lam_hat > float(normal.ppf(self.level)) * np.sqrt(self.null_variance()))
 
-    def lam(self) -> float:
-        """0 unless :meth:`informative`; then :func:`shrunk_lambda` of the slope by its sandwich variance."""
+    def lam(self, moments: str | None = None) -> float:
+        """0 unless :meth:`informative`; then :func:`shrunk_lambda` of the slope (from ``moments``,
+        the fuser's own by default) by its sandwich variance."""
         if not self.informative():
             return 0.0
-        return shrunk_lambda(*self.slope())
+        return shrunk_lambda(*self.slope(moments))
 
     def effective_samples(self, n_real: int, anchor_share: float) -> float:
         m_rr, m_rc, m_cc, n = self.moments()

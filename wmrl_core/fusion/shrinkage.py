@@ -85,6 +85,7 @@ __all__ = [
     "shrinkage_alpha",
     "shrinkage_mse",
     "window_moments",
+    "squared_mean_norm",
     "ShrinkageFuser",
 ]
 
@@ -129,6 +130,17 @@ class WindowMoments:
         self.s_rr, self.s_rc, self.s_cc, self.bias2, self.groups = s_rr, s_rc, s_cc, bias2, groups
 
 
+def squared_mean_norm(vectors: np.ndarray) -> float:
+    r""":math:`\frac{\lVert\sum_g d_g\rVert^2 - \sum_g\lVert d_g\rVert^2}{m(m-1)} = \frac{1}{m(m-1)}\sum_{g\ne h}\langle d_g, d_h\rangle`:
+    unbiased for :math:`\lVert E d\rVert^2` over :math:`m \ge 2` independent rows (may be negative)."""
+    d = np.asarray(vectors, dtype=np.float64)
+    m = d.shape[0]
+    if d.ndim != 2 or m < 2:
+        raise ValueError(f"need a (groups >= 2, dim) array, got shape {d.shape}")
+    total = d.sum(axis=0)
+    return float((total @ total - np.einsum("gd,gd->", d, d)) / (m * (m - 1)))
+
+
 def window_moments(real_gradients: np.ndarray, calibrated_gradients: np.ndarray) -> WindowMoments:
     r""":math:`\hat s_{XY} = \frac{1}{m-1}\sum_g\langle x_g-\bar x, y_g-\bar y\rangle` for the (m, d) rows of
     real- and calibrated-advantage gradients, and
@@ -141,13 +153,11 @@ def window_moments(real_gradients: np.ndarray, calibrated_gradients: np.ndarray)
     if m < 2:
         raise ValueError(f"window moments need at least 2 groups, got {m}")
     d_r, d_c = h_r - h_r.mean(axis=0), h_c - h_c.mean(axis=0)
-    diff = h_c - h_r
-    pair_sum = float(diff.sum(axis=0) @ diff.sum(axis=0) - np.einsum("gd,gd->", diff, diff))
     return WindowMoments(
         s_rr=float(np.einsum("gd,gd->", d_r, d_r) / (m - 1)),
         s_rc=float(np.einsum("gd,gd->", d_r, d_c) / (m - 1)),
         s_cc=float(np.einsum("gd,gd->", d_c, d_c) / (m - 1)),
-        bias2=max(0.0, pair_sum / (m * (m - 1))),
+        bias2=max(0.0, squared_mean_norm(h_c - h_r)),
         groups=m,
     )
 
@@ -164,7 +174,9 @@ class ShrinkageFuser:
 
     needs_group_gradients = True
 
-    def __init__(self, *, rectified: RectifiedFuser, toward: str = "inverse_variance", window: int = 20, min_pairs: int = 4):
+    def __init__(
+        self, *, rectified: RectifiedFuser, toward: str = "inverse_variance", window: int = 20, min_pairs: int = 4
+    ):
         if toward not in SHRINKAGE_TARGETS:
             raise ValueError(f"toward={toward!r} is unknown; use one of {', '.join(SHRINKAGE_TARGETS)}")
         if window < 3:
@@ -192,7 +204,9 @@ class ShrinkageFuser:
         t, target_terms, target_w = self._target(step)
         alpha, moments = 0.0, None
         if k and len(self._gradients) >= 3 and self.rectified.informative():
-            moments = window_moments(np.stack([g[0] for g in self._gradients]), np.stack([g[1] for g in self._gradients]))
+            moments = window_moments(
+                np.stack([g[0] for g in self._gradients]), np.stack([g[1] for g in self._gradients])
+            )
             alpha = shrinkage_alpha(p, t, moments, k, u)
         terms = tuple(LossTerm((1.0 - alpha) * x.coef, x.advantages, x.rows) for x in base.terms)
         if alpha > 0:
@@ -210,7 +224,9 @@ class ShrinkageFuser:
             lam=lam,
             extra={
                 "fusion/alpha": alpha,
-                "fusion/bias2_over_s_rr": (moments.bias2 / moments.s_rr) if moments and moments.s_rr > 0 else float("nan"),
+                "fusion/bias2_over_s_rr": (moments.bias2 / moments.s_rr)
+                if moments and moments.s_rr > 0
+                else float("nan"),
             },
         )
 

@@ -17,6 +17,10 @@ group executed, estimated from all simulated groups):
 * ``rectified``: :math:`\bar h^R_{\mathcal A} + \lambda(\bar h^C_{\text{all}} - \bar h^C_{\mathcal A})` at
   the given :math:`\lambda` and at :math:`\lambda^* = -E[(\bar h^R_{\mathcal A}-g^*)\cdot d]/E\|d\|^2`,
   :math:`d = \bar h^C_{\text{all}} - \bar h^C_{\mathcal A}` (the trace-optimal :math:`\lambda`, from the simulation).
+* ``shrinkage toward inverse variance / calibrated``: the rectified update at :math:`\lambda^*`
+  moved toward :math:`\hat g_T` (the inverse-variance update, or :math:`\bar h^C_{\text{all}}`) by
+  :math:`\alpha`: the run's own and the trace-optimal :math:`\alpha^*` (:func:`optimal_step`), the
+  best of the family.
 * ``rectified, oracle world model``: :math:`\bar h^R_{\mathcal A} + \bar m_{\text{all}} - \bar m_{\mathcal A}`
   with :math:`m_g = E[h^R_g \mid \text{task}, y_{g,1..G}]`, the real gradient averaged over
   ``oracle_draws`` fresh executions of the same solutions: the best correction any world model
@@ -46,7 +50,15 @@ from wmrl_core.metrics import read_metrics
 from wmrl_core.synthetic.bandit import SyntheticBanditEnvironment
 from wmrl_core.synthetic.world_model import SyntheticWorldModel
 
-__all__ = ["group_gradients", "relative_errors", "fusion_gradient_errors", "snapshot_report"]
+__all__ = [
+    "group_gradients",
+    "simulate_group_gradients",
+    "lambda_estimates",
+    "optimal_step",
+    "relative_errors",
+    "fusion_gradient_errors",
+    "snapshot_report",
+]
 
 
 def group_gradients(
@@ -56,6 +68,15 @@ def group_gradients(
     ``(..., B, G)``, tasks ``(..., B)``; returns ``(..., B, num_tasks, num_arms)``."""
     per_arm = np.einsum("...g,...gk->...k", advantages, np.eye(num_arms)[arms]) / arms.shape[-1]
     return per_arm[..., None, :] * np.eye(num_tasks)[tasks][..., None]
+
+
+def optimal_step(error: np.ndarray, direction: np.ndarray) -> float:
+    r""":math:`c^* = -E\langle e, d\rangle / E\lVert d\rVert^2` over the first axis: the trace-optimal
+    multiple of ``direction`` to add to an estimate whose error is ``error`` (rectified's
+    :math:`\lambda^*` with :math:`d = \bar h^C_{\text{all}} - \bar h^C_{\mathcal A}`, shrinkage's
+    :math:`\alpha^*` with :math:`d` the target minus the rectified update)."""
+    axes = tuple(range(1, error.ndim))
+    return -float(np.mean(np.sum(error * direction, axis=axes)) / np.mean(np.sum(direction**2, axis=axes)))
 
 
 def relative_errors(estimates: np.ndarray, target: np.ndarray) -> tuple[float, float]:
@@ -72,6 +93,30 @@ def _z(rewards: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     return centred / (centred.std(-1, keepdims=True) + eps)  # grpo.group_advantages, vectorised
 
 
+def simulate_group_gradients(
+    env: SyntheticBanditEnvironment,
+    world_model: SyntheticWorldModel,
+    probs: np.ndarray,
+    calibrator: IsotonicDebiaser,
+    replications: int,
+    batch_tasks: int,
+    group_size: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``replications`` batches of ``batch_tasks`` groups drawn from policy ``probs``: their tasks
+    (S, B), arms (S, B, G) and exact real- and calibrated-advantage group gradients (S, B, T, K)."""
+    T, K = probs.shape
+    S, B, G = replications, batch_tasks, group_size
+    tasks = rng.integers(0, T, size=(S, B))
+    arms = (rng.random((S, B, G, 1)) > np.cumsum(probs[tasks], -1)[:, :, None, :]).sum(-1).clip(max=K - 1)
+    task_list = env.tasks()
+    flat_tasks = [task_list[t] for t in np.repeat(tasks.ravel(), G)]
+    real = np.array([o.score for o in env.execute(flat_tasks, arms.ravel().tolist())]).reshape(S, B, G)
+    predicted = np.array(world_model.predict(flat_tasks, arms.ravel().tolist()))
+    calibrated = (calibrator.transform(predicted) if calibrator.n_pairs_ else predicted).reshape(S, B, G)
+    return tasks, arms, group_gradients(_z(real), arms, tasks, T, K), group_gradients(_z(calibrated), arms, tasks, T, K)
+
+
 def fusion_gradient_errors(
     env: SyntheticBanditEnvironment,
     world_model: SyntheticWorldModel,
@@ -86,34 +131,35 @@ def fusion_gradient_errors(
     replications: int = 4000,
     seed: int = 0,
     oracle_draws: int = 0,
+    alphas: tuple[float, ...] = (),
 ) -> dict[str, tuple[float, float]]:
     """Relative MSE and bias² of each estimator (module docstring) at policy ``probs`` (tasks × arms)."""
     rng = np.random.default_rng(seed)
     T, K = probs.shape
     S, B, G = replications, batch_tasks, group_size
-    tasks = rng.integers(0, T, size=(S, B))
-    arms = (rng.random((S, B, G, 1)) > np.cumsum(probs[tasks], -1)[:, :, None, :]).sum(-1).clip(max=K - 1)
+    tasks, arms, h_r, h_c = simulate_group_gradients(env, world_model, probs, calibrator, S, B, G, rng)
     task_list = env.tasks()
-    flat_tasks = [task_list[t] for t in np.repeat(tasks.ravel(), G)]
-    real = np.array([o.score for o in env.execute(flat_tasks, arms.ravel().tolist())]).reshape(S, B, G)
-    predicted = np.array(world_model.predict(flat_tasks, arms.ravel().tolist()))
-    calibrated = (calibrator.transform(predicted) if calibrator.n_pairs_ else predicted).reshape(S, B, G)
-    h_r = group_gradients(_z(real), arms, tasks, T, K)
-    h_c = group_gradients(_z(calibrated), arms, tasks, T, K)
     target = h_r.mean(axis=(0, 1))
     h_r_anchor, h_c_anchor = h_r[:, :anchors].mean(1), h_c[:, :anchors].mean(1)
     h_c_all, h_c_rest = h_c.mean(1), h_c[:, anchors:].mean(1)
     w_r, w_w = inverse_variance_weights(anchors * G, (B - anchors) * G, rho2)
     d = h_c_all - h_c_anchor
-    lam_star = -float(np.mean(np.sum((h_r_anchor - target) * d, axis=(1, 2))) / np.mean(np.sum(d**2, axis=(1, 2))))
+    lam_star = optimal_step(h_r_anchor - target, d)
+    inverse_variance = w_r * h_r_anchor + w_w * h_c_rest
     out = {
         "anchors": relative_errors(h_r_anchor, target),
         "world_model": relative_errors(h_c_rest, target),
-        f"inverse_variance (w_W={w_w:.2f})": relative_errors(w_r * h_r_anchor + w_w * h_c_rest, target),
+        f"inverse_variance (w_W={w_w:.2f})": relative_errors(inverse_variance, target),
     }
     for lam in (*lams, lam_star):
         label = f"rectified (λ*={lam:.2f})" if lam is lam_star else f"rectified (λ={lam:.2f})"
         out[label] = relative_errors(h_r_anchor + lam * d, target)
+    rectified = h_r_anchor + lam_star * d
+    for name, toward in (("inverse variance", inverse_variance), ("calibrated", h_c_all)):
+        for alpha in (*alphas, None):
+            a = float(np.clip(optimal_step(rectified - target, toward - rectified), 0, 1)) if alpha is None else alpha
+            label = f"shrinkage toward {name} (λ*, {'α*' if alpha is None else 'α'}={a:.2f})"
+            out[label] = relative_errors(rectified + a * (toward - rectified), target)
     if oracle_draws:
         mu = np.array([[env.true_reward(t, k) for k in range(K)] for t in task_list])[tasks[..., None], arms]
         m = np.zeros_like(h_r)
@@ -153,6 +199,8 @@ def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4
             rho2 = InverseVarianceFuser().estimate_rho2(calibrator.x_, calibrator.y_, calibrator.groups_)
         lam = rec.get("fusion/lambda")
         lam_text = "-" if lam is None or not math.isfinite(lam) else f"{lam:.2f}"
+        alpha = rec.get("fusion/alpha")
+        alphas = (alpha,) if alpha is not None and math.isfinite(alpha) else ()
         errors = fusion_gradient_errors(
             env,
             wm,
@@ -164,6 +212,7 @@ def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4
             anchors=max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks)),
             replications=replications,
             oracle_draws=oracle_draws,
+            alphas=alphas,
         )
         for i, (name, (mse, bias2)) in enumerate(errors.items()):
             head = (
@@ -175,6 +224,47 @@ def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4
     return "\n".join(lines)
 
 
+def lambda_estimates(run_dir: str | Path, steps: list[int], replications: int = 4000) -> list[dict[str, float]]:
+    r"""At each checkpoint of a run trained with ``fusion.lambda_moments=gradient`` (whose fuser keeps
+    both the advantage moments and the groups' gradient vectors): the exact trace-optimal
+    :math:`\lambda^*` (:func:`fusion_gradient_errors`' simulation) beside the window's slope from the
+    advantage (solution) moments and from the per-group gradients, unclipped and as used
+    (:math:`\tilde\lambda`: the test and the shrinkage)."""
+    from wmrl_core.fusion import RectifiedFuser
+
+    run_dir = Path(run_dir)
+    cfg = load_config(run_dir / "config.yaml")
+    if cfg.world_model is None:
+        raise ValueError(f"{run_dir} is a run without a world model (mode=real): there is no lambda to compare")
+    env = SyntheticBanditEnvironment(**dict(cfg.environment.kwargs))
+    wm = SyntheticWorldModel(env, **dict(cfg.world_model.kwargs))
+    rows = []
+
+    def rng(step: int) -> np.random.Generator:
+        return np.random.default_rng([step, 0x1A])
+
+    for step in steps:
+        ckpt = torch.load(run_dir / "checkpoints" / f"step_{step:06d}.pt", weights_only=False)
+        probs = torch.softmax(ckpt["policy"]["logits"], dim=-1).numpy()
+        calibrator = IsotonicDebiaser()
+        calibrator.load_state_dict(ckpt["debiaser"])
+        state = ckpt["fuser"].get("rectified", ckpt["fuser"])
+        fuser = RectifiedFuser(window=cfg.fusion.lambda_window, moments="gradient", level=cfg.fusion.lambda_level)
+        fuser.load_state_dict(state)
+        k = max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks))
+        _, _, h_r, h_c = simulate_group_gradients(
+            env, wm, probs, calibrator, replications, cfg.rollout.batch_tasks, cfg.rollout.group_size, rng(step)
+        )
+        target = h_r.mean(axis=(0, 1))
+        lam_star = optimal_step(h_r[:, :k].mean(1) - target, h_c.mean(1) - h_c[:, :k].mean(1))
+        row = {"step": step, "lambda_star": lam_star}
+        for moments in ("solution", "gradient"):
+            row[f"slope_{moments}"] = fuser.slope(moments)[0]
+            row[f"lambda_{moments}"] = fuser.lam(moments)
+        rows.append(row)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir")
@@ -183,7 +273,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--oracle-draws", type=int, default=0, help="re-executions per batch for the oracle world model's row (0: none)"
     )
+    parser.add_argument(
+        "--lambdas",
+        action="store_true",
+        help="instead: exact lambda* against the run's advantage- and gradient-moment lambda "
+        "(a run with fusion.lambda_moments=gradient)",
+    )
     args = parser.parse_args(argv)
+    if args.lambdas:
+        rows = lambda_estimates(args.run_dir, [int(s) for s in args.steps.split(",")], args.replications)
+        print("| step | exact λ* | slope, advantage moments | slope, gradients | λ̃ advantage | λ̃ gradients |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print(
+                f"| {r['step']} | {r['lambda_star']:.3f} | {r['slope_solution']:.3f} | {r['slope_gradient']:.3f} "
+                f"| {r['lambda_solution']:.3f} | {r['lambda_gradient']:.3f} |"
+            )
+        return
     print(snapshot_report(args.run_dir, [int(s) for s in args.steps.split(",")], args.replications, args.oracle_draws))
 
 
