@@ -39,7 +39,7 @@ from wmrl_libero.world_models.scorer import (
     potential_progress,
     subsample_indices,
 )
-from wmrl_libero.world_models.trajectory import TrajectoryProgressWorldModel
+from wmrl_libero.world_models.progress import TrajectoryProgressWorldModel
 
 from wmrl_core.contracts import ScoresExecutions
 from wmrl_core.types import Outcome, Task

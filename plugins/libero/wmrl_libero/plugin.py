@@ -45,7 +45,7 @@ def wmrl_register_world_models(table):
     )
     table.add(
         "libero-progress",
-        "wmrl_libero.world_models.trajectory:TrajectoryProgressWorldModel",
+        "wmrl_libero.world_models.progress:TrajectoryProgressWorldModel",
         description="progress of an executed trajectory, last-3 minus first-3 of 8 states "
         "(predict_from_outcomes: reads executed rollouts; checkpoint=train-wm .pt)",
     )

@@ -4,7 +4,7 @@
   small networks predicts the state change over an action chunk; the solution's controller
   acts in the imagined states for a whole episode (many episodes per forward pass) and a
   success scorer judges the imagined episode. No MuJoCo stepping.
-- :class:`~.trajectory.TrajectoryProgressWorldModel` (``libero-progress``): scores an
+- :class:`~.progress.TrajectoryProgressWorldModel` (``libero-progress``): scores an
   *executed* trajectory with a learned progress predictor, potential-style (mean progress
   of the last k subsampled states minus the first k), the paper's LIBERO setup.
 
