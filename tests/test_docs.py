@@ -1,9 +1,12 @@
-"""The plugin API stays documented: every hook, with its exact signature, in hookspecs and README."""
+"""The docs stay true: every hook, with its exact signature, in hookspecs and docs/plugins.md; every outcome
+status in its table; the LIBERO transfer table spliced from its report; the README's test command is CI's."""
 
 import inspect
+import re
 from pathlib import Path
 
 from wmrl_core import hookspecs
+from wmrl_core.contracts import STATUSES
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = [name for name in dir(hookspecs) if name.startswith("wmrl_")]
@@ -17,20 +20,46 @@ def test_every_hook_has_a_docstring_with_params():
             assert f":param {param}:" in doc, (name, param)
 
 
-def test_every_hook_is_in_the_readme_with_its_signature():
-    readme = (ROOT / "README.md").read_text()
+def test_every_hook_is_in_the_plugin_docs_with_its_signature():
+    docs = (ROOT / "docs/plugins.md").read_text()
     for name in HOOKS:
         params = ", ".join(inspect.signature(getattr(hookspecs, name)).parameters)
-        assert f"{name}({params})" in readme, f"README.md lacks `{name}({params})`"
+        assert f"{name}({params})" in docs, f"docs/plugins.md lacks `{name}({params})`"
 
 
-def test_readme_transfer_table_is_the_reports_table():
-    """The LIBERO-Long table in the README is spliced from the report between two markers; a stale
-    copy (the report regenerated, the README not) fails here. Fix: copy the report's table rows."""
+def test_every_outcome_status_is_in_the_plugin_docs_table():
+    docs = (ROOT / "docs/plugins.md").read_text()
+    for name, spec in STATUSES.items():
+        row = re.search(rf"^\| `{name}` \| (yes|no)\b", docs, re.MULTILINE)
+        assert row, f"docs/plugins.md's status table lacks `{name}`"
+        assert (row.group(1) == "yes") == spec.rewarded, f"docs/plugins.md says `{name}` is rewarded: {row.group(1)}"
+    listed = re.findall(r"^\| `([a-z_]+)` \| (?:yes|no)\b", docs, re.MULTILINE)
+    assert sorted(listed) == sorted(STATUSES), "docs/plugins.md's status table lists statuses the code does not have"
+
+
+def test_the_readme_test_command_is_the_one_ci_runs():
     readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci/run").read_text()
+    first_40 = "\n".join(readme.splitlines()[:40])
+    assert re.search(r"^python3 -m pytest\b", first_40, re.MULTILINE), (
+        "README.md: the test command left its first 40 lines"
+    )
+    assert re.search(r"^python3 -m pytest$", ci, re.MULTILINE), ".ci/run no longer runs `python3 -m pytest`"
+    for command in ("wmrl train configs/synthetic/wmrl.yaml", "wmrl train configs/autoresearch/quickstart.yaml"):
+        assert command in first_40, f"README.md: `{command}` left its first 40 lines"
+    assert len(readme.splitlines()) <= 150, "README.md is over 150 lines: move detail into docs/"
+
+
+def test_transfer_docs_table_is_the_reports_table():
+    """The LIBERO-Long table in the plugin's transfer page is spliced from the report between two
+    markers; a stale copy (the report regenerated, the page not) fails here. Fix: copy the report's
+    table rows."""
+    readme = (ROOT / "plugins/libero/docs/transfer.md").read_text()
     begin, end = "<!-- transfer_full table: begin -->", "<!-- transfer_full table: end -->"
-    assert begin in readme and end in readme, "README.md lost the transfer_full table markers"
+    assert begin in readme and end in readme, "plugins/libero/docs/transfer.md lost the transfer_full table markers"
     spliced = readme.split(begin, 1)[1].split(end, 1)[0].strip().splitlines()
     report = (ROOT / "docs/results/libero/transfer_full.md").read_text().splitlines()
     table = [line for line in report if line.startswith("|")]
-    assert spliced == table, "README.md's transfer_full table differs from docs/results/libero/transfer_full.md"
+    assert spliced == table, (
+        "plugins/libero/docs/transfer.md's transfer_full table differs from docs/results/libero/transfer_full.md"
+    )

@@ -14,7 +14,7 @@ from wmrl_autoresearch.tasks.builtin_suite import SUITE, load_builtin_suite
 from wmrl_autoresearch.tasks.task import FEATURE_NAMES, N_FEATURES, AutoResearchTask, task_features, write_visible_files
 from wmrl_autoresearch.tasks.task_files import TASK_FILES_ENV, load_task_file
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TASKS_DOC = Path(__file__).resolve().parents[1] / "docs" / "tasks.md"
 
 
 def test_ar_suite_has_enough_tasks_of_both_kinds_in_both_splits():
@@ -75,11 +75,11 @@ def test_ar_visible_files_never_hold_test_targets(tmp_path):
     assert not any(h in everything for h in hidden)
 
 
-def test_ar_readme_lists_every_builtin_task_with_its_split():
-    text = README.read_text()
+def test_ar_task_docs_list_every_builtin_task_with_its_split():
+    text = TASKS_DOC.read_text()
     for entry in SUITE:
         row = re.search(rf"^\|\s*`{re.escape(entry.id)}`\s*\|(.+)$", text, re.MULTILINE)
-        assert row, f"README task table misses {entry.id}"
+        assert row, f"docs/tasks.md task table misses {entry.id}"
         assert entry.split in row.group(1) and entry.metric in row.group(1)
 
 
