@@ -8,19 +8,12 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["main"]
+from wmrl_libero.int_ranges import parse_int_ranges
 
+__all__ = ["main", "INDEX_OPTIONS"]
 
-def _ints(text: str) -> list[int]:
-    """``"0-4,7"`` -> ``[0, 1, 2, 3, 4, 7]``."""
-    out: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
-    return out
+INDEX_OPTIONS = ("tasks", "init_states", "rollouts", "heldout_init_states")
+"""Options holding index lists (:func:`~wmrl_libero.int_ranges.parse_int_ranges`), checked before a command runs."""
 
 
 def _cmd_install(args) -> int:
@@ -69,8 +62,8 @@ def _cmd_eval(args) -> int:
     report, results = evaluate(
         factory,
         suite=args.suite,
-        task_indices=_ints(args.tasks) if args.tasks else None,
-        init_states=_ints(args.init_states) if args.init_states else None,
+        task_indices=parse_int_ranges(args.tasks) if args.tasks else None,
+        init_states=parse_int_ranges(args.init_states) if args.init_states else None,
         num_workers=args.workers,
         video_episodes=videos,
         max_episode_steps=args.max_steps,
@@ -99,7 +92,7 @@ def _cmd_bench_batch(args) -> int:
     for persistent in (False, True):
         r = measure_batch_seconds(
             persistent,
-            task_indices=_ints(args.tasks),
+            task_indices=parse_int_ranges(args.tasks),
             episodes_per_task=args.episodes,
             calls=args.calls,
             num_workers=args.workers,
@@ -120,8 +113,8 @@ def _cmd_bench_sim(args) -> int:
     from wmrl_libero.experiments.benchmark_speed import measure_simulator_speed, simulator_speed_table
 
     result = measure_simulator_speed(
-        task_indices=_ints(args.tasks),
-        init_states=_ints(args.init_states),
+        task_indices=parse_int_ranges(args.tasks),
+        init_states=parse_int_ranges(args.init_states),
         num_workers=args.workers,
         max_episode_steps=args.max_steps,
         reps=args.reps,
@@ -140,8 +133,8 @@ def _cmd_record(args) -> int:
     path = record_demonstrations(
         args.out,
         suite=args.suite,
-        task_indices=_ints(args.tasks) if args.tasks else None,
-        init_states=_ints(args.init_states),
+        task_indices=parse_int_ranges(args.tasks) if args.tasks else None,
+        init_states=parse_int_ranges(args.init_states),
         per_task=args.per_task,
         noise=args.noise,
         image_size=args.image_size,
@@ -167,13 +160,13 @@ def _cmd_dagger(args) -> int:
     torch.set_num_threads(args.threads)
     config = DaggerConfig(
         out=args.out,
-        task_indices=_ints(args.tasks),
+        task_indices=parse_int_ranges(args.tasks),
         suite=args.suite,
         demos=list(args.demos),
         iterations=args.iterations,
         episodes_per_task=args.episodes_per_task,
         expert_episodes_per_task=args.expert_episodes_per_task,
-        init_states=_ints(args.init_states),
+        init_states=parse_int_ranges(args.init_states),
         beta0=args.beta0,
         beta_decay=args.beta_decay,
         beta_min=args.beta_min,
@@ -323,6 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     add_world_model_commands(sub)
 
     args = parser.parse_args(argv)
+    for option in INDEX_OPTIONS:  # a malformed index list is a usage error, before anything runs
+        value = getattr(args, option, None)
+        if isinstance(value, str):
+            try:
+                parse_int_ranges(value)
+            except ValueError as exc:
+                parser.error(f"--{option.replace('_', '-')} {exc}")
     return args.fn(args)
 
 

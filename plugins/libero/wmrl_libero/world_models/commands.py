@@ -4,27 +4,23 @@ from __future__ import annotations
 
 import shlex
 
+from wmrl_libero.int_ranges import parse_int_ranges
+
 __all__ = ["add_world_model_commands"]
-
-
-def _ints(text: str) -> list[int]:
-    from wmrl_libero.cli import _ints as parse
-
-    return parse(text)
 
 
 def _cmd_record(args) -> int:
     from wmrl_libero.world_models.recording import record_perturbed_rollouts
 
-    inits = _ints(args.init_states)
+    inits = parse_int_ranges(args.init_states)
     # a few init states at a time, so every task has episodes early in a long run
     for i in range(0, len(inits), args.init_states_per_pass):
         record_perturbed_rollouts(
             args.out,
             suite=args.suite,
-            task_indices=_ints(args.tasks),
+            task_indices=parse_int_ranges(args.tasks),
             init_states=inits[i : i + args.init_states_per_pass],
-            rollouts=_ints(args.rollouts),
+            rollouts=parse_int_ranges(args.rollouts),
             log=lambda m: print(m, flush=True),
         )
     print("wrote", args.out)
@@ -44,7 +40,7 @@ def _cmd_train(args) -> int:
     path = train_world_models(
         args.data,
         args.out,
-        heldout_init_states=_ints(args.heldout_init_states),
+        heldout_init_states=parse_int_ranges(args.heldout_init_states),
         object_dim=args.object_dim,
         chunk=args.chunk,
         members=args.members,
