@@ -196,3 +196,16 @@ def test_shrinkage_refuses_a_trainer_without_gradients_and_roundtrips():
     restored.load_state_dict(fitted.state_dict())
     assert len(restored._gradients) == 2
     np.testing.assert_array_equal(restored._gradients[0][0], fitted._gradients[0][0])
+
+
+def test_trainers_without_gradients_refuse_gradient_fusers_when_built():
+    from wmrl_core.config import FusionConfig
+    from wmrl_core.errors import ConfigError
+    from wmrl_core.fusion import build_fuser
+    from wmrl_core.fusion.gradients import refuse_gradient_fusers
+
+    with pytest.raises(ConfigError, match="fusion.method=rectified"):
+        refuse_gradient_fusers(build_fuser("shrinkage", FusionConfig()), "TRL")
+    with pytest.raises(ConfigError, match="lambda_moments=solution"):
+        refuse_gradient_fusers(build_fuser("rectified", FusionConfig(lambda_moments="gradient")), "TRL")
+    refuse_gradient_fusers(build_fuser("rectified", FusionConfig()), "TRL")  # advantage moments: fine

@@ -33,7 +33,14 @@ import torch
 
 from wmrl_core.grpo import LossAggregation, aggregate
 
-__all__ = ["GroupGradient", "PolicyGradients", "count_sketch", "MissingGradientsError", "require_gradients"]
+__all__ = [
+    "GroupGradient",
+    "PolicyGradients",
+    "count_sketch",
+    "MissingGradientsError",
+    "require_gradients",
+    "refuse_gradient_fusers",
+]
 
 GroupGradient = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """``(advantages (N,), rows (N,) bool) -> gradient vector``: :math:`h(A)` over ``rows``."""
@@ -56,6 +63,19 @@ def require_gradients(group_gradient: GroupGradient | None, who: str) -> GroupGr
             "with fusion.lambda_moments=solution there"
         )
     return group_gradient
+
+
+def refuse_gradient_fusers(fuser: Any, trainer: str) -> None:
+    """A clear error, when the trainer is built, for a fuser that needs per-group gradients a
+    trainer cannot give (rather than one at the first anchored step)."""
+    if getattr(fuser, "needs_group_gradients", False):
+        from wmrl_core.errors import ConfigError
+
+        raise ConfigError(
+            f"{trainer} does not compute per-group policy gradients, which this fusion needs "
+            f"({type(fuser).__name__}): set fusion.method=rectified and fusion.lambda_moments=solution "
+            "(or train with WMRL's own trainer, `wmrl train`)"
+        )
 
 
 @lru_cache(maxsize=64)

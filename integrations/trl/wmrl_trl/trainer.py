@@ -45,6 +45,7 @@ from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ConfigError
 from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import FusionSettings, build_fuser, effective_advantages, fuse_step
+from wmrl_core.fusion.gradients import refuse_gradient_fusers
 from wmrl_core.step import fusion_method
 from wmrl_core.types import Task
 
@@ -189,6 +190,7 @@ class WMRLGRPOTrainer(GRPOTrainer):
             window=calibration.window, calibrator=calibration.calibrator, slope=calibration.slope
         )
         self.fuser = build_fuser(fusion_method(wmrl), wmrl.fusion)
+        refuse_gradient_fusers(self.fuser, "WMRLGRPOTrainer (TRL)")
         self.fusion_settings = FusionSettings.from_config(wmrl)
         self.faults = StepFaults(world_model_timeout_s=wmrl.world_model_timeout_s)
         self.wmrl_step = 0  # generation batches trained on; the anchor draw and the engine key on it

@@ -24,6 +24,7 @@ from wmrl_core.config import TrainConfig
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ConfigError
 from wmrl_core.fusion import FusionSettings, build_fuser, fuse_step
+from wmrl_core.fusion.gradients import refuse_gradient_fusers
 from wmrl_core.step import fusion_method
 
 __all__ = ["WMRLAdvantageEstimator", "FIELDS", "LOSS_AGGREGATION"]
@@ -62,6 +63,7 @@ class WMRLAdvantageEstimator:
             window=calibration.window, calibrator=calibration.calibrator, slope=calibration.slope
         )
         self.fuser = build_fuser(fusion_method(cfg), cfg.fusion)
+        refuse_gradient_fusers(self.fuser, "the verl integration")
         self.settings = FusionSettings.from_config(cfg)
         self.step = 0
         self.last_record: dict[str, Any] = {}
