@@ -11,9 +11,9 @@ from rich.console import Console
 from wmrl_core import hookimpl
 from wmrl_core.config import load_config
 from wmrl_core.errors import ConfigError
+from wmrl_core.experiments.noise import NoiseWorldModel
 from wmrl_core.grpo import entropy_bonus, rollout_entropy
 from wmrl_core.metrics import read_metrics
-from wmrl_core.noise_world_model import NoiseWorldModel
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.progress import TrainingProgress
 from wmrl_core.synthetic.policy import TabularSoftmaxPolicy

@@ -1,14 +1,11 @@
 """The side-by-side report: compute to target, gain over the untrained policy, paired speed-up."""
 
-import math
-
 import pytest
 
-from wmrl_core.experiment import (
+from wmrl_core.experiments.synthetic import (
     ArmResult,
     compute_to_reach,
     markdown_table,
-    mean_ci95,
     paired_compute_ratios,
     smoothed_final,
     summarize,
@@ -63,13 +60,6 @@ def test_summarize_does_not_flag_an_improving_baseline():
     assert "did not improve" not in markdown_table(s)
 
 
-def test_mean_ci95():
-    assert mean_ci95([0.5]) == (0.5, 0.0)
-    mean, half = mean_ci95([1.0, 2.0, 3.0])
-    assert mean == 2.0 and half == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-3)
-    assert all(math.isnan(x) for x in mean_ci95([]))
-
-
 def test_paired_compute_ratios_compare_arms_seed_by_seed():
     # target 0.5 (smooth=2: running mean of two trained evaluations)
     wmrl = _arm("wmrl", [[(0, 0.1), (10, 0.5), (20, 0.5)], [(0, 0.1), (10, 0.6), (20, 0.6)], [(0, 0.1), (5, 0.2)]])
@@ -101,3 +91,48 @@ def test_the_speed_up_uses_the_seeds_where_both_arms_reach_the_target_and_says_h
     assert s["arms"]["wmrl"]["speedup_vs_baseline"] == pytest.approx(100 / 20)
     assert s["arms"]["wmrl"]["speedup_seeds"] == "1/2"
     assert "5.0x ± 0.0 (1/2 seeds)" in markdown_table(s)
+
+
+def test_wmrl_experiment_help_lists_every_registered_experiment_and_runs_a_plugins_one(capsys, monkeypatch):
+    from wmrl_core import hookimpl, plugins
+    from wmrl_core.cli import main
+
+    seen = []
+
+    class Plugin:
+        @hookimpl
+        def wmrl_register_experiments(self, table):
+            table.add("toy", lambda argv, prog: seen.append((argv, prog)) or 3, description="a toy experiment")
+
+    real = plugins.get_plugin_manager
+    monkeypatch.setattr(plugins, "get_plugin_manager", lambda **kw: real(extra_plugins=[Plugin()], **kw))
+    assert main(["experiment", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "synthetic " in out and "the theorem experiment" in out and "toy " in out and "a toy experiment" in out
+    assert main(["experiment", "toy", "--seeds", "2", "x=1"]) == 3
+    assert seen == [(["--seeds", "2", "x=1"], "wmrl experiment toy")]
+    assert main(["experiment", "tyo"]) == 2
+    assert "Did you mean `toy`?" in capsys.readouterr().err
+
+
+def test_wmrl_experiment_synthetic_help_shows_its_options(capsys):
+    from wmrl_core.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["experiment", "synthetic", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: wmrl experiment synthetic") and "--replications" in out and "--reuse" in out
+
+
+@pytest.mark.slow
+def test_wmrl_experiment_synthetic_runs_end_to_end(capsys, synthetic_config, tmp_path):
+    from wmrl_core.cli import main
+
+    argv = ["experiment", "synthetic", "--config", str(synthetic_config), "--seeds", "1", "--arms", "real"]
+    argv += ["--replications", "0", "--out", str(tmp_path), "steps=2", "eval.every=1", "eval.samples_per_task=4"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| real |" in out and (tmp_path / "summary.json").is_file() and (tmp_path / "runs" / "real-seed0").is_dir()
+    assert main([*argv[:-3], "--arms", "rael"]) == 2
+    assert "unknown arms ['rael']" in capsys.readouterr().err

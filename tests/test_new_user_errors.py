@@ -221,7 +221,7 @@ def test_a_factory_that_raises_is_named(capsys, synthetic_config, tmp_path):
         capsys, synthetic_config, f"run_dir={tmp_path / 'R'}", "world_model.name=noise", "world_model.kwargs.low=2"
     )
     assert rc == 2
-    assert "world_model `noise` (plugin wmrl_core.noise_world_model) failed to start: ValueError" in err
+    assert "world_model `noise` (plugin wmrl_core.experiments.noise) failed to start: ValueError" in err
     assert "world_model.kwargs" in err
 
 
@@ -248,6 +248,13 @@ def test_yaml_syntax_error_names_file_line_and_column(capsys, tmp_path):
     rc, _, err = wmrl_train(capsys, bad)
     assert rc == 2
     assert f"{bad}:4:5: YAML syntax error" in err and "expected ',' or '}'" in err
+
+
+def test_a_misspelt_setting_value_names_the_closest_choice_and_where_settings_are_listed(capsys, synthetic_config):
+    rc, _, err = wmrl_train(capsys, synthetic_config, "fusion.method=rectifed")
+    assert rc == 2 and "fusion.method='rectifed' is unknown (did you mean rectified?); use one of rectified," in err
+    rc, _, err = wmrl_train(capsys, synthetic_config, "anchors.fraction=lots")
+    assert rc == 2 and "at `anchors.fraction`" in err and "`wmrl train --help` lists every setting" in err
 
 
 def test_unknown_policy_message_spells_policies(capsys, synthetic_config, tmp_path):

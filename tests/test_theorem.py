@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from wmrl_core.experiment import SYNTHETIC_ARMS, run_arms, with_steps, write_report
+from wmrl_core.experiments.synthetic import SYNTHETIC_ARMS, run_curves, with_steps, write_report
 from wmrl_core.synthetic.bandit import BanditTruth
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ def experiment(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("theorem")
     arms = with_steps({k: SYNTHETIC_ARMS[k] for k in ARMS}, steps=100, real_steps=50)
-    results = run_arms(
+    results = run_curves(
         SYNTHETIC,
         arms,
         seeds=[0, 1],

@@ -92,45 +92,23 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-DIAGNOSED_ARMS = (
-    "wmrl",
-    "wmrl_inverse_variance",
-    "wmrl_rollout_moments",
-    "wmrl_independent_wm",
-    "wmrl_confident_decoy",
-    "wmrl_confident_decoy_inverse_variance_smoothed",
-)
+def experiment_table():
+    """The registered experiments (``wmrl_register_experiments``), from the installed plugins."""
+    from wmrl_core.plugins import build_registry, get_plugin_manager
+
+    return build_registry(get_plugin_manager()).experiments
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    from wmrl_core.experiment import SYNTHETIC_ARMS, plot_diagnostics, run_arms, write_report
-    from wmrl_core.synthetic.bandit import BanditTruth
-
-    if args.domain != "synthetic":
-        raise WMRLError(
-            f"unknown experiment {args.domain!r}; available: synthetic (the AutoResearch one is in benchmarks/)"
-        )
-    config = Path(args.config)
-    if not config.is_file():
-        raise WMRLError(f"config {config} not found; run from the repository root or pass --config PATH")
-    arms = {k: v for k, v in SYNTHETIC_ARMS.items() if not args.arms or k in args.arms}
-    results = run_arms(
-        config, arms, seeds=range(args.seeds), out_dir=args.out, overrides=args.overrides, reuse=args.reuse
-    )
-    summary = write_report(results, args.out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
-    print((Path(args.out) / "table.md").read_text())
-    diagnosed = [a for a in DIAGNOSED_ARMS if a in arms]
-    if diagnosed:
-        plot_diagnostics(args.out, diagnosed, range(args.seeds), Path(args.out) / "diagnostics.png")
-    print(
-        f"plots: {Path(args.out) / 'reward_vs_compute.png'}, {Path(args.out) / 'diagnostics.png'}; "
-        f"JSON: {Path(args.out) / 'summary.json'}"
-    )
-    if args.replications:
-        from wmrl_core.synthetic.policy_evaluation import write_policy_evaluation
-
-        print(write_policy_evaluation(Path(args.out) / "policy_evaluation.md", replications=args.replications))
-    return 0 if summary else 1
+    table = experiment_table()
+    if args.help or args.name is None:
+        lines = [args.usage, "", "experiments (wmrl experiment NAME --help shows the options of one):"]
+        lines += [f"  {spec.name:<20} {spec.description} [{spec.plugin}]" for spec in table]
+        print("\n".join(lines))
+        return 0 if args.help else 2
+    spec = table.get(args.name)
+    status = spec.load()(list(args.args), prog=f"wmrl experiment {spec.name}")
+    return int(status or 0)
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -148,12 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="World-model reinforcement learning.")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    from wmrl_core.config_docs import help_text
     from wmrl_core.fusion.methods import describe_methods
 
     p = sub.add_parser(
         "train",
         help="train from a YAML config with key=value overrides",
-        epilog=f"example: {EXAMPLE}\n\nfusion.method (how the real and world-model streams are fused):\n{describe_methods()}",
+        epilog=f"example: {EXAMPLE}\n\nfusion.method (how the real and world-model streams are fused):\n"
+        f"{describe_methods()}\n\n{help_text()}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("config", help="YAML config (see configs/)")
@@ -168,20 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.set_defaults(func=_cmd_plot)
 
-    p = sub.add_parser("experiment", help="run all modes over seeds; write a table and a plot")
-    p.add_argument("domain", choices=["synthetic"])
-    p.add_argument("--config", default="configs/synthetic/wmrl.yaml")
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--out", default="runs/experiment-synthetic")
-    p.add_argument("--arms", nargs="*", help="subset of arms (default: all)")
-    p.add_argument(
-        "--reuse", action="store_true", help="keep runs already finished in --out (resume an interrupted experiment)"
+    p = sub.add_parser(
+        "experiment",
+        help="run a registered experiment (arms over seeds: a table and plots); --help lists them",
+        add_help=False,
     )
-    p.add_argument(
-        "--replications", type=int, default=500, help="replications of the policy-evaluation experiment (0 skips it)"
-    )
-    p.add_argument("overrides", nargs="*", help="overrides applied to every arm")
-    p.set_defaults(func=_cmd_experiment)
+    p.add_argument("-h", "--help", action="store_true", help="list the registered experiments")
+    p.add_argument("name", nargs="?", help="the experiment (wmrl experiment --help lists them)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the experiment's own options and overrides")
+    p.set_defaults(func=_cmd_experiment, usage=p.format_usage().strip())
     return parser
 
 

@@ -156,3 +156,22 @@ def wmrl_default_reward_extractor(environment_name: str) -> str | None:
     :return: a registered reward-extractor name, or ``None`` if this plugin does not know
         the environment.
     """
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+@hookspec
+def wmrl_register_experiments(table: ComponentTable) -> None:
+    """Register experiments: what ``wmrl experiment NAME [args]`` runs (arms over seeds, a report).
+
+    Call ``table.add(name, "pkg.module:main", description=...)`` once per experiment. The entry
+    point is called as ``main(argv, prog="wmrl experiment NAME")`` with the command line after the
+    name, parses it itself (so ``wmrl experiment NAME --help`` shows its options, and only that
+    experiment's module is imported) and returns the exit status. ``wmrl experiment --help`` lists
+    every registered name with its description. Experiments usually train their arms with
+    :func:`wmrl_core.experiments.runner.run_arms` and report with
+    :mod:`wmrl_core.experiments.stats`.
+
+    :param table: the experiment table of the registry.
+    """

@@ -126,15 +126,18 @@ class Registry:
     policies: ComponentTable
     world_models: ComponentTable
     reward_extractors: ComponentTable
+    experiments: ComponentTable
+    """What ``wmrl experiment NAME`` runs; not a component of a run, so not in :meth:`tables`."""
 
     def __init__(self) -> None:
         for k in COMPONENT_KINDS:  # one table per kind, named as wmrl_core.contracts says
             setattr(self, k.table, ComponentTable(k.kind))
+        self.experiments = ComponentTable("experiment")
 
     def tables(self) -> dict[str, ComponentTable]:
         """Kind name -> its table, in the order of ``COMPONENT_KINDS``."""
         return {k.kind: getattr(self, k.table) for k in COMPONENT_KINDS}
 
     def _set_plugin(self, plugin_name: str) -> None:
-        for table in self.tables().values():
+        for table in (*self.tables().values(), self.experiments):
             table._current_plugin = plugin_name

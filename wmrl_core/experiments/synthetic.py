@@ -1,15 +1,18 @@
-"""Side-by-side runs of several arms (modes, ablations) over seeds, with a table and a plot.
+"""The synthetic theorem experiment: its arms, their curves, and the report.
 
-The *theorem experiment* (``wmrl experiment synthetic``) runs ``real``, ``world_model``,
-``wmrl`` (rectified fusion), ``inverse_variance`` fusion, the ablations and the independent and
-confident-decoy world models on the synthetic bandit and reports, per arm: final true reward
-(mean and 95% t-interval over seeds), compute spent, and compute to reach 95% of the ``real``
-arm's final true reward. Seeds are the outer loop so that machine noise hits
-every arm alike.
+``wmrl experiment synthetic`` runs ``real``, ``world_model``, ``wmrl`` (rectified fusion),
+``inverse_variance`` fusion, the ablations and the independent and confident-decoy world models
+on the synthetic bandit (:data:`SYNTHETIC_ARMS`) and reports, per arm: final true reward (mean
+and 95% t-interval over seeds), compute spent, and compute to reach 95% of the ``real`` arm's
+final true reward, with the :data:`PAIRED_COMPARISONS` seed by seed. The arms run through
+:func:`wmrl_core.experiments.runner.run_arms` (seeds outer, so that machine noise hits every arm
+alike); :func:`run_curves` reads each run's evaluation curve into an :class:`ArmResult`, and the
+report functions (:func:`summarize`, :func:`write_report`) work on those, whatever the domain.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from collections.abc import Sequence
@@ -19,22 +22,28 @@ from typing import Any
 
 import numpy as np
 
-from wmrl_core.config import load_config
+from wmrl_core.experiments.runner import ArmRun, run_arms
+from wmrl_core.experiments.stats import mean_ci95
 from wmrl_core.metrics import nanmean, read_metrics
-from wmrl_core.trainer import train
 
 __all__ = [
     "SYNTHETIC_ARMS",
+    "PAIRED_COMPARISONS",
+    "DIAGNOSED_ARMS",
     "WMRL_STEPS",
     "with_steps",
     "plot_diagnostics",
     "ArmResult",
-    "run_arms",
+    "run_curves",
     "compute_to_reach",
+    "smoothed_final",
     "paired_compute_ratios",
-    "mean_ci95",
     "summarize",
+    "markdown_table",
+    "plot_curves",
     "write_report",
+    "build_parser",
+    "main",
 ]
 
 WMRL_STEPS = 120
@@ -138,7 +147,7 @@ def _final_score(curve: Sequence[tuple[float, float]], last_k: int = 3) -> float
     return float(np.mean([s for _, s in curve[-k:]]))
 
 
-def run_arms(
+def run_curves(
     config_path: str | Path,
     arms: dict[str, list[str]],
     seeds: Sequence[int],
@@ -147,44 +156,40 @@ def run_arms(
     metric: str = "eval/true_reward",
     reuse: bool = False,
 ) -> dict[str, ArmResult]:
-    """Train every arm for every seed (seeds outer, arms inner) and collect their curves.
+    """Train every arm for every seed (seeds outer, arms inner) in ``out_dir/runs`` and collect
+    their curves of ``metric`` against cumulative compute.
 
     :param reuse: keep runs that already finished in ``out_dir`` (their ``summary.json``
         exists) instead of training them again: an interrupted benchmark resumes.
     """
-    out_dir = Path(out_dir)
     results = {name: ArmResult(name) for name in arms}
-    for seed in seeds:
-        for name, arm_overrides in arms.items():
-            run_dir = out_dir / "runs" / f"{name}-seed{seed}"
-            cfg = load_config(
-                config_path,
-                [*overrides, *arm_overrides, f"seed={seed}", f"run_dir={run_dir}", "logging.progress=false"],
-            )
-            if not (reuse and (run_dir / "summary.json").exists()):
-                train(cfg)
-            records = read_metrics(run_dir)
-            curve = [(r["compute/total_s"], r[metric]) for r in records if r.get(metric) is not None]
-            res = results[name]
-            res.curves.append(curve)
-            res.finals.append(_final_score(curve))
-            res.compute.append(
-                {
-                    k.split("/")[1]: records[-1][k]
-                    for k in ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s")
-                }
-            )
-            for key, values in (
-                ("fusion/w_world_model", res.w_world_model),
-                ("calibration/tied_group_share", res.tied_share),
-                ("fusion/n_effective", res.n_effective),
-            ):
-                half = [r[key] for r in records[len(records) // 2 :] if r.get(key) is not None]
-                values.append(float(np.mean(half)) if half else math.nan)
-            print(
-                f"  {name:<22} seed {seed}: final {metric} {res.finals[-1]:.3f}, compute {res.compute[-1]['total_s']:.0f} s",
-                flush=True,
-            )
+
+    def collect(run: ArmRun) -> None:
+        records = read_metrics(run.run_dir)
+        curve = [(r["compute/total_s"], r[metric]) for r in records if r.get(metric) is not None]
+        res = results[run.arm.name]
+        res.curves.append(curve)
+        res.finals.append(_final_score(curve))
+        res.compute.append(
+            {
+                k.split("/")[1]: records[-1][k]
+                for k in ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s")
+            }
+        )
+        for key, values in (
+            ("fusion/w_world_model", res.w_world_model),
+            ("calibration/tied_group_share", res.tied_share),
+            ("fusion/n_effective", res.n_effective),
+        ):
+            half = [r[key] for r in records[len(records) // 2 :] if r.get(key) is not None]
+            values.append(float(np.mean(half)) if half else math.nan)
+        print(
+            f"  {run.arm.name:<22} seed {run.seed}: final {metric} {res.finals[-1]:.3f}, "
+            f"compute {res.compute[-1]['total_s']:.0f} s",
+            flush=True,
+        )
+
+    run_arms(config_path, arms, seeds, Path(out_dir) / "runs", overrides=overrides, reuse=reuse, on_run=collect)
     return results
 
 
@@ -202,18 +207,6 @@ def compute_to_reach(curve: Sequence[tuple[float, float]], target: float, smooth
         if window.mean() >= target:
             return float(trained[i][0])
     return None
-
-
-def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and half-width of the 95% t-interval (0 for one value)."""
-    from scipy import stats
-
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    if v.size == 0:
-        return math.nan, math.nan
-    if v.size == 1:
-        return float(v[0]), 0.0
-    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
 
 
 def smoothed_final(curve: Sequence[tuple[float, float]], smooth: int = 2) -> float:
@@ -484,3 +477,69 @@ def write_report(
         target_label=f"{fraction:.0%} of real's final",
     )
     return summary
+
+
+# ------------------------------------------------------------------ `wmrl experiment synthetic`
+
+DIAGNOSED_ARMS = (
+    "wmrl",
+    "wmrl_inverse_variance",
+    "wmrl_rollout_moments",
+    "wmrl_independent_wm",
+    "wmrl_confident_decoy",
+    "wmrl_confident_decoy_inverse_variance_smoothed",
+)
+"""Arms whose per-step fusion diagnostics ``diagnostics.png`` draws (those that were run)."""
+
+
+def build_parser(prog: str = "wmrl experiment synthetic") -> argparse.ArgumentParser:
+    """The options of ``wmrl experiment synthetic``."""
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="The synthetic theorem experiment: every arm of SYNTHETIC_ARMS over seeds on the synthetic "
+        "bandit; writes table.md, summary.json, reward_vs_compute.png and diagnostics.png to --out.",
+    )
+    p.add_argument("--config", default="configs/synthetic/wmrl.yaml")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--out", default="runs/experiment-synthetic")
+    p.add_argument("--arms", nargs="*", help=f"subset of arms (default: all): {', '.join(SYNTHETIC_ARMS)}")
+    p.add_argument(
+        "--reuse", action="store_true", help="keep runs already finished in --out (resume an interrupted experiment)"
+    )
+    p.add_argument(
+        "--replications", type=int, default=500, help="replications of the policy-evaluation experiment (0 skips it)"
+    )
+    p.add_argument("overrides", nargs="*", help="overrides applied to every arm")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment synthetic") -> int:
+    """``wmrl experiment synthetic [options] [overrides]``; returns the exit status."""
+    from wmrl_core.errors import WMRLError
+    from wmrl_core.synthetic.bandit import BanditTruth
+
+    args = build_parser(prog).parse_args(argv)
+    config = Path(args.config)
+    if not config.is_file():
+        raise WMRLError(f"config {config} not found; run from the repository root or pass --config PATH")
+    unknown = sorted(set(args.arms or ()) - set(SYNTHETIC_ARMS))
+    if unknown:
+        raise WMRLError(f"unknown arms {unknown}; choose from {', '.join(SYNTHETIC_ARMS)}")
+    arms = {k: v for k, v in SYNTHETIC_ARMS.items() if not args.arms or k in args.arms}
+    results = run_curves(
+        config, arms, seeds=range(args.seeds), out_dir=args.out, overrides=args.overrides, reuse=args.reuse
+    )
+    summary = write_report(results, args.out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
+    print((Path(args.out) / "table.md").read_text())
+    diagnosed = [a for a in DIAGNOSED_ARMS if a in arms]
+    if diagnosed:
+        plot_diagnostics(args.out, diagnosed, range(args.seeds), Path(args.out) / "diagnostics.png")
+    print(
+        f"plots: {Path(args.out) / 'reward_vs_compute.png'}, {Path(args.out) / 'diagnostics.png'}; "
+        f"JSON: {Path(args.out) / 'summary.json'}"
+    )
+    if args.replications:
+        from wmrl_core.synthetic.policy_evaluation import write_policy_evaluation
+
+        print(write_policy_evaluation(Path(args.out) / "policy_evaluation.md", replications=args.replications))
+    return 0 if summary else 1

@@ -33,3 +33,12 @@ def wmrl_register_world_models(table):
 @hookimpl
 def wmrl_default_reward_extractor(environment_name):
     return "score" if environment_name == "synthetic-bandit" else None
+
+
+@hookimpl
+def wmrl_register_experiments(table):
+    table.add(
+        "synthetic",
+        "wmrl_core.experiments.synthetic:main",
+        description="the theorem experiment: every mode, fusion and ablation on the synthetic bandit over seeds",
+    )

@@ -2,7 +2,7 @@
 
 For each execution cost and anchor fraction of ``configs/synthetic/wmrl.yaml``: ``real`` (every
 group executed) and ``wmrl`` over the same seeds; the *measured* ratio is ``real``'s compute to
-its target over ``wmrl``'s (paired by seed, :func:`wmrl_core.experiment.summarize`), the
+its target over ``wmrl``'s (paired by seed, :func:`wmrl_core.experiments.synthetic.summarize`), the
 *predicted* one the run average of ``value/ratio_vs_real`` (``wmrl_core/fusion/value.py``).
 Resumable (finished runs are reused).
 
@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wmrl_core.experiment import WMRL_STEPS, mean_ci95, run_arms, summarize
+from wmrl_core.experiments.stats import mean_ci95
+from wmrl_core.experiments.synthetic import WMRL_STEPS, run_curves, summarize
 
 __all__ = ["value_check", "markdown_table", "WITHIN"]
 
@@ -42,7 +43,7 @@ def value_check(
         arms = {"real": ["mode=real"]}
         arms.update({f"wmrl_f{f:g}": ["mode=wmrl", f"anchors.fraction={f}", f"steps={WMRL_STEPS}"] for f in fractions})
         cost_dir = out / f"cost{cost:g}"
-        results = run_arms(
+        results = run_curves(
             CONFIG, arms, seeds, cost_dir, overrides=[f"environment.kwargs.execution_cost_s={cost}"], reuse=True
         )
         summary = summarize(results)

@@ -99,7 +99,7 @@ def score_trend(run_dir: Path) -> dict[str, float]:
 def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per arm: pooled success with Wilson interval, mean over seeds with t-interval, before
     (``base`` of the same seeds) and after, and ledger seconds (mean over seeds)."""
-    from wmrl_core.experiment import mean_ci95
+    from wmrl_core.experiments.stats import mean_ci95
     from wmrl_core.metrics import nanmean
     from wmrl_libero.stats import wilson_interval
 

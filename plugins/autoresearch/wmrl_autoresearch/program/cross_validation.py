@@ -51,17 +51,12 @@ def program_folds(choices: np.ndarray, n_folds: int = 5, seed: int = 0) -> np.nd
 
 
 def within_task_spearman(task_ids: np.ndarray, predicted: np.ndarray, real: np.ndarray) -> dict[str, float]:
-    """Spearman of ``predicted`` against ``real`` within each task (>= 3 executions, varied
-    rewards and predictions; a constant prediction counts as 0), by task id."""
-    from scipy.stats import spearmanr
+    """Spearman of ``predicted`` against ``real`` within each task with >= 3 executions and varied
+    rewards, by task id (:func:`wmrl_core.experiments.stats.within_group_spearman`: a constant
+    prediction counts as 0)."""
+    from wmrl_core.experiments.stats import within_group_spearman
 
-    out = {}
-    for t in np.unique(task_ids):
-        m = task_ids == t
-        if m.sum() < 3 or np.std(real[m]) == 0:
-            continue
-        out[str(t)] = 0.0 if np.std(predicted[m]) == 0 else float(spearmanr(predicted[m], real[m]).statistic)
-    return out
+    return within_group_spearman(task_ids, predicted, real, min_size=3).per_group
 
 
 def cross_validate(
@@ -75,7 +70,7 @@ def cross_validate(
     ``fit_predict[name](train_arrays, test_arrays)`` returns the predicted rewards of the test
     rows, or a dict of arrays with them under ``"reward"`` and other per-row outputs (kept out of fold too).
     """
-    from wmrl_core.experiment import mean_ci95
+    from wmrl_core.experiments.stats import mean_ci95
 
     folds = program_folds(arrays["choices"], n_folds, seed)
     results = {}

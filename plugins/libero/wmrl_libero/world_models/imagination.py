@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from wmrl_core.experiments.noise import UniformNoise
 from wmrl_core.types import CostModel, Outcome, Task
 from wmrl_libero.world_models.checkpoint import WorldModelBundle, load_bundle
 from wmrl_libero.world_models.features import split_state
@@ -259,10 +260,11 @@ class ImaginationWorldModel:
         default ``disagreement_factor`` times the 99th percentile of the spread on training data.
     :param cut_shrink: weight of the training base rate in a cut episode's probability.
     :param noise_scores: the control of every learning claim: imagine as usual (a rollout's
-        log-probs need the states it visited) but score each episode i.i.d. U(0, 1), from
-        ``numpy.random.default_rng([seed, call])``; what a policy learns from it is the
-        optimiser's drift, not the task. The core's ``noise`` world model cannot serve here: it
-        visits no state, so a LIBERO rollout it scores has no log-probs.
+        log-probs need the states it visited) but score each episode i.i.d. U(0, 1) from the
+        core's noise stream (:class:`wmrl_core.experiments.noise.UniformNoise`, the one the
+        ``noise`` world model draws from); what a policy learns from it is the optimiser's
+        drift, not the task. The ``noise`` world model itself cannot serve here: it visits no
+        state, so a LIBERO rollout it scores has no log-probs.
     :param seed: seed of the noise scores; ``None`` takes the run's (torch's initial seed).
     """
 
@@ -282,8 +284,7 @@ class ImaginationWorldModel:
     ):
         self.env = env
         self.noise_scores = bool(noise_scores)
-        self.seed = int(torch.initial_seed() if seed is None else seed)
-        self.calls = 0
+        self.noise = UniformNoise(seed=seed)
         self.bundle = load_bundle(checkpoint)
         self.horizon = horizon or getattr(env, "max_episode_steps", None) or 520
         if max_disagreement is None:
@@ -334,8 +335,7 @@ class ImaginationWorldModel:
         ep = self.imagine(tasks, solutions, record=True)  # a rollout scored only here still has its log-probs
         seconds = time.perf_counter() - start
         if self.noise_scores:  # the control: one draw of the noise stream per call
-            noise = np.random.default_rng([self.seed, self.calls]).uniform(size=len(tasks))
-            self.calls += 1
+            noise = self.noise.draw(len(tasks))
         out = []
         for i in range(len(tasks)):
             p = float(ep.success_prob[i])
@@ -360,7 +360,7 @@ class ImaginationWorldModel:
 
     def state_dict(self) -> dict[str, int]:
         """The noise stream's position (the model itself is fixed), so a resumed run continues it."""
-        return {"seed": self.seed, "calls": self.calls}
+        return self.noise.state_dict()
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.seed, self.calls = int(state["seed"]), int(state["calls"])
+        self.noise.load_state_dict(state)

@@ -33,14 +33,11 @@ __all__ = [
 
 
 def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
-    """Area under the ROC curve: ``P(score of a success > score of a failure)`` (ties 1/2); NaN
-    with one class only."""
-    from sklearn.metrics import roc_auc_score
+    """Area under the ROC curve (:func:`wmrl_core.experiments.stats.auroc`): ``P(score of a
+    success > score of a failure)`` (ties 1/2); NaN with one class only."""
+    from wmrl_core.experiments.stats import auroc as _auroc
 
-    y = np.asarray(labels, dtype=bool)
-    if y.all() or not y.any():
-        return float("nan")
-    return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64)))
+    return _auroc(labels, scores)
 
 
 def auroc_interval(
@@ -71,18 +68,13 @@ def auroc_interval(
 
 def within_task_auroc(tasks: Sequence[Any], labels: Sequence[bool], scores: Sequence[float]) -> tuple[float, int]:
     """(``P(score of a success > score of a failure of the same task)``, ties 1/2; the number of
-    such pairs). What GRPO uses of a world model is its ranking within a task's group, so a model
-    whose level differs between tasks can rank well here and poorly in the pooled AUROC; NaN
-    without a task that has both classes."""
-    keys = np.array([str(t) for t in tasks])
-    y, p = np.asarray(labels, dtype=bool), np.asarray(scores, dtype=np.float64)
-    wins = pairs = 0.0
-    for k in np.unique(keys):
-        m = keys == k
-        pos, neg = p[m & y], p[m & ~y]
-        wins += float((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum())
-        pairs += len(pos) * len(neg)
-    return (wins / pairs if pairs else float("nan")), int(pairs)
+    such pairs): :func:`wmrl_core.experiments.stats.within_group_auroc`. What GRPO uses of a world
+    model is its ranking within a task's group, so a model whose level differs between tasks can
+    rank well here and poorly in the pooled AUROC; NaN without a task that has both classes."""
+    from wmrl_core.experiments.stats import within_group_auroc
+
+    res = within_group_auroc(tasks, labels, scores)
+    return res.value, res.n
 
 
 def add_within_task_auroc(report: dict[str, Any]) -> dict[str, Any]:
@@ -114,21 +106,14 @@ def brier_score(labels: Sequence[bool], probs: Sequence[float]) -> float:
 
 
 def within_group_spearman(groups: Sequence[Any], truth: Sequence[float], scores: Sequence[float]) -> tuple[float, int]:
-    """(mean Spearman rho between ``scores`` and ``truth`` within each group, groups used).
+    """(mean Spearman rho between ``scores`` and ``truth`` within each group, groups used):
+    :func:`wmrl_core.experiments.stats.within_group_spearman`. Groups whose truth is constant are
+    skipped (with binary success only groups mixing successes and failures count); constant
+    scores in a mixed group count as rho 0 (they rank nothing)."""
+    from wmrl_core.experiments.stats import within_group_spearman as _spearman
 
-    Groups whose truth or scores are constant are skipped (rho undefined): with binary
-    success only groups mixing successes and failures count.
-    """
-    from scipy.stats import spearmanr
-
-    keys = [str(g) for g in groups]
-    truth, scores = np.asarray(truth, dtype=float), np.asarray(scores, dtype=float)
-    rhos = []
-    for g in dict.fromkeys(keys):
-        m = np.array([k == g for k in keys])
-        if m.sum() >= 2 and np.ptp(truth[m]) > 0 and np.ptp(scores[m]) > 0:
-            rhos.append(spearmanr(truth[m], scores[m]).statistic)
-    return (float(np.mean(rhos)) if rhos else float("nan")), len(rhos)
+    res = _spearman(groups, scores, truth)
+    return res.value, res.groups
 
 
 def horizon_errors(
