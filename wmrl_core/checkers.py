@@ -6,13 +6,17 @@ the missing piece; doubtful but legal behaviour only warns.
 
 from __future__ import annotations
 
+import math
 import warnings
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from wmrl_core.contracts import STATUSES, Environment, Policy, WorldModel, required_methods
+from wmrl_core.contracts import STATUSES, Environment, Policy, WorldModel, is_rewarded, required_methods
 from wmrl_core.errors import ContractError
+from wmrl_core.ledger import MEASURED_COST_KEY
 from wmrl_core.types import CostModel, Outcome, Rollouts, Task
 
 __all__ = [
@@ -44,9 +48,131 @@ def _check_cost(kind: str, obj: Any) -> None:
         )
 
 
-def check_environment(env: Any) -> None:
+def check_environment(
+    env: Any,
+    solutions: Sequence[Any] | None = None,
+    *,
+    policy: Any = None,
+    reward: Any = None,
+    split: str = "train",
+    n_solutions: int = 2,
+) -> list[Outcome] | None:
+    """Check an environment against its contract; with a source of solutions, by running it, the
+    way gymnasium's ``check_env`` runs ``reset`` and ``step``.
+
+    Without ``solutions`` or ``policy`` only the interface is checked (the methods, ``cost``): what
+    the engine runs when it builds a run's components, where executing would spend real execution.
+    With one of them:
+
+    1. ``tasks(split)`` must return a non-empty list of :class:`~wmrl_core.types.Task` with unique
+       ids (a second call giving other ids only warns: seeds and checkpoints key on them);
+    2. the split's first task is executed, ``execute([task] * n, solutions)``, on ``solutions``
+       or on ``policy.generate([task], n_solutions).solutions``; raising is a contract violation
+       (a bad solution is an outcome with a failure status);
+    3. the outcomes must keep the contract: one :class:`~wmrl_core.types.Outcome` per solution, a
+       status from ``wmrl_core.contracts.STATUSES``, a score that is a number or ``None`` and
+       finite when the status is ``ok``, ``info`` a dict whose measured cost
+       (``info["cost_s"]``, seconds), if any, is finite and >= 0;
+    4. with ``reward`` (the run's reward extractor), the reward of each outcome as the engine
+       computes it (``None`` for the statuses that give none) must be finite, or ``None``/NaN
+       only with a status other than ``ok``.
+
+    Every outcome having a status that gives no reward (``sandbox_error``: the infrastructure
+    failed) warns, since nothing about the solutions was checked then.
+
+    :param solutions: solutions of one task to execute (at least one).
+    :param policy: a policy whose ``generate`` makes them when ``solutions`` is not given.
+    :param reward: a reward extractor, ``reward(task, outcome) -> float | None``.
+    :param n_solutions: how many solutions ``policy`` generates.
+    :return: the outcomes of the executed solutions; ``None`` without a source of solutions.
+    """
     _require_methods("environment", env, Environment)
     _check_cost("environment", env)
+    if solutions is None and policy is None:
+        return None
+    who = f"environment {type(env).__name__}"
+    tasks = check_tasks(who, split, env.tasks(split))
+    if not tasks:
+        raise ContractError(f"{who}: tasks({split!r}) returned no tasks; the {split!r} split must hold at least one")
+    ids = [t.id for t in tasks]
+    repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if repeated:
+        raise ContractError(
+            f"{who}: tasks({split!r}) returned {len(ids)} tasks with repeated ids {repeated[:3]}; a task id is its "
+            f"unique, stable name (seeds, logs and checkpoints key on it)"
+        )
+    if [t.id for t in env.tasks(split)] != ids:
+        warnings.warn(f"{who}: two calls of tasks({split!r}) returned different task ids", stacklevel=2)
+    task = tasks[0]
+    if solutions is None:
+        with torch.no_grad():
+            rollouts = policy.generate([task], n_solutions)
+        check_rollout_counts(rollouts, 1, n_solutions, f"policy {type(policy).__name__}")
+        solutions = list(rollouts.solutions)
+    solutions = list(solutions)
+    if not solutions:
+        raise ValueError("check_environment needs at least one solution to execute")
+    try:
+        outcomes = env.execute([task] * len(solutions), solutions)
+    except Exception as exc:
+        raise ContractError(
+            f"{who}: execute() raised {type(exc).__name__}: {exc} on {len(solutions)} solution(s) of task "
+            f"{task.id!r}; it must return one Outcome per solution, a failure status for a bad one"
+        ) from exc
+    outcomes = check_outcomes(who, "execute", outcomes, len(solutions))
+    for i, outcome in enumerate(outcomes):
+        _check_executed_outcome(who, i, outcome)
+        if reward is not None:
+            _check_reward(who, i, outcome, reward(task, outcome) if is_rewarded(outcome.status) else None)
+    if not any(is_rewarded(o.status) for o in outcomes):
+        warnings.warn(
+            f"{who}: every outcome has a status that gives no reward ({sorted({o.status for o in outcomes})}): the "
+            f"infrastructure failed, so the solutions were not checked",
+            stacklevel=2,
+        )
+    return outcomes
+
+
+def _is_number(value: Any) -> bool:
+    return hasattr(value, "__float__")  # int, float, numpy and one-element torch scalars
+
+
+def _check_executed_outcome(who: str, i: int, outcome: Any) -> None:
+    """What an executed outcome owes beyond :func:`check_outcomes` (which also admits the bare
+    numbers a world model may return)."""
+    if not isinstance(outcome, Outcome):
+        raise ContractError(
+            f"{who}: execute() returned {type(outcome).__name__} {outcome!r:.60} for solution {i}; an environment "
+            f"returns wmrl_core.types.Outcome objects (bare numbers are for world models)"
+        )
+    score = outcome.score
+    if outcome.status == "ok" and not (score is not None and _is_number(score) and math.isfinite(float(score))):
+        raise ContractError(
+            f"{who}: execute() returned Outcome(status='ok', score={score!r}) for solution {i}; an ok outcome "
+            f"carries its finite score (a run that cannot be graded is 'missing_output' or 'invalid_output')"
+        )
+    if not isinstance(outcome.info, dict):
+        raise ContractError(f"{who}: Outcome.info of solution {i} is {type(outcome.info).__name__}; it must be a dict")
+    cost = outcome.info.get(MEASURED_COST_KEY)
+    if cost is not None and not (_is_number(cost) and math.isfinite(float(cost)) and float(cost) >= 0):
+        raise ContractError(
+            f"{who}: Outcome.info[{MEASURED_COST_KEY!r}] of solution {i} is {cost!r}; the measured cost is a finite "
+            f"number of seconds >= 0 (or leave it out and the call's wall time is charged)"
+        )
+
+
+def _check_reward(who: str, i: int, outcome: Outcome, value: Any) -> None:
+    if value is not None and not _is_number(value):
+        raise ContractError(
+            f"reward extractor on {who}'s outcome {i} returned {type(value).__name__} {value!r:.60}; return a "
+            f"float or None (no reward)"
+        )
+    r = math.nan if value is None else float(value)
+    if math.isinf(r) or (math.isnan(r) and outcome.status == "ok"):
+        raise ContractError(
+            f"reward extractor on {who}'s outcome {i} (status {outcome.status!r}, score {outcome.score!r}) returned "
+            f"{value!r}; a reward is finite, and None or NaN (no reward) only for a status other than 'ok'"
+        )
 
 
 def check_policy(policy: Any) -> None:
