@@ -1,4 +1,4 @@
-"""The theorem experiment on a fast setting: the claims the README makes, asserted."""
+"""The theorem experiment on a fast setting: the claims of docs/results/synthetic/README.md, asserted."""
 
 import numpy as np
 import pytest

@@ -113,7 +113,7 @@ def make_with_env(
         raise ContractError(
             f"{table.kind} `{name}` (plugin {spec.plugin}): its factory {where} has no `env` parameter, but every "
             f"factory except the environment's is called as factory(env=<the environment>, **kwargs); add "
-            f"`env=None` to its signature (README: The plugin API)"
+            f"`env=None` to its signature (docs/plugins.md: how factories are called)"
         )
     if not takes_any:
         _check_kwargs(table, name, names, kwargs, section)

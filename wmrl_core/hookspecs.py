@@ -68,7 +68,7 @@ World model (factory called as ``factory(env=env, **kwargs)``)
     ``smoothed``), and with ``fusion.method=rectified`` (the default) the update stays
     unbiased whatever the world model gets wrong, using it only as far as it tracks the real
     advantages (``fusion.method=inverse_variance``: a convex combination weighted by the
-    explained within-group variance; see the README's configuration reference).
+    explained within-group variance; see docs/method.md).
 
 Reward extractor (factory called as ``factory(env=env, **kwargs)``)
     ``__call__(task, outcome) -> float | None``: the reward of one outcome, real or

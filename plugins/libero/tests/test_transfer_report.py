@@ -1,6 +1,6 @@
 """The transfer experiment's report (``wmrl_libero.transfer_report``) on made-up runs: the
-diagnostics of one run, and the learning rule and compute floor fixed before the last seed (README,
-LIBERO-Long). Pure; no simulator."""
+diagnostics of one run, and the learning rule and compute floor fixed before the last seed
+(plugins/libero/docs/transfer.md). Pure; no simulator."""
 
 import json
 import math
@@ -79,7 +79,7 @@ def test_two_seeds_are_too_few_and_the_report_says_so_outside_its_table():
     section = text.split("## Analysis", 1)[1]
     assert "`real`: held-out minus control +25.0 ± 0.0 points (seeds: +25.0, +25.0; evaluation noise ±6.5)" in section
     assert "**too few seeds (2 of 3)**" in section
-    # the README splices the report's table rows (lines starting with "|"): the analysis has none
+    # plugins/libero/docs/transfer.md splices the report's table rows (lines starting with "|"): the analysis has none
     assert not any(line.startswith("|") for line in section.splitlines())
 
 

@@ -9,7 +9,7 @@ from wmrl_libero.runtime import GL_APT_PACKAGES
 
 __all__ = ["PINNED_VERSIONS", "Check", "run_checks"]
 
-# Verified together on CPU; see README "Pinned versions".
+# Verified together on CPU; see docs/install.md (pinned versions).
 PINNED_VERSIONS = {"mujoco": "3.9.0", "robosuite": "1.4.0", "libero": "0.1.1", "bddl": "1.0.1"}
 
 

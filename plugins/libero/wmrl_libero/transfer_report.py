@@ -187,7 +187,7 @@ IMAGINING_ARMS = ("wmrl-imagination", "world_model", "noise_control")
 
 
 def analysis(summary: dict[str, Any], min_seeds: int = 3, floor_ratio: float = 3.0) -> dict[str, Any]:
-    """The analysis fixed before the last seed was seen (README, LIBERO-Long).
+    """The analysis fixed before the last seed was seen (plugins/libero/docs/transfer.md).
 
     Learning rule, per trained arm: with d_s = success_arm,s - success_control,s on the held-out
     split (paired by seed s), the arm learns iff it has at least ``min_seeds`` seeds, the 95%

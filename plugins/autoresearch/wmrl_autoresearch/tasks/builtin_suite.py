@@ -2,7 +2,7 @@
 seeded synthetic generators), split into a training suite (10) and a held-out suite (7).
 
 Every task is deterministic: the same seed gives the same data and the same train/test
-split on every machine. The table in ``plugins/autoresearch/README.md`` lists them; keep
+split on every machine. The table in ``plugins/autoresearch/docs/tasks.md`` lists them; keep
 it in sync with :data:`SUITE` (a test checks the ids).
 """
 
