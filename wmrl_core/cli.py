@@ -126,12 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="World-model reinforcement learning.")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    from wmrl_core.config_docs import help_text
     from wmrl_core.fusion.methods import describe_methods
 
     p = sub.add_parser(
         "train",
         help="train from a YAML config with key=value overrides",
-        epilog=f"example: {EXAMPLE}\n\nfusion.method (how the real and world-model streams are fused):\n{describe_methods()}",
+        epilog=f"example: {EXAMPLE}\n\nfusion.method (how the real and world-model streams are fused):\n"
+        f"{describe_methods()}\n\n{help_text()}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("config", help="YAML config (see configs/)")

@@ -4,6 +4,15 @@ YAML files and dotted command-line overrides (``grpo.lr=0.01``) are merged onto
 :class:`TrainConfig` with OmegaConf; unknown keys and mistyped values fail with the key,
 the problem and the fix, and a YAML syntax error with its file, line and column.
 
+Every field carries its help as ``metadata["help"]`` (the way HF's and TRL's dataclasses do):
+``wmrl train --help`` and the generated ``docs/configuration.md`` read it
+(:mod:`wmrl_core.config_docs`). An enumerated field carries its vocabulary as
+``metadata["choices"]``: a ``Literal``, or ``"module:NAME"``, the table where the values are
+defined (``FUSION_METHODS``, ``CALIBRATORS``...), imported when checked. :func:`check_choices`
+checks every one of them, with a close-match suggestion. The fields are annotated ``str``, not
+with the ``Literal``, because OmegaConf before 2.4 (which hydra, and so verl, pins) rejects
+``Literal`` annotations.
+
 Switching a component on the command line (``world_model.name=noise`` over a file that names
 another world model) drops the file's ``world_model.kwargs``, as Hydra does when a config group
 is switched: they belong to the other component. ``world_model.kwargs.KEY=VALUE`` on the same
@@ -13,243 +22,425 @@ file's kwargs without switching.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import importlib
 import importlib.util
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional, get_args, get_origin
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from wmrl_core.errors import ConfigError
 
-__all__ = ["TrainConfig", "load_config", "MODES", "COMPONENT_KEYS", "flatten"]
+__all__ = ["TrainConfig", "load_config", "MODES", "COMPONENT_KEYS", "flatten", "choices", "check_choices"]
 
-MODES = ("real", "world_model", "wmrl")
-FUSION_LOSSES = ("exact", "effective")
+Mode = Literal["real", "world_model", "wmrl"]
+MODES: tuple[str, ...] = get_args(Mode)
+FusionLoss = Literal["exact", "effective"]
+Backend = Literal["local", "ray"]
 LEGACY_SECTIONS = {"denoise": "fusion", "debias": "calibration"}
 """Old section names, still read (with a warning naming the new one)."""
-BACKENDS = ("local", "ray")
 COMPONENT_KEYS = ("environment", "policy", "world_model", "reward")
 """Config sections that name a component (``KEY.name``) and its factory's ``KEY.kwargs``."""
 
 
 @dataclass
 class ComponentConfig:
-    name: str = MISSING
-    """Registered component name (``wmrl plugins`` lists them)."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments passed to the component's factory, over its registered defaults."""
+    name: str = field(default=MISSING, metadata={"help": "Registered component name (``wmrl plugins`` lists them)."})
+    kwargs: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"help": "Keyword arguments passed to the component's factory, over its registered defaults."},
+    )
 
 
 @dataclass
 class EnvironmentConfig(ComponentConfig):
-    cache: Optional[str] = None
-    """Path of an execution cache (JSONL, shared across runs and seeds): a (task, solution)
-    executed before replays its recorded outcome and is charged its recorded cost, counted in
-    ``execution/replayed``. For benchmarks (``wmrl_core/execution_cache.py``); ``None``: off."""
-    execute_timeout_s: Optional[float] = None
-    """Seconds one ``execute`` call may take before the run stops with an error naming the
-    environment (the hung call is abandoned; the last checkpoint is kept). ``None`` waits forever:
-    an environment should enforce its own per-solution limits (the sandboxes do)."""
+    cache: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "Path of an execution cache (JSONL, shared across runs and seeds): a (task, solution) "
+            "executed before replays its recorded outcome and is charged its recorded cost, counted in "
+            "``execution/replayed``. For benchmarks (``wmrl_core/execution_cache.py``); ``None``: off."
+        },
+    )
+    execute_timeout_s: Optional[float] = field(
+        default=None,
+        metadata={
+            "help": "Seconds one ``execute`` call may take before the run stops with an error naming the "
+            "environment (the hung call is abandoned; the last checkpoint is kept). ``None`` waits "
+            "forever: an environment should enforce its own per-solution limits (the sandboxes do)."
+        },
+    )
 
 
 @dataclass
 class RewardConfig:
-    name: Optional[str] = None
-    """Reward extractor; ``None`` asks the environment's plugin for its default."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    name: Optional[str] = field(
+        default=None, metadata={"help": "Reward extractor; ``None`` asks the environment's plugin for its default."}
+    )
+    kwargs: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"help": "Keyword arguments passed to the reward extractor's factory, over its registered defaults."},
+    )
 
 
 @dataclass
 class RolloutConfig:
-    batch_tasks: int = 16
-    """B: tasks (= groups) per step."""
-    group_size: int = 8
-    """G: rollouts per task."""
-    task_split: str = "train"
-    """Which split of the environment's tasks training samples from."""
+    batch_tasks: int = field(default=16, metadata={"help": "B: tasks (= groups) per step."})
+    group_size: int = field(default=8, metadata={"help": "G: rollouts per task."})
+    task_split: str = field(
+        default="train", metadata={"help": "Which split of the environment's tasks training samples from."}
+    )
 
 
 @dataclass
 class AnchorConfig:
-    fraction: float = 0.1
-    """rho: share of groups executed for real in ``wmrl`` mode."""
-    min_groups: int = 1
-    """At least this many anchor groups per step."""
+    fraction: float = field(default=0.1, metadata={"help": "rho: share of groups executed for real in ``wmrl`` mode."})
+    min_groups: int = field(default=1, metadata={"help": "At least this many anchor groups per step."})
 
 
 @dataclass
 class CalibrationConfig:
-    enabled: bool = True
-    """Calibrate world-model rewards with the isotonic map fitted on anchors."""
-    window: Optional[int] = None
-    """Keep only the last ``window`` anchor pairs (``None``: all)."""
-    calibrator: str = "isotonic"
-    """``isotonic`` (step function) or ``smoothed`` (isotonic levels joined strictly monotonically,
-    so calibration never ties scores the world model ranks apart; see ``wmrl_core/debias.py``)."""
-    slope: float = 0.01
-    """Tilt of the ``smoothed`` calibrator, in real-reward sds per world-model-score sd."""
+    enabled: bool = field(
+        default=True, metadata={"help": "Calibrate world-model rewards with the isotonic map fitted on anchors."}
+    )
+    window: Optional[int] = field(
+        default=None, metadata={"help": "Keep only the last ``window`` anchor pairs (``None``: all)."}
+    )
+    calibrator: str = field(
+        default="isotonic",
+        metadata={
+            "help": "``isotonic`` (step function) or ``smoothed`` (isotonic levels joined strictly monotonically, "
+            "so calibration never ties scores the world model ranks apart; see ``wmrl_core/debias.py``).",
+            "choices": "wmrl_core.debias:CALIBRATORS",
+        },
+    )
+    slope: float = field(
+        default=0.01,
+        metadata={"help": "Tilt of the ``smoothed`` calibrator, in real-reward sds per world-model-score sd."},
+    )
 
 
 @dataclass
 class FusionConfig:
-    enabled: bool = True
-    """Fuse the streams by ``method``; ``False`` is ``method=pooled`` (both streams by their share of samples)."""
-    method: str = "rectified"
-    """One of ``wmrl_core.fusion.FUSION_METHODS`` (``wmrl train --help`` lists them): ``rectified``
-    (anchor gradient plus lambda times the calibrated gradient over all groups minus over the anchor
-    groups, unbiased for any lambda), ``inverse_variance`` (convex combination weighted by the
-    explained variance), ``pooled`` (by share of samples). One module each in ``wmrl_core/fusion/``."""
-    min_pairs: int = 4
-    """``inverse_variance``: anchor pairs needed before the world model gets any weight."""
-    lambda_window: int = 20
-    """``rectified``: lambda is power-tuned on earlier steps' anchor groups, back to the
-    ``lambda_window``-th most recent group whose calibrated advantages are not all zero."""
-    lambda_moments: str = "solution"
-    """``rectified``: ``solution`` sums the advantages of a group's rollouts with equal solutions
-    (equal score vectors) before the moments that tune lambda; ``rollout`` treats every rollout
-    as distinct (see ``wmrl_core/fusion/rectified.py``)."""
-    lambda_level: Optional[float] = 0.999
-    """``rectified``: lambda is 0 unless its slope passes a one-sided test at this level against its
-    variance were the world model independent of the real rewards (exact for any number of anchor
-    groups; 0.999 keeps a noise world model's weight at 0 with one anchor group a step);
-    ``None``: no test, the plain positive-part James-Stein factor only."""
-    lambda_min_groups: int = 2
-    """``rectified``: lambda is 0 until the window holds this many informative anchor groups."""
-    shrinkage_toward: str = "inverse_variance"
-    """``shrinkage``: the update the rectified one is shrunk toward, ``inverse_variance`` (the
-    convex combination) or ``calibrated`` (the calibrated-advantage gradient over all groups)."""
-    shrinkage_window: int = 20
-    """``shrinkage``: earlier steps' anchor groups whose per-group gradients estimate the
-    shrinkage weight alpha (cross-fitted: never this step's)."""
-    gradient_sketch_dim: Optional[int] = None
-    """Per-group gradients (``shrinkage``, ``lambda_moments=gradient``): ``None`` keeps them whole
-    (small policies); an int projects each onto this many fixed random directions (a sketch that
-    keeps inner products in expectation), for large policies."""
-    loss: str = "exact"
-    """``exact``: the fused loss as its sum of GRPO terms (``wmrl_core/fusion/base.py``), exact at any
-    probability ratio; ``effective``: on the first pass over a batch (on-policy) one GRPO loss on the
-    effective advantages, what TRL or verl would compute, with the same gradient (later passes,
-    ``grpo.epochs > 1``, use the exact sum). The two differ in float rounding, which Adam can
-    amplify where a gradient component is rounding noise, so runs of the two are not bit-identical."""
+    enabled: bool = field(
+        default=True,
+        metadata={
+            "help": "Fuse the streams by ``method``; ``False`` is ``method=pooled`` (both streams by their share "
+            "of samples)."
+        },
+    )
+    method: str = field(
+        default="rectified",
+        metadata={
+            "help": "One of ``wmrl_core.fusion.FUSION_METHODS`` (``wmrl train --help`` lists them): ``rectified`` "
+            "(anchor gradient plus lambda times the calibrated gradient over all groups minus over the "
+            "anchor groups, unbiased for any lambda), ``inverse_variance`` (convex combination weighted "
+            "by the explained variance), ``pooled`` (by share of samples). One module each in "
+            "``wmrl_core/fusion/``.",
+            "choices": "wmrl_core.fusion.methods:FUSION_METHODS",
+        },
+    )
+    min_pairs: int = field(
+        default=4,
+        metadata={"help": "``inverse_variance``: anchor pairs needed before the world model gets any weight."},
+    )
+    lambda_window: int = field(
+        default=20,
+        metadata={
+            "help": "``rectified``: lambda is power-tuned on earlier steps' anchor groups, back to the "
+            "``lambda_window``-th most recent group whose calibrated advantages are not all zero."
+        },
+    )
+    lambda_moments: str = field(
+        default="solution",
+        metadata={
+            "help": "``rectified``: ``solution`` sums the advantages of a group's rollouts with equal solutions "
+            "(equal score vectors) before the moments that tune lambda; ``rollout`` treats every rollout "
+            "as distinct (see ``wmrl_core/fusion/rectified.py``).",
+            "choices": "wmrl_core.fusion.rectified:LAMBDA_MOMENTS",
+        },
+    )
+    lambda_level: Optional[float] = field(
+        default=0.999,
+        metadata={
+            "help": "``rectified``: lambda is 0 unless its slope passes a one-sided test at this level against "
+            "its variance were the world model independent of the real rewards (exact for any number of "
+            "anchor groups; 0.999 keeps a noise world model's weight at 0 with one anchor group a step); "
+            "``None``: no test, the plain positive-part James-Stein factor only."
+        },
+    )
+    lambda_min_groups: int = field(
+        default=2,
+        metadata={"help": "``rectified``: lambda is 0 until the window holds this many informative anchor groups."},
+    )
+    shrinkage_toward: str = field(
+        default="inverse_variance",
+        metadata={
+            "help": "``shrinkage``: the update the rectified one is shrunk toward, ``inverse_variance`` (the "
+            "convex combination) or ``calibrated`` (the calibrated-advantage gradient over all groups).",
+            "choices": "wmrl_core.fusion.shrinkage:SHRINKAGE_TARGETS",
+        },
+    )
+    shrinkage_window: int = field(
+        default=20,
+        metadata={
+            "help": "``shrinkage``: earlier steps' anchor groups whose per-group gradients estimate the shrinkage "
+            "weight alpha (cross-fitted: never this step's)."
+        },
+    )
+    gradient_sketch_dim: Optional[int] = field(
+        default=None,
+        metadata={
+            "help": "Per-group gradients (``shrinkage``, ``lambda_moments=gradient``): ``None`` keeps them whole "
+            "(small policies); an int projects each onto this many fixed random directions (a sketch that "
+            "keeps inner products in expectation), for large policies."
+        },
+    )
+    loss: str = field(
+        default="exact",
+        metadata={
+            "help": "``exact``: the fused loss as its sum of GRPO terms (``wmrl_core/fusion/base.py``), exact at "
+            "any probability ratio; ``effective``: on the first pass over a batch (on-policy) one GRPO "
+            "loss on the effective advantages, what TRL or verl would compute, with the same gradient "
+            "(later passes, ``grpo.epochs > 1``, use the exact sum). The two differ in float rounding, "
+            "which Adam can amplify where a gradient component is rounding noise, so runs of the two are "
+            "not bit-identical.",
+            "choices": FusionLoss,
+        },
+    )
 
 
 @dataclass
 class GRPOConfig:
-    lr: float = 1e-3
-    """Adam learning rate."""
-    clip_eps: float = 0.2
-    """PPO clip range."""
-    kl_coef: float = 0.0
-    """Weight of the KL penalty to the initial policy (0 disables it and the reference copy)."""
-    entropy_coef: float = 0.0
-    """Weight :math:`\\beta_H` of the entropy bonus :math:`-\\beta_H \\operatorname{agg}(H)` (see
-    ``wmrl_core.grpo.entropy_bonus``): keeps the policy from collapsing onto one answer when
-    rewards are mostly noise. Needs a policy with the optional ``entropy(rollouts)`` method; 0 disables it."""
-    loss_aggregation: str = "token_mean"
-    """``token_mean`` or ``sequence_mean`` (see ``wmrl_core.grpo``)."""
-    epochs: int = 1
-    """Optimizer passes over each step's rollouts."""
-    scale_advantages: bool = True
-    """Divide advantages by the group's standard deviation."""
-    max_grad_norm: Optional[float] = 1.0
-    """Gradient clipping (``None`` disables)."""
+    lr: float = field(default=1e-3, metadata={"help": "Adam learning rate."})
+    clip_eps: float = field(default=0.2, metadata={"help": "PPO clip range."})
+    kl_coef: float = field(
+        default=0.0,
+        metadata={"help": "Weight of the KL penalty to the initial policy (0 disables it and the reference copy)."},
+    )
+    entropy_coef: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight beta_H of the entropy bonus -beta_H * agg(H) (see ``wmrl_core.grpo.entropy_bonus``): "
+            "keeps the policy from collapsing onto one answer when rewards are mostly noise. Needs a policy "
+            "with the optional ``entropy(rollouts)`` method; 0 disables it."
+        },
+    )
+    loss_aggregation: str = field(
+        default="token_mean",
+        metadata={
+            "help": "``token_mean`` or ``sequence_mean`` (see ``wmrl_core.grpo``).",
+            "choices": "wmrl_core.grpo:LossAggregation",
+        },
+    )
+    epochs: int = field(default=1, metadata={"help": "Optimizer passes over each step's rollouts."})
+    scale_advantages: bool = field(
+        default=True, metadata={"help": "Divide advantages by the group's standard deviation."}
+    )
+    max_grad_norm: Optional[float] = field(default=1.0, metadata={"help": "Gradient clipping (``None`` disables)."})
 
 
 @dataclass
 class EvalConfig:
-    every: int = 5
-    """Evaluate every N steps (and before the first and after the last); 0 disables."""
-    split: str = "heldout"
-    """Tasks to evaluate on. The default ``heldout`` falls back to ``train`` when the environment
-    has no such split; any other name the environment does not have is an error listing its splits."""
-    samples_per_task: int = 16
-    """Solutions sampled per task for evaluation."""
-    max_tasks: Optional[int] = None
-    """Evaluate on at most this many tasks of the split, evenly spaced in the environment's order
-    (``None``: all), so that a large held-out split can be sampled within a budget."""
-    common_random_numbers: bool = False
-    """Sample every evaluation of a run with the same seed (``seed * 100003``), not a new one
-    per step: runs of one seed that evaluate similar policies then draw mostly the same
-    solutions, so differences between evaluations (over steps and between arms) are not
-    buried in sampling noise, and an execution cache replays most of them. Each evaluation is
-    still an unbiased sample of its policy; seeds keep independent draws."""
+    every: int = field(
+        default=5, metadata={"help": "Evaluate every N steps (and before the first and after the last); 0 disables."}
+    )
+    split: str = field(
+        default="heldout",
+        metadata={
+            "help": "Tasks to evaluate on. The default ``heldout`` falls back to ``train`` when the environment "
+            "has no such split; any other name the environment does not have is an error listing its "
+            "splits."
+        },
+    )
+    samples_per_task: int = field(default=16, metadata={"help": "Solutions sampled per task for evaluation."})
+    max_tasks: Optional[int] = field(
+        default=None,
+        metadata={
+            "help": "Evaluate on at most this many tasks of the split, evenly spaced in the environment's order "
+            "(``None``: all), so that a large held-out split can be sampled within a budget."
+        },
+    )
+    common_random_numbers: bool = field(
+        default=False,
+        metadata={
+            "help": "Sample every evaluation of a run with the same seed (``seed * 100003``), not a new one per "
+            "step: runs of one seed that evaluate similar policies then draw mostly the same solutions, "
+            "so differences between evaluations (over steps and between arms) are not buried in sampling "
+            "noise, and an execution cache replays most of them. Each evaluation is still an unbiased "
+            "sample of its policy; seeds keep independent draws."
+        },
+    )
 
 
 @dataclass
 class LoggingConfig:
-    tensorboard: bool = True
-    progress: bool = True
-    """Show a progress bar."""
-    wandb_project: Optional[str] = None
-    """Log to wandb under this project when set (needs ``pip install wandb``)."""
+    tensorboard: bool = field(
+        default=True, metadata={"help": "Write TensorBoard event files to ``run_dir/tensorboard``."}
+    )
+    progress: bool = field(default=True, metadata={"help": "Show a progress bar."})
+    wandb_project: Optional[str] = field(
+        default=None, metadata={"help": "Log to wandb under this project when set (needs ``pip install wandb``)."}
+    )
 
 
 @dataclass
 class CheckpointConfig:
-    every: int = 10
-    """Save a checkpoint every N steps and at the end; 0 saves only at the end."""
+    every: int = field(
+        default=10, metadata={"help": "Save a checkpoint every N steps and at the end; 0 saves only at the end."}
+    )
 
 
 @dataclass
 class DistributedConfig:
-    backend: str = "local"
-    """``local`` (execution in this process) or ``ray`` (real execution, training and
-    evaluation, spread over Ray workers; see ``wmrl_core/distributed.py``)."""
-    num_workers: int = 2
-    """Ray actors, each with its own environment instance (``ray`` only)."""
-    address: Optional[str] = None
-    """``None`` starts a local Ray; ``auto`` joins the cluster this machine belongs to;
-    ``ray://host:10001`` a remote one (``ray`` only)."""
-    worker_cpus: float = 1.0
-    """CPUs Ray reserves per worker; fractional or 0 for execution that waits on a sandbox."""
+    backend: str = field(
+        default="local",
+        metadata={
+            "help": "``local`` (execution in this process) or ``ray`` (real execution, training and evaluation, "
+            "spread over Ray workers; see ``wmrl_core/distributed.py``).",
+            "choices": Backend,
+        },
+    )
+    num_workers: int = field(
+        default=2, metadata={"help": "Ray actors, each with its own environment instance (``ray`` only)."}
+    )
+    address: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "``None`` starts a local Ray; ``auto`` joins the cluster this machine belongs to; "
+            "``ray://host:10001`` a remote one (``ray`` only)."
+        },
+    )
+    worker_cpus: float = field(
+        default=1.0,
+        metadata={"help": "CPUs Ray reserves per worker; fractional or 0 for execution that waits on a sandbox."},
+    )
 
 
 @dataclass
 class TrainConfig:
-    mode: str = "wmrl"
-    """``real`` (GRPO, every group executed), ``world_model`` (no execution), ``wmrl``."""
-    steps: int = 50
-    """Policy updates."""
-    seed: int = 0
-    run_dir: str = "runs/default"
-    """Where config.yaml, metrics.jsonl, summary.json, checkpoints/ and tensorboard/ go."""
-    resume: bool = False
-    """Continue from the newest readable checkpoint in ``run_dir/checkpoints`` (``last.pt``, else
-    the newest ``step_*.pt``) of the run that last started fresh in ``run_dir``. The changed
-    settings are listed; those that break an exact continuation (``seed``, ``grpo.lr``, the
-    components...) are refused unless named in ``resume_allow_changes``."""
-    resume_allow_changes: list[str] = field(default_factory=list)
-    """Settings that ``resume=true`` may change although the result is then no longer an exact
-    continuation, e.g. ``resume_allow_changes=[grpo.lr]``."""
-    world_model_timeout_s: Optional[float] = None
-    """Seconds one world-model ``predict`` call may take; past it the call is abandoned and its
-    rewards dropped (counted in ``faults/world_model_timeouts``). ``None`` waits forever."""
-    environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
-    policy: ComponentConfig = field(default_factory=ComponentConfig)
-    world_model: Optional[ComponentConfig] = None
-    """Required in ``world_model`` and ``wmrl`` modes."""
-    reward: RewardConfig = field(default_factory=RewardConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    anchors: AnchorConfig = field(default_factory=AnchorConfig)
-    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
-    """How world-model rewards are calibrated on the anchors (read from ``debias`` too, with a warning)."""
-    fusion: FusionConfig = field(default_factory=FusionConfig)
-    """How the real and world-model streams are fused (read from ``denoise`` too, with a warning)."""
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    logging: LoggingConfig = field(default_factory=LoggingConfig)
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    mode: str = field(
+        default="wmrl",
+        metadata={
+            "help": "``real`` (GRPO, every group executed), ``world_model`` (no execution), ``wmrl``.",
+            "choices": Mode,
+        },
+    )
+    steps: int = field(default=50, metadata={"help": "Policy updates."})
+    seed: int = field(
+        default=0,
+        metadata={
+            "help": "Seeds the policy's initialisation, the task draws, the anchor groups and the evaluations' "
+            "sampling."
+        },
+    )
+    run_dir: str = field(
+        default="runs/default",
+        metadata={"help": "Where config.yaml, metrics.jsonl, summary.json, checkpoints/ and tensorboard/ go."},
+    )
+    resume: bool = field(
+        default=False,
+        metadata={
+            "help": "Continue from the newest readable checkpoint in ``run_dir/checkpoints`` (``last.pt``, else "
+            "the newest ``step_*.pt``) of the run that last started fresh in ``run_dir``. The changed "
+            "settings are listed; those that break an exact continuation (``seed``, ``grpo.lr``, the "
+            "components...) are refused unless named in ``resume_allow_changes``."
+        },
+    )
+    resume_allow_changes: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Settings that ``resume=true`` may change although the result is then no longer an exact "
+            "continuation, e.g. ``resume_allow_changes=[grpo.lr]``."
+        },
+    )
+    world_model_timeout_s: Optional[float] = field(
+        default=None,
+        metadata={
+            "help": "Seconds one world-model ``predict`` call may take; past it the call is abandoned and its "
+            "rewards dropped (counted in ``faults/world_model_timeouts``). ``None`` waits forever."
+        },
+    )
+    environment: EnvironmentConfig = field(
+        default_factory=EnvironmentConfig, metadata={"help": "The environment: tasks and real execution."}
+    )
+    policy: ComponentConfig = field(default_factory=ComponentConfig, metadata={"help": "The policy being trained."})
+    world_model: Optional[ComponentConfig] = field(
+        default=None, metadata={"help": "Required in ``world_model`` and ``wmrl`` modes."}
+    )
+    reward: RewardConfig = field(
+        default_factory=RewardConfig, metadata={"help": "The reward extractor: outcome to reward."}
+    )
+    rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "Tasks and rollouts per step."})
+    anchors: AnchorConfig = field(
+        default_factory=AnchorConfig, metadata={"help": "Groups executed for real in ``wmrl`` mode."}
+    )
+    calibration: CalibrationConfig = field(
+        default_factory=CalibrationConfig,
+        metadata={
+            "help": "How world-model rewards are calibrated on the anchors (read from ``debias`` too, with a warning)."
+        },
+    )
+    fusion: FusionConfig = field(
+        default_factory=FusionConfig,
+        metadata={
+            "help": "How the real and world-model streams are fused (read from ``denoise`` too, with a warning)."
+        },
+    )
+    grpo: GRPOConfig = field(default_factory=GRPOConfig, metadata={"help": "The GRPO update."})
+    eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Evaluation of the policy during training."})
+    logging: LoggingConfig = field(
+        default_factory=LoggingConfig, metadata={"help": "Where metrics go besides ``metrics.jsonl``."}
+    )
+    checkpoint: CheckpointConfig = field(
+        default_factory=CheckpointConfig, metadata={"help": "How often the loop's state is saved."}
+    )
+    distributed: DistributedConfig = field(
+        default_factory=DistributedConfig, metadata={"help": "Where real execution, training and evaluation run."}
+    )
+
+
+def choices(f: dataclasses.Field) -> tuple[Any, ...] | None:
+    """The values the config field ``f`` may take (``None``: any of its type): its ``choices``
+    metadata, a ``Literal`` or ``"module:NAME"`` naming a ``Literal``, a tuple or a dict (its keys)."""
+    spec = f.metadata.get("choices")
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        module, _, name = spec.partition(":")
+        spec = getattr(importlib.import_module(module), name)
+    return tuple(get_args(spec)) if get_origin(spec) is Literal else tuple(spec)
+
+
+def check_choices(node: Any, prefix: str = "") -> None:
+    """Every enumerated field of the config dataclass ``node`` and of its sections holds one of
+    its :func:`choices`.
+
+    :raises ConfigError: naming the key, the value, the closest choice and all of them.
+    """
+    for f in dataclasses.fields(node):
+        value, key = getattr(node, f.name), f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            check_choices(value, f"{key}.")
+            continue
+        allowed = choices(f)
+        if allowed is not None and value not in allowed:
+            close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+            raise ConfigError(
+                f"{key}={value!r} is unknown{f' (did you mean {close[0]}?)' if close else ''}; "
+                f"use one of {', '.join(map(str, allowed))}"
+            )
 
 
 def validate(cfg: TrainConfig) -> None:
-    """Semantic checks that types alone cannot express."""
-    if cfg.mode not in MODES:
-        raise ConfigError(f"mode={cfg.mode!r} is unknown; use one of {', '.join(MODES)}")
+    """The enumerations (:func:`check_choices`), then what types alone cannot express."""
+    check_choices(cfg)
     if cfg.mode != "real" and cfg.world_model is None:
         raise ConfigError(f"mode={cfg.mode} needs a world model: set world_model.name (or use mode=real)")
     if cfg.eval.max_tasks is not None and cfg.eval.max_tasks < 1:
@@ -258,19 +449,14 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"steps must be >= 0, got {cfg.steps}")
     if cfg.rollout.batch_tasks < 1 or cfg.rollout.group_size < 2:
         raise ConfigError("rollout.batch_tasks must be >= 1 and rollout.group_size >= 2 (GRPO compares within a group)")
-    if cfg.grpo.loss_aggregation not in ("token_mean", "sequence_mean"):
-        raise ConfigError(f"grpo.loss_aggregation={cfg.grpo.loss_aggregation!r}; use token_mean or sequence_mean")
     if not 0.0 <= cfg.anchors.fraction <= 1.0:
         raise ConfigError(f"anchors.fraction={cfg.anchors.fraction} must be in [0, 1]")
-    if cfg.environment.execute_timeout_s is not None and not cfg.environment.execute_timeout_s > 0:
-        raise ConfigError(
-            f"environment.execute_timeout_s must be > 0 seconds (or null to wait forever), "
-            f"got {cfg.environment.execute_timeout_s}"
-        )
-    if cfg.world_model_timeout_s is not None and not cfg.world_model_timeout_s > 0:
-        raise ConfigError(
-            f"world_model_timeout_s must be > 0 seconds (or null to wait forever), got {cfg.world_model_timeout_s}"
-        )
+    for key, seconds in (
+        ("environment.execute_timeout_s", cfg.environment.execute_timeout_s),
+        ("world_model_timeout_s", cfg.world_model_timeout_s),
+    ):
+        if seconds is not None and not seconds > 0:
+            raise ConfigError(f"{key} must be > 0 seconds (or null to wait forever), got {seconds}")
     _validate_calibration_and_fusion(cfg)
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
@@ -280,8 +466,6 @@ def validate(cfg: TrainConfig) -> None:
         if not getattr(cfg.grpo, name) >= 0:
             raise ConfigError(f"grpo.{name} must be >= 0 (0 disables it), got {getattr(cfg.grpo, name)}")
     dist = cfg.distributed
-    if dist.backend not in BACKENDS:
-        raise ConfigError(f"distributed.backend={dist.backend!r} is unknown; use one of {', '.join(BACKENDS)}")
     if dist.num_workers < 1 or dist.worker_cpus < 0:
         raise ConfigError(
             f"distributed.num_workers must be >= 1 and distributed.worker_cpus >= 0, "
@@ -295,29 +479,10 @@ def validate(cfg: TrainConfig) -> None:
 
 
 def _validate_calibration_and_fusion(cfg: TrainConfig) -> None:
-    """The ``calibration`` and ``fusion`` sections, against the fusion table and the calibrators."""
-    import difflib
-
-    from wmrl_core.debias import CALIBRATORS
+    """The ranges of the ``calibration`` and ``fusion`` sections, and the anchors a fusion method needs."""
     from wmrl_core.fusion.methods import FUSION_METHODS
-    from wmrl_core.fusion.rectified import LAMBDA_MOMENTS
-    from wmrl_core.fusion.shrinkage import SHRINKAGE_TARGETS
 
     fusion, calibration = cfg.fusion, cfg.calibration
-    if fusion.method not in FUSION_METHODS:
-        close = difflib.get_close_matches(fusion.method, list(FUSION_METHODS), n=1)
-        raise ConfigError(
-            f"fusion.method={fusion.method!r} is unknown{f' (did you mean {close[0]}?)' if close else ''}; "
-            f"use one of {', '.join(FUSION_METHODS)}"
-        )
-    if fusion.lambda_moments not in LAMBDA_MOMENTS:
-        raise ConfigError(
-            f"fusion.lambda_moments={fusion.lambda_moments!r} is unknown; use one of {', '.join(LAMBDA_MOMENTS)}"
-        )
-    if fusion.shrinkage_toward not in SHRINKAGE_TARGETS:
-        raise ConfigError(
-            f"fusion.shrinkage_toward={fusion.shrinkage_toward!r} is unknown; use one of {', '.join(SHRINKAGE_TARGETS)}"
-        )
     if fusion.shrinkage_window < 3:
         raise ConfigError(
             f"fusion.shrinkage_window must be >= 3 anchor groups (the bias estimate needs pairs of groups), "
@@ -327,8 +492,6 @@ def _validate_calibration_and_fusion(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"fusion.gradient_sketch_dim must be a positive int or null (whole gradients), got {fusion.gradient_sketch_dim}"
         )
-    if fusion.loss not in FUSION_LOSSES:
-        raise ConfigError(f"fusion.loss={fusion.loss!r} is unknown; use one of {', '.join(FUSION_LOSSES)}")
     if fusion.lambda_level is not None and not 0.5 <= fusion.lambda_level < 1.0:
         raise ConfigError(
             f"fusion.lambda_level must be in [0.5, 1) or null (the plain James-Stein factor), got {fusion.lambda_level}"
@@ -342,10 +505,6 @@ def _validate_calibration_and_fusion(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"fusion.lambda_window must be >= 2 informative anchor groups (a slope's variance needs two), "
             f"got {fusion.lambda_window}"
-        )
-    if calibration.calibrator not in CALIBRATORS:
-        raise ConfigError(
-            f"calibration.calibrator={calibration.calibrator!r} is unknown; use one of {', '.join(CALIBRATORS)}"
         )
     if calibration.slope < 0:
         raise ConfigError(f"calibration.slope must be >= 0, got {calibration.slope}")
@@ -414,7 +573,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         key = getattr(exc, "full_key", None)
         raise ConfigError(
             f"invalid config{f' at `{key}`' if key else ''}: {str(exc).splitlines()[0]}. "
-            "Check the key's spelling and type against `wmrl_core/config.py` (TrainConfig)."
+            "Check the key's spelling and type: `wmrl train --help` lists every setting with its type and default."
         ) from None
     validate(cfg)
     return cfg
