@@ -234,7 +234,7 @@ class WMRLGRPOTrainer(GRPOTrainer):
             if callable(close):
                 close()
 
-    # -- steps 2-4: anchors, world model, execution ------------------------------------------
+    # -- the loop's steps 2-5 (wmrl_core.trainer): anchors, world model, execution, rewards ------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         device = self.accelerator.device
         n_local, G = len(prompts), self.num_generations
@@ -282,7 +282,7 @@ class WMRLGRPOTrainer(GRPOTrainer):
         }
         return gathered
 
-    # -- step 5-7: calibration, fusion, effective advantages -----------------------------------
+    # -- the loop's steps 6-7: calibration, fusion, effective advantages -----------------------
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if not self.model.training or self._pending is None:
