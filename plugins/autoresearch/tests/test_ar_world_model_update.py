@@ -15,7 +15,7 @@ from wmrl_core.contracts import LearnsFromAnchors
 from wmrl_core.types import Outcome
 
 # the update's logic on the small ridge prior (the default outcome model is fitted at first use: slow)
-RIDGE = str(Path(world_model.__file__).with_name("data") / world_model.LEGACY_RIDGE_CHECKPOINT)
+RIDGE = str(Path(world_model.__file__).with_name("data") / world_model.RIDGE_BASELINE_CHECKPOINT)
 
 
 @pytest.fixture(scope="module")

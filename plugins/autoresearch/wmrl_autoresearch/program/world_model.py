@@ -49,7 +49,7 @@ __all__ = [
     "fit_reward_model",
     "raw_score_for_reward",
     "SHIPPED_CHECKPOINT",
-    "LEGACY_RIDGE_CHECKPOINT",
+    "RIDGE_BASELINE_CHECKPOINT",
     "load_outcome_model",
     "save_outcome_model",
     "shipped_outcome_model",
@@ -57,7 +57,7 @@ __all__ = [
 
 SHIPPED_CHECKPOINT = "outcome_model.pkl"
 """File name of a fitted outcome model written by ``build.py``."""
-LEGACY_RIDGE_CHECKPOINT = "world_model.pt"
+RIDGE_BASELINE_CHECKPOINT = "world_model.pt"
 """File name of the shipped ridge baseline (a torch state dict of :class:`RewardModel`)."""
 
 
