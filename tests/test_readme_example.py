@@ -60,6 +60,15 @@ def test_the_readme_plugin_trains_as_printed_and_learns(my_domain, tmp_path, cap
     assert summary
 
 
+def test_the_readme_plugin_passes_check_environment(my_domain):
+    from wmrl_core.builtin_rewards import ScoreReward
+    from wmrl_core.checkers import check_environment
+
+    env = my_domain.DigitEnv()
+    outcomes = check_environment(env, policy=my_domain.DigitPolicy(env=env), reward=ScoreReward(env=env), n_solutions=4)
+    assert outcomes is not None and len(outcomes) == 4 and all(o.status == "ok" for o in outcomes)
+
+
 def _fused_rows(method: str, rows: np.ndarray | None):
     """``fuse_step`` of ``method`` on the fusion tests' batch, with its rows in the order ``rows``."""
     from test_fusion_interface import _batch, _fitted

@@ -1,4 +1,4 @@
-"""A second domain plugin, written from the README's plugin API alone: unit conversion.
+"""A second domain plugin, written from the plugin API of docs/plugins.md alone: unit conversion.
 
 A task asks to convert a quantity between two units (``3 ft -> m``); a solution is the index of a
 conversion factor among a few candidates; execution scores ``-|log10(chosen / true factor)|``
