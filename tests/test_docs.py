@@ -63,3 +63,19 @@ def test_transfer_docs_table_is_the_reports_table():
     assert spliced == table, (
         "plugins/libero/docs/transfer.md's transfer_full table differs from docs/results/libero/transfer_full.md"
     )
+
+
+def test_every_experiment_the_docs_name_is_registered():
+    """A command the docs print as ``wmrl experiment NAME`` runs: NAME is a registered experiment."""
+    from wmrl_core.plugins import build_registry
+
+    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "docs/results/README.md"]
+    pages += [*(ROOT / "plugins").glob("*/README.md"), *(ROOT / "plugins").glob("*/docs/*.md")]
+    cited = {
+        (page.relative_to(ROOT), name)
+        for page in pages
+        for name in re.findall(r"wmrl experiment ([a-z][a-z0-9-]*)", page.read_text())
+    }
+    registered = set(build_registry().experiments.names())
+    missing = sorted(f"{page}: {name}" for page, name in cited if name not in registered)
+    assert not missing, f"docs cite experiments that are not registered ({', '.join(sorted(registered))}): {missing}"
