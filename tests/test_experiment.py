@@ -105,7 +105,8 @@ def test_wmrl_experiment_help_lists_every_registered_experiment_and_runs_a_plugi
             table.add("toy", lambda argv, prog: seen.append((argv, prog)) or 3, description="a toy experiment")
 
     real = plugins.get_plugin_manager
-    monkeypatch.setattr(plugins, "get_plugin_manager", lambda **kw: real(extra_plugins=[Plugin()], **kw))
+    # the installed plugins' experiments are theirs to test; the core's and a toy one are enough here
+    monkeypatch.setattr(plugins, "get_plugin_manager", lambda: real(extra_plugins=[Plugin()], entry_points=False))
     assert main(["experiment", "--help"]) == 0
     out = capsys.readouterr().out
     assert "synthetic " in out and "the theorem experiment" in out and "toy " in out and "a toy experiment" in out
@@ -136,3 +137,15 @@ def test_wmrl_experiment_synthetic_runs_end_to_end(capsys, synthetic_config, tmp
     assert "| real |" in out and (tmp_path / "summary.json").is_file() and (tmp_path / "runs" / "real-seed0").is_dir()
     assert main([*argv[:-3], "--arms", "rael"]) == 2
     assert "unknown arms ['rael']" in capsys.readouterr().err
+
+
+def test_the_synthetic_experiment_is_registered_by_the_core_plugin():
+    from wmrl_core.plugins import build_registry, describe_plugins, get_plugin_manager
+
+    pm = get_plugin_manager(entry_points=False)
+    registry = build_registry(pm)
+    spec = registry.experiments.get("synthetic")
+    assert spec.plugin == "wmrl_core.synthetic.plugin" and spec.load().__name__ == "main"
+    infos = {i.name: i for i in describe_plugins(pm, registry)}
+    assert infos["wmrl_core.synthetic.plugin"].components["experiment"] == ["synthetic"]
+    assert "experiment" not in registry.tables()  # not a component of a run

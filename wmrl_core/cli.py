@@ -84,7 +84,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     for col in ("plugin", "version", "kind", "name", "description"):
         table.add_column(col)
     for info in infos:
-        for kind, tbl in registry.tables().items():
+        for kind, tbl in (*registry.tables().items(), ("experiment", registry.experiments)):
             for spec in tbl:
                 if spec.plugin == info.name:
                     table.add_row(info.name, info.version, kind, spec.name, spec.description)

@@ -1,4 +1,4 @@
-"""Registers the synthetic domain through the same hooks as any installed plugin."""
+"""Registers the synthetic domain and its theorem experiment through the same hooks as any installed plugin."""
 
 from wmrl_core import hookimpl
 
@@ -41,4 +41,19 @@ def wmrl_register_experiments(table):
         "synthetic",
         "wmrl_core.experiments.synthetic:main",
         description="the theorem experiment: every mode, fusion and ablation on the synthetic bandit over seeds",
+    )
+    table.add(
+        "compute-to-target",
+        "wmrl_core.experiments.compute_to_target:main",
+        description="compute each arm needs to reach real's final score, with plots (--suite synthetic | autoresearch)",
+    )
+    table.add(
+        "cache-agreement",
+        "wmrl_core.experiments.cache_agreement:main",
+        description="a benchmark replayed from the execution cache against the same arms and seeds run fresh",
+    )
+    table.add(
+        "ray-execution",
+        "wmrl_core.experiments.ray_execution:main",
+        description="wall time of real execution, local vs the Ray backend with 1, 2 ... workers (synthetic job)",
     )
