@@ -79,3 +79,19 @@ def test_every_experiment_the_docs_name_is_registered():
     registered = set(build_registry().experiments.names())
     missing = sorted(f"{page}: {name}" for page, name in cited if name not in registered)
     assert not missing, f"docs cite experiments that are not registered ({', '.join(sorted(registered))}): {missing}"
+
+
+def test_the_docs_number_the_loop_as_the_trainer_does():
+    """One numbering of the loop's steps: the eight lines of ``wmrl_core/trainer.py``'s docstring,
+    as the README and docs/method.md print them (reST ``code`` as Markdown `code`)."""
+    from wmrl_core import trainer
+
+    def steps(text: str) -> list[str]:
+        return re.findall(r"^([1-8]\. \*\*.+)$", text, re.MULTILINE)
+
+    expected = [line.replace("``", "`") for line in steps(inspect.getdoc(trainer) or "")]
+    assert len(expected) == 8, "wmrl_core/trainer.py's docstring lost its eight numbered steps"
+    for page in ("README.md", "docs/method.md"):
+        assert steps((ROOT / page).read_text()) == expected, (
+            f"{page}: the loop's steps differ from trainer.py's docstring"
+        )
