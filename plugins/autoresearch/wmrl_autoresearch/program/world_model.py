@@ -310,7 +310,7 @@ class LearnedWorldModel:
     :param cost_per_call_s: declared cost of one batched call (``None``: wall time is charged).
     :param learn_from_anchors: learn per-task corrections from the run's anchor executions
         (:class:`TaskCorrections`). Off by default: replayed on the shipped corpus
-        (``wmrl_autoresearch/experiments/wm_online_update.py``, a prior that never saw the task) it
+        (``wmrl experiment wm-online-update``, a prior that never saw the task) it
         lowered the within-task Spearman on a task's unseen programs at every shrinkage tried (8, 32;
         2-128 with the ridge baseline as the prior), with at most 8 programs per task to learn from;
         ``world_model.kwargs.learn_from_anchors=true`` turns it on.
