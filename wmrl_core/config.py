@@ -140,7 +140,9 @@ class FusionConfig:
         metadata={
             "help": "One of ``wmrl_core.fusion.FUSION_METHODS`` (``wmrl train --help`` lists them): ``rectified`` "
             "(anchor gradient plus lambda times the calibrated gradient over all groups minus over the "
-            "anchor groups, unbiased for any lambda), ``inverse_variance`` (convex combination weighted "
+            "anchor groups, unbiased for any lambda), ``shrinkage`` (rectified moved toward the inverse-variance "
+            "or calibrated update by an MSE-optimal alpha from earlier anchor groups' gradients), "
+            "``inverse_variance`` (convex combination weighted "
             "by the explained variance), ``pooled`` (by share of samples). One module each in "
             "``wmrl_core/fusion/``.",
             "choices": "wmrl_core.fusion.methods:FUSION_METHODS",
@@ -162,7 +164,8 @@ class FusionConfig:
         metadata={
             "help": "``rectified``: ``solution`` sums the advantages of a group's rollouts with equal solutions "
             "(equal score vectors) before the moments that tune lambda; ``rollout`` treats every rollout "
-            "as distinct (see ``wmrl_core/fusion/rectified.py``).",
+            "as distinct; ``gradient`` takes the slope from per-group policy gradients (whole, or "
+            "sketched with ``gradient_sketch_dim``; WMRL's own trainer only). See ``wmrl_core/fusion/rectified.py``.",
             "choices": "wmrl_core.fusion.rectified:LAMBDA_MOMENTS",
         },
     )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -116,7 +116,7 @@ class PolicyGradients:
         policy: Any,
         rollouts: Any,
         mask: torch.Tensor,
-        aggregation: LossAggregation,
+        aggregation: str,
         *,
         sketch_dim: int | None = None,
         seed: int = 0,
@@ -142,7 +142,11 @@ class PolicyGradients:
         log_probs = self._forward()
         adv = torch.as_tensor(np.nan_to_num(np.asarray(advantages, dtype=np.float64)), dtype=log_probs.dtype)
         rows_t = torch.as_tensor(np.asarray(rows, dtype=np.float32), device=log_probs.device).unsqueeze(-1)
-        loss = aggregate(-adv.to(log_probs.device).unsqueeze(-1) * log_probs, self.mask * rows_t, self.aggregation)
+        loss = aggregate(
+            -adv.to(log_probs.device).unsqueeze(-1) * log_probs,
+            self.mask * rows_t,
+            cast(LossAggregation, self.aggregation),
+        )
         grads = torch.autograd.grad(loss, self._params, retain_graph=True, allow_unused=True)
         pieces = [torch.zeros_like(p) if g is None else g for g, p in zip(grads, self._params, strict=True)]
         if self.sketch_dim is not None:
