@@ -3,19 +3,17 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.slow  # each test runs every benchmark arm end to end in a subprocess
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "compute_to_target.py"
+COMMAND = [sys.executable, "-m", "wmrl_core.cli", "experiment", "compute-to-target"]
 
 
 def test_synthetic_quick_benchmark_writes_table_json_and_plots(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--suite", "synthetic", "--quick", "--seeds", "2", "--out", str(tmp_path)],
+        [*COMMAND, "--suite", "synthetic", "--quick", "--seeds", "2", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -41,8 +39,7 @@ def test_the_benchmark_says_when_the_execution_cache_is_on(tmp_path):
     cache = tmp_path / "executions.jsonl"
     proc = subprocess.run(
         [
-            sys.executable,
-            str(SCRIPT),
+            *COMMAND,
             "--suite",
             "synthetic",
             "--quick",
@@ -75,8 +72,7 @@ def test_the_benchmark_says_when_the_execution_cache_is_on(tmp_path):
 def test_synthetic_quick_sweep(tmp_path):
     proc = subprocess.run(
         [
-            sys.executable,
-            str(SCRIPT),
+            *COMMAND,
             "--suite",
             "synthetic",
             "--sweep",

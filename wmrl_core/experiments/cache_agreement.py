@@ -71,8 +71,8 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None, prog: str = "wmrl experiment cache-agreement") -> int:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--replayed", type=Path, required=True, help="--out of the run with --cache")
     p.add_argument("--fresh", type=Path, required=True, help="--out of the same arms and seeds with the cache off")
     p.add_argument("--metric", default="eval/reward")

@@ -57,8 +57,8 @@ def run(label: str, overrides: list[str], out: Path) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "wmrl experiment ray-execution") -> int:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--sleep", type=float, default=0.05, help="seconds execute sleeps per solution")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])

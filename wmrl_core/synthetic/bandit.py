@@ -80,7 +80,7 @@ class SyntheticBanditEnvironment:
     :param execution_cost_s: declared cost of one real execution (seconds).
     :param execution_noise: standard deviation :math:`\\sigma_{exec}` of real rewards.
     :param execution_sleep_s: wall seconds ``execute`` sleeps per solution, to emulate slow
-        execution in benchmarks (``benchmarks/ray_execution.py``); 0 by default.
+        execution in benchmarks (``wmrl experiment ray-execution``); 0 by default.
     Other keyword arguments define the truth (see :class:`BanditTruth`).
     """
 

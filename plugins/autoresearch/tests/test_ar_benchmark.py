@@ -3,16 +3,16 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_autoresearch_quick_benchmark_runs_each_arm_with_the_cache(docker_ready, tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "compute_to_target.py"),
+            "-m",
+            "wmrl_core.cli",
+            "experiment",
+            "compute-to-target",
             "--suite",
             "autoresearch",
             "--quick",

@@ -158,7 +158,9 @@ def test_noise_control_script_prints_the_table_and_writes_the_plot(tmp_path):
         [
             sys.executable,
             "-m",
-            "wmrl_autoresearch.experiments.noise_control",
+            "wmrl_core.cli",
+            "experiment",
+            "noise-control",
             "--cells",
             "0.03,0,0",
             "--seeds",

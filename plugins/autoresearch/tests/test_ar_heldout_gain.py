@@ -1,39 +1,29 @@
-"""``benchmarks/heldout_gain.py``: the noise arm's pieces, the paired bootstrap, and a tiny run
+"""``wmrl experiment heldout-gain``: the noise arm's pieces, the paired bootstrap, and a tiny run
 end to end in real containers."""
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from wmrl_autoresearch.experiments import heldout_gain as hg
 
+from wmrl_core.experiments.noise import NoiseReward
+from wmrl_core.experiments.stats import paired_bootstrap_se
 from wmrl_core.types import Outcome
 
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "benchmarks" / "heldout_gain.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("heldout_gain", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-hg = _module()
+COMMAND = [sys.executable, "-m", "wmrl_core.cli", "experiment", "heldout-gain"]
 
 
 def test_noise_reward_ignores_the_outcome_and_is_reproducible():
-    a, b = hg.NoiseReward(seed=3), hg.NoiseReward(seed=3)
+    a, b = NoiseReward(seed=3), NoiseReward(seed=3)
     good, bad = Outcome("ok", 0.99), Outcome("crashed", None)
     draws_a = [a(None, good if i % 2 else bad) for i in range(200)]
     draws_b = [b(None, bad) for _ in range(200)]
     assert draws_a == draws_b  # the same draws whatever the outcomes
     assert 0.0 <= min(draws_a) and max(draws_a) < 1.0 and np.std(draws_a) > 0.2
-    assert hg.NoiseReward(seed=4)(None, good) != draws_a[0]
+    assert NoiseReward(seed=4)(None, good) != draws_a[0]
 
 
 def test_unexecuted_environment_has_the_pool_and_runs_nothing():
@@ -62,22 +52,21 @@ def test_reward_matrix_places_each_record_and_leaves_unrewarded_ones_nan():
 def test_paired_bootstrap_cancels_what_two_evaluations_share():
     rng = np.random.default_rng(0)
     m = rng.normal(size=(30, 4))
-    assert hg.bootstrap_se([m, m + 0.3], [1.0, -1.0]) == pytest.approx(0.0, abs=1e-12)  # paired: only the shift
-    unpaired = hg.bootstrap_se([m], [1.0])
+    assert paired_bootstrap_se([m, m + 0.3], [1.0, -1.0]) == pytest.approx(0.0, abs=1e-12)  # paired: only the shift
+    unpaired = paired_bootstrap_se([m], [1.0])
     assert unpaired == pytest.approx(np.sqrt(np.mean(m.var(axis=1, ddof=0)) / m.size), rel=0.15)
 
 
 def test_bootstrap_with_one_sample_per_task_resamples_tasks():
     rng = np.random.default_rng(1)
     m = rng.normal(size=(200, 1))
-    assert hg.bootstrap_se([m], [1.0]) == pytest.approx(m.std() / np.sqrt(m.size), rel=0.15)
+    assert paired_bootstrap_se([m], [1.0]) == pytest.approx(m.std() / np.sqrt(m.size), rel=0.15)
 
 
 def test_a_tiny_benchmark_runs_both_arms_end_to_end(docker_ready, tmp_path):
     proc = subprocess.run(
         [
-            sys.executable,
-            str(SCRIPT),
+            *COMMAND,
             "--seeds",
             "1",
             "--samples",
@@ -109,7 +98,7 @@ def test_a_tiny_benchmark_runs_both_arms_end_to_end(docker_ready, tmp_path):
     assert "| 0 |" in (tmp_path / "out" / "heldout_gain_table.md").read_text()
     # resuming reads everything back: no training, no execution
     again = subprocess.run(
-        [sys.executable, str(SCRIPT), "--seeds", "1", "--samples", "2", "--max-tasks", "2"]
+        [*COMMAND, "--seeds", "1", "--samples", "2", "--max-tasks", "2"]
         + ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out2")],
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""The sandbox load test (``wmrl_autoresearch.experiments.sandbox_load``), quick mode, against the real engine."""
+"""The sandbox load test (``wmrl experiment sandbox-load``), quick mode, against the real engine."""
 
 import json
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 @pytest.mark.slow
 def test_ar_load_test_quick_records_every_outcome_once_and_leaves_nothing(docker_ready, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "wmrl_autoresearch.experiments.sandbox_load", "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "wmrl_core.cli", "experiment", "sandbox-load", "--quick", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=900,

@@ -10,7 +10,7 @@ import pytest
 @pytest.mark.slow  # a subprocess that imports torch and sklearn
 def test_quick_benchmark_prints_the_table_and_starts_from_the_prior(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "wmrl_autoresearch.experiments.wm_online_update", "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "wmrl_core.cli", "experiment", "wm-online-update", "--quick", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=900,

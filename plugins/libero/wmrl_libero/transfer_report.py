@@ -1,5 +1,6 @@
 """The LIBERO-Long transfer experiment's report: what each arm-seed's run left behind, summarised,
-judged and drawn (``benchmarks/libero_transfer.py`` runs the experiment and calls these).
+judged and drawn (``wmrl experiment libero-transfer``, :mod:`wmrl_libero.experiments.transfer`, runs the
+experiment and calls these).
 
 * :func:`anchor_diagnostics`, :func:`score_trend`: what the world model was worth in one run;
 * :func:`summarize`: per arm, success with intervals, gains paired by seed, the ledger's seconds;

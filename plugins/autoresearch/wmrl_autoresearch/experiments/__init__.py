@@ -1,10 +1,19 @@
-"""The AutoResearch experiments and benchmarks, each a module with a ``main(argv)``:
+"""The AutoResearch experiments and benchmarks (``wmrl experiment NAME``, registered in
+:mod:`wmrl_autoresearch.plugin`; each module's ``main(argv, prog)`` parses its own options):
 
+* :mod:`~wmrl_autoresearch.experiments.heldout_gain` (``heldout-gain``): the main job's held-out
+  gain against the same settings on pure-noise rewards;
+* :mod:`~wmrl_autoresearch.experiments.noise_control` (``noise-control``): does the program
+  policy's optimiser keep its entropy on noise rewards;
+* :mod:`~wmrl_autoresearch.experiments.compute_to_target`: the ``autoresearch`` suite of
+  ``wmrl experiment compute-to-target``;
+* :mod:`~wmrl_autoresearch.experiments.sandbox_load` (``sandbox-load``): many executions at full
+  parallelism, mixed scripts;
+* :mod:`~wmrl_autoresearch.experiments.wm_online_update` (``wm-online-update``): the program world
+  model's ranking after learning from anchors, offline on the shipped corpus;
 * :mod:`~wmrl_autoresearch.experiments.sandbox_bench`: sandbox start-up latency and throughput
   (``wmrl-autoresearch bench``);
-* :mod:`~wmrl_autoresearch.experiments.sandbox_load`: many executions at full parallelism, mixed scripts;
-* :mod:`~wmrl_autoresearch.experiments.wm_online_update`: the program world model's ranking after
-  learning from anchors, offline on the shipped corpus.
+* :mod:`~wmrl_autoresearch.experiments.gpu_checks`: the plugin's checks in ``benchmarks/gpu_check.py``.
 
 :func:`config_path` finds the configs shipped with the package (``configs/autoresearch`` in the
 repository links to the same folder).

@@ -13,11 +13,11 @@ Each final policy is then measured on fresh samples of every training task: its 
 entropy (nats, summed over decisions) and its mean reward under the learned world model
 (the training reward of the ``learned`` runs). Prints a markdown table (mean and 95%
 t-interval over seeds) and writes it, a JSON file and a plot of entropy vs step to ``--out``.
+Runs go through :func:`wmrl_core.experiments.runner.run_arms` (one arm per source and cell, seeds
+outer), so the grid resumes: finished runs and their measurements are read back from ``--runs``.
 
     wmrl experiment noise-control                      # the grid in docs/results/autoresearch
     wmrl experiment noise-control --lrs 0.03 --entropy-coefs 0 --seeds 1 --out /tmp/nc   # one cell
-
-(``python -m wmrl_autoresearch.experiments.noise_control`` is the same command.)
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ import torch
 
 from wmrl_autoresearch.experiments import config_path
 from wmrl_core.components import make_components
-from wmrl_core.config import load_config
+from wmrl_core.experiments.runner import ArmRun, run_arms
 from wmrl_core.experiments.stats import mean_ci95
 from wmrl_core.grpo import rollout_entropy
 from wmrl_core.metrics import read_metrics
 from wmrl_core.plugins import build_registry, get_plugin_manager
-from wmrl_core.trainer import extract_rewards, train
+from wmrl_core.trainer import extract_rewards
 
 CONFIG = config_path("world_model.yaml")
 SOURCES = {"noise": "noise", "learned": "program-world-model"}
@@ -53,31 +53,19 @@ COMMON = [
 ]
 
 
-def run_config(
-    config: Path,
-    source: str,
-    lr: float,
-    entropy_coef: float,
-    kl_coef: float,
-    seed: int,
-    steps: int,
-    run_dir: Path,
-    extra: list[str],
-):
-    return load_config(
-        config,
-        [
-            *COMMON,
+def cell_arms(cells: list[tuple[float, float, float]]) -> dict[str, list[str]]:
+    """One arm per cell and reward source, named ``<source>-lr<lr>-ent<ent>-kl<kl>`` (the run
+    folders are ``<arm>-seed<seed>``), cells outer and sources inner."""
+    return {
+        f"{source}-lr{lr:g}-ent{ent:g}-kl{kl:g}": [
             f"world_model.name={SOURCES[source]}",
             f"grpo.lr={lr}",
-            f"grpo.entropy_coef={entropy_coef}",
-            f"grpo.kl_coef={kl_coef}",
-            f"seed={seed}",
-            f"steps={steps}",
-            f"run_dir={run_dir}",
-            *extra,
-        ],
-    )
+            f"grpo.entropy_coef={ent}",
+            f"grpo.kl_coef={kl}",
+        ]
+        for lr, ent, kl in cells
+        for source in SOURCES
+    }
 
 
 @torch.no_grad()
@@ -102,41 +90,56 @@ def measure_policy(cfg, policy_state: dict | None, samples_per_task: int = 16) -
         c.close()
 
 
-def run_cell(args, source: str, lr: float, entropy_coef: float, kl_coef: float, seed: int) -> dict[str, Any]:
-    """One training run and its measurements; cached in the run directory (the grid is resumable)."""
-    run_dir = Path(args.runs) / f"{source}-lr{lr:g}-ent{entropy_coef:g}-kl{kl_coef:g}-seed{seed}"
-    cached = run_dir / "noise_control.json"
-    if cached.exists():
-        return json.loads(cached.read_text())
-    cfg = run_config(args.config, source, lr, entropy_coef, kl_coef, seed, args.steps, run_dir, args.override)
-    start = time.perf_counter()
-    train(cfg)
-    records = [r for r in read_metrics(run_dir) if r["step"] > 0]
-    final_state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["policy"]
+def measure_run(run: ArmRun, wall_s: float) -> dict[str, Any]:
+    """The measurements of one finished training run: its entropy and reward curves, and the
+    initial and final policies' exact entropy and learned-world-model reward."""
+    cfg = run.config
+    records = [r for r in read_metrics(run.run_dir) if r["step"] > 0]
+    final_state = torch.load(run.run_dir / "checkpoints" / "last.pt", weights_only=False)["policy"]
     initial = measure_policy(cfg, None)
     final = measure_policy(cfg, final_state)
+    source = run.arm.name.split("-lr")[0]
     result = {
         "source": source,
-        "lr": lr,
-        "entropy_coef": entropy_coef,
-        "kl_coef": kl_coef,
-        "seed": seed,
+        "lr": cfg.grpo.lr,
+        "entropy_coef": cfg.grpo.entropy_coef,
+        "kl_coef": cfg.grpo.kl_coef,
+        "seed": run.seed,
         "entropy_curve": [r["policy/entropy"] for r in records],
         "train_reward_curve": [r["reward/train_mean"] for r in records],
         "initial": initial,
         "final": final,
         "entropy_kept": final["entropy"] / initial["entropy"],
         "learned_reward_gain": final["learned_reward"] - initial["learned_reward"],
-        "wall_s": time.perf_counter() - start,
+        "wall_s": wall_s,
     }
-    cached.write_text(json.dumps(result))
     print(
-        f"{source:7s} lr={lr:g} ent={entropy_coef:g} kl={kl_coef:g} seed={seed}: entropy {initial['entropy']:.2f} -> "
-        f"{final['entropy']:.2f} ({result['entropy_kept']:.0%}), learned-WM reward {initial['learned_reward']:.3f} -> "
-        f"{final['learned_reward']:.3f} [{result['wall_s']:.0f} s]",
+        f"{source:7s} lr={result['lr']:g} ent={result['entropy_coef']:g} kl={result['kl_coef']:g} seed={run.seed}: "
+        f"entropy {initial['entropy']:.2f} -> {final['entropy']:.2f} ({result['entropy_kept']:.0%}), learned-WM "
+        f"reward {initial['learned_reward']:.3f} -> {final['learned_reward']:.3f} [{wall_s:.0f} s]",
         flush=True,
     )
     return result
+
+
+def run_grid(args, cells: list[tuple[float, float, float]]) -> list[dict[str, Any]]:
+    """Every cell and source for every seed, trained and measured (or read back)."""
+    mark = time.perf_counter()
+
+    def on_run(run: ArmRun) -> None:
+        nonlocal mark
+        mark = time.perf_counter()
+
+    runs = run_arms(
+        args.config,
+        cell_arms(cells),
+        seeds=range(args.seeds),
+        runs_dir=args.runs,
+        overrides=[*COMMON, f"steps={args.steps}", *args.override],
+        evaluate=lambda run: measure_run(run, time.perf_counter() - mark),
+        on_run=on_run,
+    )
+    return [run.record for run in runs]
 
 
 def _ci(values: list[float], fmt: str = "{:.3f}") -> str:
@@ -208,8 +211,8 @@ def plot(results: list[dict[str, Any]], cells: list[tuple[float, float, float]],
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str = "wmrl experiment noise-control") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=CONFIG, help="base config (batch shapes and policy)")
     parser.add_argument("--lrs", type=float, nargs="+", default=[0.003, 0.01, 0.03])
     parser.add_argument("--entropy-coefs", type=float, nargs="+", default=[0.0, 0.01, 0.03, 0.1])
@@ -237,12 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if any(len(cell) != 3 for cell in cells):
         parser.error(f"--cells takes LR,ENT,KL triples, got {args.cells}")
-    results = [
-        run_cell(args, source, lr, ent, kl, seed)
-        for seed in range(args.seeds)
-        for lr, ent, kl in cells
-        for source in SOURCES
-    ]
+    results = run_grid(args, cells)
     args.out.mkdir(parents=True, exist_ok=True)
     text = table(results, cells, args.threshold)
     print(text)

@@ -16,8 +16,8 @@ Figures (printed, and written to ``--out``/summary.json):
   directory (task files and one slot per sandbox) and of the engine's container directory
   (``<DockerRootDir>/containers``, where container logs live), before and after.
 
-    python -m wmrl_autoresearch.experiments.sandbox_load            # 1,000 executions (about 10-30 min on 2 cores)
-    python -m wmrl_autoresearch.experiments.sandbox_load --quick    # 24 executions (a test runs this)
+    wmrl experiment sandbox-load            # 1,000 executions (about 10-30 min on 2 cores)
+    wmrl experiment sandbox-load --quick    # 24 executions (a test runs this)
 
 An interrupted run continues with ``--resume`` (ids already in ``outcomes.jsonl`` are skipped).
 """
@@ -265,8 +265,8 @@ def run(n: int, out: Path, *, parallel: int | None, timeout_s: float, cpus: floa
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str = "wmrl experiment sandbox-load") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=1000, help="executions (default 1000)")
     parser.add_argument("--quick", action="store_true", help="24 executions (what the test runs)")
     parser.add_argument("--parallel", type=int, default=None, help="sandboxes at once (default: cores / cpus)")

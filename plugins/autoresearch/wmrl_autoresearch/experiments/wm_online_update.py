@@ -20,8 +20,8 @@ Two priors:
 Intervals: 95% t-intervals over the tasks (each task's difference averaged over shuffles: the
 task is the unit that would change in another corpus) and over shuffles (anchor order only).
 
-    python -m wmrl_autoresearch.experiments.wm_online_update           # the table in the report
-    python -m wmrl_autoresearch.experiments.wm_online_update --quick --out /tmp/wmu
+    wmrl experiment wm-online-update                   # the table in the report
+    wmrl experiment wm-online-update --quick --out /tmp/wmu
 """
 
 from __future__ import annotations
@@ -171,8 +171,10 @@ def summarize(shuffles: list[dict], group_size: int, n_tasks: int) -> list[dict]
     return table
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-update") -> int:
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--corpus", default=None, help="corpus .jsonl(.gz) (default: the shipped one)")
     parser.add_argument("--shuffles", type=int, default=10)
     parser.add_argument("--group-size", type=int, default=2)

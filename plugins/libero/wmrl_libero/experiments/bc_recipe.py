@@ -11,7 +11,7 @@ already there), with the training CPU seconds. Recipes are JSON objects: ``name`
 constant rate), ``wd``, ``noise``, ``chunk``, ``hidden``, ``batch``, ``task9`` (false drops
 task 9).
 
-    python -m wmrl_libero.experiments.bc_recipe --demos demos_{a,b,c,d,e,f}.hdf5 demos_task9.hdf5 \\
+    wmrl experiment libero-bc-recipe --demos demos_{a,b,c,d,e,f}.hdf5 demos_task9.hdf5 \\
         --dagger dagger/data/iter_01.hdf5 dagger_full/data/iter_01.hdf5 --out runs/bc/sweep.jsonl \\
         '{"name":"const","steps":8000}' '{"name":"cos","steps":8000,"warmup":200,"final":0}'
 """
@@ -73,8 +73,10 @@ def run_recipe(recipe: dict, demos: list[dict], val_init: list[int], every: int)
     return dict(recipe, train_samples=len(tr), val_samples=len(va), curve=curve)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None, prog: str = "wmrl experiment libero-bc-recipe") -> int:
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("recipes", nargs="+", help="JSON objects, one per recipe")
     parser.add_argument("--demos", nargs="+", required=True, help="expert demos (record-demos HDF5 files)")
     parser.add_argument("--dagger", nargs="*", default=[], help="DAgger data files (trained on, never scored)")

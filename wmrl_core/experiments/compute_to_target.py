@@ -8,88 +8,80 @@ compute by stage, compute to reach the ``real`` arm's final score, and the paire
 ``world_model`` arm's settings on i.i.d. uniform rewards, the control of any held-out gain. Writes ``table.md``, ``summary.json``,
 ``reward_vs_compute.png`` and ``calibration.png`` under ``--out``.
 
-    python benchmarks/compute_to_target.py --suite synthetic            # seconds
-    python benchmarks/compute_to_target.py --suite synthetic --sweep    # cost ratio x anchor fraction
-    python benchmarks/compute_to_target.py --suite autoresearch         # real Docker execution (minutes)
-    ... --quick                                                        # every arm end to end, tiny budget (CI)
-    ... --cache runs/bench/executions.jsonl                            # replay recorded executions (said in the table)
+    wmrl experiment compute-to-target --suite synthetic            # seconds
+    wmrl experiment compute-to-target --suite synthetic --sweep    # cost ratio x anchor fraction
+    wmrl experiment compute-to-target --suite autoresearch         # real Docker execution (minutes)
+    ... --quick                                                   # every arm end to end, tiny budget (CI)
+    ... --cache runs/bench/executions.jsonl                       # replay recorded executions (said in the table)
+
+A suite is a dict (config, metric, arms, overrides, quick settings, seeds, and optionally
+``report(out, results, summary, spec)`` for what only that domain reports). The ``synthetic``
+suite is defined here; a plugin's suite is named by entry point in :data:`SUITES` and imported
+only when chosen (the AutoResearch one: ``wmrl_autoresearch.experiments.compute_to_target``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
+import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from wmrl_core.experiment import compute_to_reach, mean_ci95, plot_curves, run_arms, write_report
+from wmrl_core.experiments.synthetic import compute_to_reach, run_curves, write_report
 from wmrl_core.metrics import read_metrics
 
-ROOT = Path(__file__).resolve().parents[1]
+SYNTHETIC_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "synthetic" / "wmrl.yaml"
 
 # Arms get more steps than the real baseline so that each can reach the baseline's final
 # score; the comparison is compute to that score, not score at equal steps.
-SUITES = {
-    "synthetic": {
-        "config": ROOT / "configs/synthetic/wmrl.yaml",
-        "metric": "eval/true_reward",
-        "label": "final true reward",
-        "arms": {
-            "real": ["mode=real", "steps=60"],
-            "world_model": ["mode=world_model", "steps=120"],
-            "wmrl": ["mode=wmrl", "steps=120"],
-            "wmrl_inverse_variance": ["mode=wmrl", "steps=120", "fusion.method=inverse_variance"],
-            "wmrl_no_debias": ["mode=wmrl", "steps=120", "calibration.enabled=false"],
-            "wmrl_no_denoise": ["mode=wmrl", "steps=120", "fusion.enabled=false"],
-        },
-        "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=2"],
-        "quick": ["eval.every=2", "rollout.batch_tasks=10"],
-        "quick_steps": 0.5,
-        "seeds": 5,
+SYNTHETIC: dict[str, Any] = {
+    "config": SYNTHETIC_CONFIG,
+    "metric": "eval/true_reward",
+    "label": "final true reward",
+    "arms": {
+        "real": ["mode=real", "steps=60"],
+        "world_model": ["mode=world_model", "steps=120"],
+        "wmrl": ["mode=wmrl", "steps=120"],
+        "wmrl_inverse_variance": ["mode=wmrl", "steps=120", "fusion.method=inverse_variance"],
+        "wmrl_no_debias": ["mode=wmrl", "steps=120", "calibration.enabled=false"],
+        "wmrl_no_denoise": ["mode=wmrl", "steps=120", "fusion.enabled=false"],
     },
-    "autoresearch": {
-        "config": ROOT / "configs/autoresearch/quickstart.yaml",
-        "metric": "eval/reward",
-        "label": "final held-out score",
-        "arms": {
-            "real": ["mode=real", "steps=8"],
-            "world_model": ["mode=world_model", "steps=16"],
-            "wmrl": ["mode=wmrl", "steps=16"],
-            "wmrl_inverse_variance": ["mode=wmrl", "steps=16", "fusion.method=inverse_variance"],
-            "wmrl_no_debias": ["mode=wmrl", "steps=16", "calibration.enabled=false"],
-            "wmrl_no_denoise": ["mode=wmrl", "steps=16", "fusion.enabled=false"],
-            # the control: the world_model arm's settings with i.i.d. U(0, 1) rewards (the `noise`
-            # world model); a held-out gain here is the optimiser's drift, not learning
-            "noise_control": ["mode=world_model", "steps=16", "world_model.name=noise"],
-        },
-        # common random numbers: every evaluation of a seed (every step, every arm) samples with
-        # the same draws, so arms are compared on mostly the same held-out programs
-        "overrides": [
-            "logging.tensorboard=false",
-            "checkpoint.every=0",
-            "eval.every=4",
-            "eval.samples_per_task=4",
-            "eval.common_random_numbers=true",
-        ],
-        "quick": [
-            "eval.every=1",
-            "eval.samples_per_task=2",  # two per task: the evaluation's own noise is estimable
-            "eval.max_tasks=3",
-            "rollout.batch_tasks=2",
-            "rollout.group_size=2",
-        ],
-        "quick_steps": 0.125,
-        "seeds": 3,
-        # the learned world model was fitted on real executions of the training tasks: a one-off
-        # cost that a single run would pay too, reported beside the per-run figures
-        "world_model_corpus": ("wmrl_autoresearch.program", "data/corpus.jsonl.gz"),
-    },
+    "overrides": ["logging.tensorboard=false", "checkpoint.every=0", "eval.every=2"],
+    "quick": ["eval.every=2", "rollout.batch_tasks=10"],
+    "quick_steps": 0.5,
+    "seeds": 5,
 }
+"""The synthetic suite (seconds on a laptop)."""
+SUITES: dict[str, dict[str, Any] | str] = {
+    "synthetic": SYNTHETIC,
+    "autoresearch": "wmrl_autoresearch.experiments.compute_to_target:SUITE",
+}
+"""Suite name -> its spec, or the entry point ``"module:NAME"`` of a plugin's spec."""
+
+
+def load_suite(name: str) -> dict[str, Any]:
+    """The spec of suite ``name``, importing a plugin's.
+
+    :raises SystemExit: the suite's plugin is not installed (naming it).
+    """
+    spec = SUITES[name]
+    if isinstance(spec, dict):
+        return spec
+    module, _, attr = spec.partition(":")
+    try:
+        loaded: dict[str, Any] = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as exc:
+        raise SystemExit(f"the {name} suite needs its plugin ({exc.name} is not installed): see its README") from exc
+    return loaded
 
 
 def _scale_steps(arms: dict[str, list[str]], factor: float, default_steps: int) -> dict[str, list[str]]:
@@ -142,8 +134,8 @@ def run_suite(
 ) -> dict:
     """Every arm of ``suite`` for ``seeds`` seeds; ``cache``: every arm replays and records
     executions there (``environment.cache``, see ``wmrl_core/execution_cache.py``)."""
-    spec = SUITES[suite]
-    if not spec["config"].is_file():
+    spec = load_suite(suite)
+    if not Path(spec["config"]).is_file():
         sys.exit(f"{spec['config']} is missing: the {suite} suite needs its plugin's configs (see README)")
     arms, overrides = spec["arms"], list(spec["overrides"])
     if only:
@@ -158,7 +150,7 @@ def run_suite(
         overrides.append(f"environment.cache={cache}")
     print(cache_note(cache), flush=True)
     started = time.perf_counter()
-    results = run_arms(
+    results = run_curves(
         spec["config"], arms, seeds=range(seeds), out_dir=out, overrides=overrides, metric=spec["metric"], reuse=reuse
     )
     summary = write_report(
@@ -176,26 +168,10 @@ def run_suite(
             f.write("\n" + evaluation_noise_note(summary["evaluation_se"], common) + "\n")
     plot_calibration(out / "runs" / "wmrl-seed0", out / "calibration.png")
     (out / "curves.md").write_text(curves_table(results, spec["label"].replace("final ", "")))
-    if "world_model_corpus" in spec:
-        summary["world_model_corpus"] = corpus_cost(spec["world_model_corpus"], out, results, summary)
-        with (out / "table.md").open("a") as f:
-            f.write("\n" + corpus_note(summary["world_model_corpus"]) + "\n")
-        if "wmrl" in results:
-            cost = summary["world_model_corpus"]["cost_s"]
-            # with the one-off corpus shifted onto wmrl, and without it on the runs' own compute scale
-            one_off = {"wmrl": (cost, f"wmrl + world-model corpus ({cost:.0f} s, one-off)")}
-            for name, shifted in (("reward_vs_compute.png", one_off), ("reward_vs_compute_runs.png", None)):
-                plot_curves(
-                    results,
-                    out / name,
-                    ylabel=spec["label"].replace("final ", ""),
-                    target=summary["target"],
-                    target_label="real's final",
-                    shifted=shifted,
-                    xscale="linear",
-                )
+    if "report" in spec:
+        spec["report"](out, results, summary, spec)
     summary["machine"] = {
-        "cpus": __import__("os").cpu_count(),
+        "cpus": os.cpu_count(),
         "processor": platform.processor() or platform.machine(),
         "python": platform.python_version(),
     }
@@ -242,57 +218,6 @@ def curves_table(results: dict, label: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def corpus_cost(corpus: tuple[str, str], out: Path, results: dict, summary: dict) -> dict:
-    """Price the world model's training corpus (``n`` real executions, run once, before any
-    training): each execution at its recorded sandbox CPU seconds (``cost_s``, what the ledger
-    charges a real execution), one recorded without it at the execution rate the ``real`` arm
-    measured in this same run; and the ``real / wmrl`` speed-up if one run had to pay for it:
-    :math:`s_i = C^{real}_i / (C^{wmrl}_i + \\sum_j e_j)`."""
-    from importlib.resources import files
-
-    from wmrl_autoresearch.program.corpus import load_corpus
-
-    package, name = corpus
-    rows = load_corpus(str(files(package).joinpath(name)))
-    n = len(rows)
-    per_rollout = []
-    for seed in range(len(results["real"].curves)):
-        last = read_metrics(out / "runs" / f"real-seed{seed}")[-1]
-        per_rollout.append(last["compute/execution_s"] / max(1, last["compute/execution_items"]))
-    recorded = [r["cost_s"] for r in rows if isinstance(r.get("cost_s"), (int, float))]
-    cost = float(sum(recorded)) + (n - len(recorded)) * float(np.mean(per_rollout))
-    target = summary["target"]
-    ratios = []
-    if "wmrl" in results:
-        for real_curve, wmrl_curve in zip(results["real"].curves, results["wmrl"].curves):
-            base, arm = compute_to_reach(real_curve, target), compute_to_reach(wmrl_curve, target)
-            if base is not None and arm is not None:
-                ratios.append(base / (arm + cost))
-    speed, ci = mean_ci95(ratios) if ratios and len(ratios) == len(results["real"].curves) else (None, None)
-    return {
-        "executions": n,
-        "executions_with_recorded_cost": len(recorded),
-        "execution_s_per_rollout": float(np.mean(per_rollout)),
-        "cost_s": cost,
-        "speedup_including_corpus": speed,
-        "speedup_including_corpus_ci95": ci,
-    }
-
-
-def corpus_note(c: dict) -> str:
-    speed = (
-        f"{c['speedup_including_corpus']:.1f}x ± {c['speedup_including_corpus_ci95']:.1f}"
-        if c["speedup_including_corpus"] is not None
-        else "undefined (an arm did not reach the target)"
-    )
-    return (
-        f"World model corpus (one-off, not in the table): {c['executions']} real executions of the training tasks, "
-        f"{c['cost_s']:.0f} s ({c['executions_with_recorded_cost']} at their recorded sandbox CPU seconds, the rest "
-        f"at the real arm's measured {c['execution_s_per_rollout']:.2f} s per rollout). "
-        f"real / wmrl if a single run paid for it: {speed}."
-    )
-
-
 def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
     """Measured ``real / wmrl`` compute ratio over execution/generation cost ratio and anchor fraction.
 
@@ -300,7 +225,7 @@ def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
     :math:`\\frac{BG(g+e)}{BG(g+\\rho e) + w}` with generation ``g`` and execution ``e`` per rollout
     and world-model cost ``w`` per step.
     """
-    spec = SUITES["synthetic"]
+    spec = SYNTHETIC
     cost_ratios = [1, 3, 10] if quick else [1, 3, 10, 30, 100]
     fractions = [0.1, 0.5] if quick else [0.05, 0.1, 0.2, 0.5]
     g, B, G = 0.05, 20, 8
@@ -312,7 +237,7 @@ def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
     for i, ratio in enumerate(cost_ratios):
         e = g * ratio
         over = [*base_over, f"environment.kwargs.execution_cost_s={e}"]
-        real = run_arms(
+        real = run_curves(
             spec["config"],
             {"real": ["mode=real", f"steps={steps['real']}"]},
             range(seeds),
@@ -324,7 +249,7 @@ def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
         for j, rho in enumerate(fractions):
             n_anchor = max(1, round(rho * B))
             ideal[i, j] = B * G * (g + e) / (B * G * g + n_anchor * G * e + w_call + w_item * B * G)
-            arm = run_arms(
+            arm = run_curves(
                 spec["config"],
                 {"wmrl": ["mode=wmrl", f"steps={steps['wmrl']}", f"anchors.fraction={rho}"]},
                 range(seeds),
@@ -332,13 +257,11 @@ def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
                 over,
                 spec["metric"],
             )["wmrl"]
-            ratios = [
-                compute_to_reach(rc, target) / c
-                for rc, c in (
-                    (r_curve, compute_to_reach(a_curve, target)) for r_curve, a_curve in zip(real.curves, arm.curves)
-                )
-                if c and compute_to_reach(rc, target)
+            reached = [
+                (compute_to_reach(r_curve, target), compute_to_reach(a_curve, target))
+                for r_curve, a_curve in zip(real.curves, arm.curves)
             ]
+            ratios = [base / c for base, c in reached if c and base]
             measured[i, j] = float(np.mean(ratios)) if len(ratios) == seeds else np.nan
     _plot_sweep(cost_ratios, fractions, measured, ideal, out / "sweep.png")
     lines = ["| exec/gen cost | " + " | ".join(f"rho={f}" for f in fractions) + " |", "|---|" + "---|" * len(fractions)]
@@ -384,8 +307,10 @@ def _plot_sweep(cost_ratios, fractions, measured, ideal, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment compute-to-target") -> int:
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--suite", choices=sorted(SUITES), default="synthetic")
     parser.add_argument("--seeds", type=int, default=None, help="default: the suite's")
     parser.add_argument("--out", type=Path, default=None)
@@ -404,9 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         "replays its recorded outcome and cost (default: off)",
     )
     args = parser.parse_args(argv)
-    out = args.out or ROOT / "runs" / "bench" / (f"{args.suite}-sweep" if args.sweep else args.suite)
+    out = args.out or Path("runs") / "bench" / (f"{args.suite}-sweep" if args.sweep else args.suite)
     out.mkdir(parents=True, exist_ok=True)
-    seeds = args.seeds or (2 if args.quick else SUITES[args.suite]["seeds"])
+    seeds = args.seeds or (2 if args.quick else load_suite(args.suite)["seeds"])
     if args.sweep:
         if args.suite != "synthetic":
             parser.error("--sweep runs on the synthetic suite only")

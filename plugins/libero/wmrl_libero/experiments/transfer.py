@@ -10,11 +10,12 @@ Arms (all from ``--base``; ``configs/libero/libero_long.yaml`` unless ``--config
   the progress of the executed trajectory calibrated and fused against the anchors' success;
 * ``noise_control``: ``world_model``'s settings on pure-noise scores (the control of every gain).
 
-Seeds outer, arms inner (machine noise hits every arm alike). Every arm-seed is its own run
-directory under ``--out``: training resumes from its checkpoint, evaluations already written
-are kept, so an interrupted experiment continues where it stopped; ``--archive`` keeps each
-finished arm-seed's results (no checkpoint, a few kB) in a folder that can be committed, so an
-experiment longer than one machine's life resumes on the next one. Evaluation samples the
+Arms run through :func:`wmrl_core.experiments.runner.run_arms`: seeds outer, arms inner (machine
+noise hits every arm alike). Every arm-seed is its own run directory under ``--out``: training
+resumes from its checkpoint, evaluations already written are kept, so an interrupted experiment
+continues where it stopped; ``--archive`` keeps each finished arm-seed's results (no checkpoint,
+a few kB) in a folder that can be committed, so an experiment longer than one machine's life
+resumes on the next one, and refuses arm-seeds of an experiment with other settings. Evaluation samples the
 policy (as in training) ``--rollouts`` times from each init state of the training split
 (``--train-init``) and of the held-out split (``--heldout-init``, LIBERO's 40-49), before
 (the ``base`` arm of the same seed) and after. Reported per arm: success with 95% intervals
@@ -26,24 +27,28 @@ arms learn beyond the noise control, and whether ``wmrl-imagination`` meets the 
 Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` (success against simulator seconds) and
 ``<name>_minus_control.png`` (each arm minus the control, per seed) to ``--docs``.
 
-    python benchmarks/libero_transfer.py --base plugins/libero/checkpoints/small_vla_dagger_t0-9.pt \\
+    wmrl experiment libero-transfer --base plugins/libero/checkpoints/small_vla_dagger_t0-9.pt \\
         --wm plugins/libero/checkpoints/libero_wm_t0-9.pt --seeds 0,1,2 --tasks 0-9 --out runs/libero_transfer
     ... --quick          # every arm end to end, one task, 2 steps, tiny groups (the CI check)
+
+Paths are relative to the working directory (the repository root, as in ``libero_long.yaml``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
-import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from wmrl_core.experiments.runner import RECORD_FILE, RUNNER_FILE, ArmRun, run_arms
+from wmrl_core.metrics import read_metrics
+from wmrl_libero.experiments import config_path
 from wmrl_libero.transfer_report import (
     LEDGER_KEYS,
     analysis,
@@ -54,8 +59,6 @@ from wmrl_libero.transfer_report import (
     score_trend,
     summarize,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
 
 ARMS: dict[str, list[str] | None] = {
     "base": None,
@@ -79,49 +82,31 @@ def parse_ints(text: str) -> list[int]:
     return out
 
 
-def _config(args, arm: str, seed: int, run_dir: Path):
-    from wmrl_core.config import load_config
-
+def common_overrides(args) -> list[str]:
+    """The overrides every trained arm shares (before the arm's own): checkpoints, tasks, the
+    user's and the quick settings, the step count."""
     overrides = [
-        *(ARMS[arm] or []),
-        f"seed={seed}",
-        f"run_dir={run_dir}",
         f"policy.kwargs.checkpoint={args.base}",
         f"world_model.kwargs.checkpoint={args.wm}",
         f"environment.kwargs.task_indices=[{','.join(map(str, args.tasks))}]",
-        "resume=true",
         *args.override,
     ]
     if args.steps:
         overrides.append(f"steps={args.steps}")
-    return load_config(args.config, overrides)
+    return overrides
 
 
-def train_arm(args, arm: str, seed: int, run_dir: Path) -> dict[str, Any]:
-    """Train (or resume, or skip when finished) one arm-seed; returns its ledger totals."""
-    from wmrl_core.metrics import read_metrics
-    from wmrl_core.trainer import train
-
-    cfg = _config(args, arm, seed, run_dir)
-    summary = run_dir / "summary.json"
-    if not (summary.exists() and json.loads(summary.read_text())["steps"] == cfg.steps):
-        start = time.process_time()
-        train(cfg)
-        (run_dir / "train_cpu_s.txt").write_text(f"{time.process_time() - start:.1f}\n")
-    last = read_metrics(run_dir)[-1]
+def ledger(run: ArmRun) -> dict[str, float]:
+    """The training ledger's totals of a trained arm-seed (zeros for one not trained)."""
+    if not run.arm.train:
+        return dict.fromkeys(LEDGER_KEYS, 0.0)
+    last = read_metrics(run.run_dir)[-1]
     return {k: float(last.get(v) or 0.0) for k, v in LEDGER_KEYS.items()}
 
 
-ARCHIVED_FILES = (
-    "config.yaml",
-    "summary.json",
-    "metrics.jsonl",
-    "anchor_pairs.jsonl",
-    "train_cpu_s.txt",
-    "eval_train.json",
-    "eval_heldout.json",
-)
-"""What of a finished arm-seed survives in ``--archive`` (no checkpoint: a few kB, fit for git)."""
+EVALUATION_FILES = ("eval_train.json", "eval_heldout.json")
+"""Each split's evaluation, kept beside the runner's files (and in ``--archive``): an evaluation
+interrupted between the splits resumes with the second."""
 
 SETTINGS_KEYS = (
     "base",
@@ -136,80 +121,30 @@ SETTINGS_KEYS = (
     "max_episode_steps",
     "quick",
 )
-"""The arguments every arm-seed of one archive must share (``settings.json``), with the user's
-``--override`` list; ``--workers`` is not one (which worker runs an episode does not change it)."""
+"""The arguments every arm-seed of one experiment must share (``settings.json`` in ``--out`` and
+``--archive``), with the user's ``--override`` list; ``--workers`` is not one (which worker runs an
+episode does not change it)."""
+WORKER_KEYS = ("environment.kwargs.num_workers",)
+"""Config keys a finished arm-seed may differ in: the worker count (see :data:`SETTINGS_KEYS`)."""
 
 
 def experiment_settings(args) -> dict[str, Any]:
-    """The settings that make arm-seeds comparable, paths relative to the repository when inside it."""
+    """The settings that make arm-seeds comparable, paths relative to the working directory (the
+    repository root) when inside it, so that an archive resumes on another machine."""
 
-    def rel(path: str) -> str:
-        p = Path(path).resolve()
-        return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+    def rel(path: str) -> str:  # links kept: `configs/libero` names the shipped config in a checkout
+        p, root = Path(os.path.abspath(path)), Path(os.path.abspath(Path.cwd()))
+        return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
 
     out = {k: getattr(args, k) for k in SETTINGS_KEYS}
     out.update(base=rel(args.base), wm=rel(args.wm), config=rel(args.config), overrides=list(args.user_override))
     return out
 
 
-def check_archive_settings(archive: Path, settings: dict[str, Any]) -> None:
-    """Write ``archive/settings.json`` the first time; afterwards refuse other settings, so that an
-    archive never pools arm-seeds of different experiments."""
-    path = archive / "settings.json"
-    if not path.exists():
-        archive.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(settings, indent=2) + "\n")
-        return
-    stored = json.loads(path.read_text())
-    differ = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
-    if differ:
-        detail = "; ".join(f"{k}: archived {stored.get(k)!r}, now {settings.get(k)!r}" for k in differ)
-        raise SystemExit(
-            f"--archive {archive} holds arm-seeds of another experiment ({detail}); "
-            "pass the same arguments, or another --archive folder"
-        )
-
-
-def is_finished(run_dir: Path) -> bool:
-    """Both evaluations written: the arm-seed is done (training, when it trains, came first)."""
-    return all((run_dir / f"eval_{s}.json").exists() for s in ("train", "heldout"))
-
-
-def archive_run(run_dir: Path, dest: Path) -> None:
-    """Copy a finished arm-seed's results (``ARCHIVED_FILES`` present) to ``dest``."""
-    if not is_finished(run_dir):
-        raise ValueError(f"{run_dir} is not evaluated yet; only finished arm-seeds are archived")
-    _copy_results(run_dir, dest)
-
-
-def restore_run(src: Path, run_dir: Path) -> bool:
-    """Put an archived arm-seed back into ``run_dir`` (a wiped machine: the run folder is gone) so
-    that training and evaluation are skipped; False when ``src`` holds no finished arm-seed or
-    ``run_dir`` is already finished."""
-    if not is_finished(src) or is_finished(run_dir):
-        return False
-    if (run_dir / "checkpoints").exists():
-        raise SystemExit(
-            f"{run_dir} holds an unfinished run and {src} a finished one of the same arm-seed; "
-            f"remove one of them (rm -r {run_dir}, or the archived copy) and run again"
-        )
-    _copy_results(src, run_dir)
-    return True
-
-
-def _copy_results(src: Path, dest: Path) -> None:
-    """Copy the ``ARCHIVED_FILES`` that ``src`` holds into ``dest`` (made if missing)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in ARCHIVED_FILES:
-        if (src / name).exists():
-            shutil.copy2(src / name, dest / name)
-
-
 def _policy(args, run_dir: Path | None):
     """The base policy, with the arm's trained weights when ``run_dir`` holds a checkpoint."""
-    from wmrl_libero.policies.small_vla import SmallVLAPolicy
-
     from wmrl_core.checkpoint import has_checkpoint, load_checkpoint
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
 
     policy = SmallVLAPolicy(checkpoint=args.base, max_steps=args.max_episode_steps)
     if run_dir is not None and has_checkpoint(run_dir / "checkpoints"):
@@ -296,13 +231,39 @@ def _without_note(argv: list[str]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default=str(ROOT / "configs/libero/libero_long.yaml"))
+def adopt_per_split_results(folder: Path) -> None:
+    """Give arm-seed folders holding only per-split results (``eval_train.json``,
+    ``eval_heldout.json``, ``train_cpu_s.txt``, as in ``docs/results/libero/transfer_full_runs``)
+    the runner's record of them (``record.json``, ``runner.json``), so that they count as finished."""
+    if not folder.is_dir():
+        return
+    for run_dir in sorted(folder.iterdir()):
+        arm, _, seed = run_dir.name.rpartition("-seed")
+        evaluations = [run_dir / name for name in EVALUATION_FILES]
+        if arm not in ARMS or not seed.isdigit() or (run_dir / RECORD_FILE).exists():
+            continue
+        if not all(path.exists() for path in evaluations):
+            continue
+        record = {"eval": {s: json.loads((run_dir / f"eval_{s}.json").read_text()) for s in ("train", "heldout")}}
+        (run_dir / RECORD_FILE).write_text(json.dumps(record) + "\n")
+        cpu = run_dir / "train_cpu_s.txt"
+        book = {"arm": arm, "seed": int(seed), "overrides": list(ARMS[arm] or [])}
+        if cpu.exists():
+            book["train_cpu_s"] = float(cpu.read_text())
+        (run_dir / RUNNER_FILE).write_text(json.dumps(book, indent=1) + "\n")
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    default_config = Path("configs/libero/libero_long.yaml")  # the checkout's link to the shipped config
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--config",
+        default=str(default_config if default_config.is_file() else config_path("libero_long.yaml")),
+    )
     p.add_argument("--base", required=True, help="base policy checkpoint (small VLA .pt)")
     p.add_argument(
         "--wm",
-        default=str(ROOT / "plugins/libero/checkpoints/libero_wm_t0-9.pt"),
+        default=os.path.abspath("plugins/libero/checkpoints/libero_wm_t0-9.pt"),
         help="`wmrl-libero train-wm` checkpoint (dynamics + scorer); default: the shipped one, tasks 0-9",
     )
     p.add_argument("--arms", default=",".join(ARMS), help=f"subset of {', '.join(ARMS)}")
@@ -329,7 +290,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="folder (e.g. in git) that keeps each finished arm-seed's results without checkpoints: "
         "restored into --out when missing there, so a run spanning machines resumes",
     )
-    p.add_argument("--docs", default=str(ROOT / "docs/results/libero"))
+    p.add_argument("--docs", default="docs/results/libero")
     p.add_argument("--name", default="transfer", help="file stem of the report in --docs")
     p.add_argument("--label", default="", help="e.g. 'pilot': said in the report's title and note")
     p.add_argument("--note", default="", help="a paragraph at the top of the report")
@@ -337,6 +298,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument(
         "--report-only", action="store_true", help="report the arm-seeds already evaluated; train and simulate nothing"
     )
+    return p
+
+
+def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
+    """The command line, with ``--quick`` and the worker settings turned into config overrides."""
+    p = build_parser(prog)
     args = p.parse_args(argv)
     args.arms = [a for a in args.arms.split(",") if a]
     unknown = set(args.arms) - set(ARMS)
@@ -361,57 +328,89 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"policy.kwargs.max_steps={args.max_episode_steps}",
         *args.override,
     ]
-    archive = Path(args.archive) if args.archive else None
-    if archive is not None:
-        check_archive_settings(archive, experiment_settings(args))
+    return args
+
+
+def run_experiment(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Every arm-seed trained (when it trains) and evaluated, or read back; per arm, one result
+    per finished seed (``seed``, ``eval``, ``ledger``, ``train_cpu_s``, ``anchors``, ``score_trend``)."""
     from wmrl_libero.environment import LiberoEnvironment
 
     out = Path(args.out)
-    started = time.perf_counter()
-    env = LiberoEnvironment(
-        args.suite,
-        task_indices=args.tasks,
-        num_workers=args.workers,
-        max_episode_steps=args.max_episode_steps,
-        trajectory_states=0,
-    )
-    results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in args.arms}
-    try:
-        for seed in args.seeds:
-            for arm in args.arms:
-                run_dir = out / f"{arm}-seed{seed}"
-                if archive is not None and restore_run(archive / run_dir.name, run_dir):
-                    print(f"seed {seed} {arm}: restored from {archive / run_dir.name}", flush=True)
-                if args.report_only and not is_finished(run_dir):
-                    print(f"seed {seed} {arm}: not evaluated yet, left out of the report", flush=True)
-                    continue
-                ledger = dict.fromkeys(LEDGER_KEYS, 0.0)
-                cpu = 0.0
-                if ARMS[arm] is not None:
-                    ledger = train_arm(args, arm, seed, run_dir)
-                    cpu_file = run_dir / "train_cpu_s.txt"
-                    cpu = float(cpu_file.read_text()) if cpu_file.exists() else math.nan
-                evaluation = evaluate_arm(args, env, arm, seed, run_dir)
-                if archive is not None:
-                    archive_run(run_dir, archive / run_dir.name)
-                anchors, trend = None, score_trend(run_dir) if ARMS[arm] is not None else {}
-                if ARMS[arm] is not None and "mode=wmrl" in ARMS[arm]:
-                    group_size = int(_config(args, arm, seed, run_dir).rollout.group_size)
-                    anchors = anchor_diagnostics(run_dir, group_size)
-                results[arm].append(
-                    {
-                        "seed": seed,
-                        "eval": evaluation,
-                        "ledger": ledger,
-                        "train_cpu_s": cpu,
-                        "anchors": anchors,
-                        "score_trend": trend,
-                    }
+    archive = Path(args.archive) if args.archive else None
+    for folder in (out, archive):
+        if folder is not None:
+            adopt_per_split_results(folder)
+    envs: list[Any] = []
+
+    def environment():
+        if not envs:
+            envs.append(
+                LiberoEnvironment(
+                    args.suite,
+                    task_indices=args.tasks,
+                    num_workers=args.workers,
+                    max_episode_steps=args.max_episode_steps,
+                    trajectory_states=0,
                 )
-                print(f"seed {seed} {arm}: {json.dumps(evaluation)} ledger {json.dumps(ledger)}", flush=True)
+            )
+        return envs[0]
+
+    def evaluate(run: ArmRun) -> dict[str, Any]:
+        return {"eval": evaluate_arm(args, environment(), run.arm.name, run.seed, run.run_dir)}
+
+    results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in args.arms}
+
+    def on_run(run: ArmRun) -> None:
+        if run.restored:
+            print(f"seed {run.seed} {run.arm.name}: restored from {archive / run.name}", flush=True)
+        trained = run.arm.train
+        anchors = None
+        if trained and "mode=wmrl" in run.arm.overrides:
+            anchors = anchor_diagnostics(run.run_dir, int(run.config.rollout.group_size))
+        evaluation, totals = run.record["eval"], ledger(run)
+        results[run.arm.name].append(
+            {
+                "seed": run.seed,
+                "eval": evaluation,
+                "ledger": totals,
+                "train_cpu_s": run.train_cpu_s if trained else 0.0,
+                "anchors": anchors,
+                "score_trend": score_trend(run.run_dir) if trained else {},
+            }
+        )
+        print(f"seed {run.seed} {run.arm.name}: {json.dumps(evaluation)} ledger {json.dumps(totals)}", flush=True)
+
+    try:
+        run_arms(
+            args.config,
+            {arm: ARMS[arm] for arm in args.arms},
+            seeds=args.seeds,
+            runs_dir=out,
+            overrides=common_overrides(args),
+            evaluate=evaluate,
+            on_run=on_run,
+            settings=experiment_settings(args),
+            archive=archive,
+            archive_files=(*EVALUATION_FILES, "train_cpu_s.txt"),
+            ignore=WORKER_KEYS,
+            report_only=args.report_only,
+        )
     finally:
-        env.close()
-    summary = summarize(results)
+        for env in envs:
+            env.close()
+    for arm, runs in results.items():
+        missing = sorted(set(args.seeds) - {r["seed"] for r in runs})
+        if missing:
+            print(f"{arm}: seeds {missing} not evaluated yet, left out of the report", flush=True)
+    return results
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment libero-transfer") -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv, prog)
+    started = time.perf_counter()
+    summary = summarize(run_experiment(args))
     meta = {
         "label": args.label,
         "note": args.note
@@ -421,7 +420,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             else ""
         ),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
-        "command": "python benchmarks/libero_transfer.py " + " ".join(_without_note(argv or sys.argv[1:])),
+        "command": "wmrl experiment libero-transfer " + " ".join(_without_note(argv)),
         "tasks": args.tasks,
         "train_init": args.train_init,
         "heldout_init": args.heldout_init,
@@ -441,8 +440,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if "noise_control" in summary:
         plot_minus_control(summary, docs / f"{args.name}_minus_control.png", f"{title}: per seed, 95% t over seeds")
     print((docs / f"{args.name}.md").read_text())
-    return summary
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -6,14 +6,15 @@ For each seed, trains the main job's config (``configs/autoresearch/quickstart.y
 * ``wmrl``: the config as shipped (learned world model, anchors executed for real).
 * ``noise``: the same config, same mode, tasks, anchor groups, calibration, fusion and
   optimiser, but every reward, real or predicted, replaced by an i.i.d. ``U(0, 1)`` draw
-  (the reward extractor ``noise-reward`` below). Since that reward ignores outcomes, the
-  world model is ``noise`` and the anchors' executions are skipped (environment
+  (the reward extractor ``noise-reward``, :mod:`wmrl_core.experiments.noise`). Since that reward
+  ignores outcomes, the world model is ``noise`` and the anchors' executions are skipped (environment
   ``autoresearch-unexecuted``: every anchor comes back ``ok``, as nearly all do); neither
   changes what reaches the update. Whatever this arm does to the held-out score is what the
   optimiser does without information, e.g. the drift towards a few programs.
 
-Then every final policy is scored on the held-out split by real execution of
-``--samples`` programs per task. The untrained program policy is the uniform distribution
+Arms run through :func:`wmrl_core.experiments.runner.run_arms` (seeds outer; the noise arm first
+in each seed, it executes nothing in training). Then every final policy is scored on the
+held-out split by real execution of ``--samples`` programs per task. The untrained program policy is the uniform distribution
 over programs whatever the seed (its output heads start at zero), so one "before" evaluation
 serves every seed and arm. Every evaluation draws its programs with the same sampling seed
 (common random numbers: the policy samples each decision by inverse CDF from the same uniform
@@ -29,14 +30,16 @@ evaluation's own noise beside it, a bootstrap over the programs of each task (pa
 the two arms by sample index). Across seeds: mean and 95% t-interval. Writes a markdown
 table, a JSON file and a plot to ``--out``.
 
-    python benchmarks/heldout_gain.py                                  # what docs/results/autoresearch shows
-    python benchmarks/heldout_gain.py --seeds 1 --samples 1 --override steps=2 --runs /tmp/hg --out /tmp/hg
-    python benchmarks/heldout_gain.py --override world_model.name=NEW   # the same benchmark with another world model
+    wmrl experiment heldout-gain                                  # what docs/results/autoresearch shows
+    wmrl experiment heldout-gain --seeds 1 --samples 1 --override steps=2 --runs /tmp/hg --out /tmp/hg
+    wmrl experiment heldout-gain --override world_model.name=NEW   # the same benchmark with another world model
 
 Resumable: training runs resume from their checkpoints, finished runs and evaluations are
-read back from ``--runs``. The config is frozen into ``RUNS/config.yaml`` (with the
-overrides) at the first start, and a resumed benchmark uses that copy, so editing the shipped
-config meanwhile cannot mix two settings in one result.
+read back from ``--runs`` (each arm-seed's training record in its ``record.json``, its
+evaluation in ``eval_after.json``). The config is frozen into ``RUNS/config.yaml`` (with the overrides) at the
+first start, and a resumed benchmark uses that copy, so editing the shipped config meanwhile
+cannot mix two settings in one result; ``--samples`` and ``--max-tasks`` are kept in
+``RUNS/settings.json`` and a resumed benchmark with others is refused.
 """
 
 from __future__ import annotations
@@ -51,23 +54,25 @@ from typing import Any
 import numpy as np
 import torch
 
+from wmrl_autoresearch.experiments import config_path
 from wmrl_core import hookimpl
-from wmrl_core.checkpoint import has_checkpoint, load_checkpoint
+from wmrl_core.checkpoint import load_checkpoint
 from wmrl_core.components import make_components
 from wmrl_core.config import load_config
-from wmrl_core.experiment import mean_ci95
+from wmrl_core.experiments.runner import ArmRun, run_arms
+from wmrl_core.experiments.stats import mean_ci95, paired_bootstrap_se
 from wmrl_core.metrics import read_metrics
 from wmrl_core.plugins import build_registry, get_plugin_manager
-from wmrl_core.trainer import evenly_spaced, extract_rewards, train
+from wmrl_core.trainer import evenly_spaced, extract_rewards
 from wmrl_core.types import Outcome, as_outcome
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "configs/autoresearch/quickstart.yaml"
+CONFIG = config_path("quickstart.yaml")
 ARMS = {
-    "wmrl": [],
     "noise": ["world_model.name=noise", "reward.name=noise-reward", "environment.name=autoresearch-unexecuted"],
+    "wmrl": [],
 }
-"""Arm -> config overrides on top of the main job's config."""
+"""Arm -> config overrides on top of the main job's config, in run order within a seed (the noise
+arm first: it executes nothing in training)."""
 COMMON = ["eval.every=0", "logging.progress=false", "logging.tensorboard=false", "checkpoint.every=2"]
 EVAL_SEED = 7_000_003
 """Sampling seed of every evaluation (common random numbers)."""
@@ -75,27 +80,7 @@ CHUNK_TASKS = 4
 """Tasks executed per call during evaluation (each call is flushed to the cache)."""
 
 
-# ------------------------------------------------------------------ the noise reward
-
-
-class NoiseReward:
-    """Reward :math:`r \\sim U(\\text{low}, \\text{high})` i.i.d., whatever the outcome.
-
-    Called only for outcomes that carry a reward (the engine drops ``sandbox_error`` and
-    ``no_prediction`` before asking), real and predicted alike, so the update sees exactly the
-    main job's mask of rollouts, with the information removed.
-
-    :param env: unused (factory contract).
-    :param seed: seed of the draws; ``None`` takes the run's seed (the trainer seeds torch with
-        ``seed`` before it makes components).
-    """
-
-    def __init__(self, env: Any = None, *, low: float = 0.0, high: float = 1.0, seed: int | None = None):
-        self.rng = np.random.default_rng([int(torch.initial_seed() if seed is None else seed), 104_729])
-        self.low, self.high = float(low), float(high)
-
-    def __call__(self, task: Any, outcome: Any) -> float:
-        return float(self.rng.uniform(self.low, self.high))
+# ------------------------------------------------------------------ the noise arm's environment
 
 
 def unexecuted_environment(**kwargs: Any):
@@ -113,19 +98,11 @@ def unexecuted_environment(**kwargs: Any):
 
 class _NoiseArmPlugin:
     @hookimpl
-    def wmrl_register_reward_extractors(self, table):
-        table.add(
-            "noise-reward",
-            NoiseReward,
-            description="control: i.i.d. uniform reward for every rewarded outcome (benchmarks/heldout_gain.py)",
-        )
-
-    @hookimpl
     def wmrl_register_environments(self, table):
         table.add(
             "autoresearch-unexecuted",
             unexecuted_environment,
-            description="control: the autoresearch tasks with execution skipped (benchmarks/heldout_gain.py)",
+            description="control: the autoresearch tasks with execution skipped (wmrl experiment heldout-gain)",
         )
 
 
@@ -136,36 +113,24 @@ def plugin_manager():
 # ------------------------------------------------------------------ training
 
 
-def train_arm(args, arm: str, seed: int) -> dict[str, Any]:
-    """Train one arm of one seed (resuming an interrupted run); returns its training record."""
-    run_dir = Path(args.runs) / f"{arm}-seed{seed}"
-    done = run_dir / "heldout_gain_train.json"
-    if done.exists():
-        return json.loads(done.read_text())
-    resume = has_checkpoint(run_dir / "checkpoints")
-    cfg = load_config(
-        args.config,
-        [*COMMON, *ARMS[arm], f"seed={seed}", f"run_dir={run_dir}", f"resume={resume}", *args.override],
-    )
-    start = time.perf_counter()
-    print(f"[train] {arm} seed {seed}: {cfg.steps} steps{' (resuming)' if resume else ''}", flush=True)
-    train(cfg, plugin_manager=plugin_manager())
-    records = [r for r in read_metrics(run_dir) if r["step"] > 0]
+def train_record(run: ArmRun, wall_s: float) -> dict[str, Any]:
+    """What the report keeps of one arm-seed's training: entropy and reward curves, executions."""
+    records = [r for r in read_metrics(run.run_dir) if r["step"] > 0]
     last = records[-1]
     result = {
-        "arm": arm,
-        "seed": seed,
-        "steps": cfg.steps,
+        "arm": run.arm.name,
+        "seed": run.seed,
+        "steps": run.config.steps,
         "entropy_curve": [r.get("policy/entropy") for r in records],
         "train_reward_curve": [r.get("reward/train_mean") for r in records],
         "executions": last.get("compute/execution_items"),
         "execution_s": last.get("compute/execution_s"),
-        "wall_s_last_invocation": time.perf_counter() - start,
+        "wall_s_last_invocation": wall_s,
     }
-    done.write_text(json.dumps(result))
     print(
-        f"[train] {arm} seed {seed}: entropy {result['entropy_curve'][0]:.2f} -> {result['entropy_curve'][-1]:.2f}, "
-        f"{result['executions'] if arm != 'noise' else 'no'} real executions [{result['wall_s_last_invocation']:.0f} s]",
+        f"[train] {run.arm.name} seed {run.seed}: entropy {result['entropy_curve'][0]:.2f} -> "
+        f"{result['entropy_curve'][-1]:.2f}, {result['executions'] if run.arm.name != 'noise' else 'no'} real "
+        f"executions [{wall_s:.0f} s]",
         flush=True,
     )
     return result
@@ -252,32 +217,12 @@ def reward_matrix(evaluation: dict[str, Any]) -> tuple[list[str], np.ndarray]:
     return tasks, m
 
 
-def bootstrap_se(matrices: list[np.ndarray], weights: list[float], n_boot: int = 2000, seed: int = 0) -> float:
-    """Standard error of :math:`\\sum_a w_a \\bar r_a` (``\\bar r_a``: NaN-aware mean of matrix
-    ``a``, shape (tasks, samples)), the same resampled indices for every matrix (paired).
-
-    With two or more samples per task it resamples the samples within each task (the task set
-    is fixed: the noise of the evaluation itself). With one sample per task that is impossible,
-    so it resamples tasks, which also counts the task-to-task spread of the effect
-    (conservative)."""
-    rng = np.random.default_rng(seed)
-    n_tasks, k = matrices[0].shape
-    stats = np.empty(n_boot)
-    for b in range(n_boot):
-        if k > 1:
-            rows, cols = np.arange(n_tasks)[:, None], rng.integers(0, k, size=(n_tasks, k))
-        else:
-            rows, cols = rng.integers(0, n_tasks, size=(n_tasks, 1)), np.zeros((n_tasks, 1), dtype=int)
-        stats[b] = sum(w * np.nanmean(m[rows, cols]) for m, w in zip(matrices, weights, strict=True))
-    return float(np.std(stats, ddof=1))
-
-
 def summarize_eval(evaluation: dict[str, Any]) -> dict[str, Any]:
     _, m = reward_matrix(evaluation)
     recs = evaluation["records"]
     return {
         "mean": float(np.nanmean(m)),
-        "se": bootstrap_se([m], [1.0]),
+        "se": paired_bootstrap_se([m], [1.0]),
         "ok_fraction": float(np.mean([r["status"] == "ok" for r in recs])),
         "programs": len(recs),
         "replayed": int(sum(r["replayed"] for r in recs)),
@@ -316,7 +261,7 @@ def report(before: dict, seeds: list[dict], args) -> tuple[str, dict[str, Any]]:
             "gain_wmrl": w["mean"] - b["mean"],
             "gain_noise": n["mean"] - b["mean"],
             "difference": w["mean"] - n["mean"],
-            "difference_se": bootstrap_se([mw, mn], [1.0, -1.0]),
+            "difference_se": paired_bootstrap_se([mw, mn], [1.0, -1.0]),
             "entropy_wmrl": s["train"]["wmrl"]["entropy_curve"][-1],
             "entropy_noise": s["train"]["noise"]["entropy_curve"][-1],
             "train": s["train"],
@@ -397,28 +342,6 @@ def write_outputs(args, before: dict, seeds: list[dict]) -> None:
     plot(before, result, args.out / "heldout_gain.png")
 
 
-def report_finished(args) -> int:
-    """Tables, json and plot from the seeds already finished in ``--runs``; runs nothing."""
-    before_path = args.runs / "eval_before.json"
-    if not before_path.exists():
-        raise SystemExit(f"{before_path} does not exist yet: nothing to report")
-    seeds = []
-    for seed in range(args.seeds):
-        dirs = {arm: args.runs / f"{arm}-seed{seed}" for arm in ARMS}
-        paths = [d / name for d in dirs.values() for name in ("heldout_gain_train.json", "eval_after.json")]
-        if not all(p.exists() for p in paths):
-            break
-        seeds.append(
-            {
-                "seed": seed,
-                "train": {arm: json.loads((d / "heldout_gain_train.json").read_text()) for arm, d in dirs.items()},
-                "eval": {arm: json.loads((d / "eval_after.json").read_text()) for arm, d in dirs.items()},
-            }
-        )
-    write_outputs(args, json.loads(before_path.read_text()), seeds)
-    return 0
-
-
 def freeze_config(config: Path, overrides: list[str], frozen: Path) -> Path:
     """``frozen`` holds ``config`` with ``overrides`` applied, written at the first start; a
     resumed benchmark must be given the same ``overrides`` (or none)."""
@@ -437,8 +360,57 @@ def freeze_config(config: Path, overrides: list[str], frozen: Path) -> Path:
     return frozen
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def run_seeds(args, before: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Train and evaluate both arms for every seed (``--report-only``: collect the finished ones);
+    writes the report after each whole seed. Returns ``[{"seed", "train": {arm: record},
+    "eval": {arm: evaluation}}]`` for the seeds whose arms are all finished, stopping at the
+    first that is not."""
+    started = mark = time.perf_counter()
+    found: dict[int, dict[str, ArmRun]] = {}
+    seeds: list[dict[str, Any]] = []
+
+    def evaluate(run: ArmRun) -> dict[str, Any]:
+        record = train_record(run, time.perf_counter() - mark)
+        state = load_checkpoint(run.run_dir / "checkpoints")["policy"]
+        label = f"{run.arm.name} seed {run.seed}"
+        evaluate_policy(args, state, EVAL_SEED, run.run_dir / "eval_after.json", label)
+        return {"train": record}
+
+    def on_run(run: ArmRun) -> None:
+        nonlocal mark
+        mark = time.perf_counter()
+        found.setdefault(run.seed, {})[run.arm.name] = run
+        if len(found[run.seed]) < len(ARMS) or len(seeds) != run.seed:
+            return
+        runs = found[run.seed]
+        seeds.append(
+            {
+                "seed": run.seed,
+                "train": {arm: runs[arm].record["train"] for arm in ARMS},
+                "eval": {arm: json.loads((runs[arm].run_dir / "eval_after.json").read_text()) for arm in ARMS},
+            }
+        )
+        if before is not None and not args.report_only:
+            write_outputs(args, before, seeds)
+            print(f"[heldout_gain] seed {run.seed} done [{time.perf_counter() - started:.0f} s]", flush=True)
+
+    run_arms(
+        args.config,
+        ARMS,
+        seeds=range(args.seeds),
+        runs_dir=args.runs,
+        overrides=COMMON,
+        evaluate=evaluate,
+        on_run=on_run,
+        settings={"samples_per_task": args.samples, "max_tasks": args.max_tasks},
+        report_only=args.report_only,
+        plugin_manager=plugin_manager,
+    )
+    return seeds
+
+
+def main(argv: list[str] | None = None, prog: str = "wmrl experiment heldout-gain") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=CONFIG, help="the main job's config")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=4, help="programs per held-out task and evaluation")
@@ -450,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--runs", type=Path, default=Path("runs/heldout_gain"), help="run directories (resumable)")
     parser.add_argument("--cache", type=Path, default=None, help="execution cache (default: RUNS/eval_cache.jsonl)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs/results/autoresearch", help="table, json and plot")
+    parser.add_argument("--out", type=Path, default=Path("docs/results/autoresearch"), help="table, json and plot")
     parser.add_argument("--report-only", action="store_true", help="report the finished seeds; run nothing")
     parser.add_argument("--override", nargs="*", default=[], help="extra key=value config overrides for every run")
     args = parser.parse_args(argv)
@@ -458,24 +430,13 @@ def main(argv: list[str] | None = None) -> int:
     args.config = freeze_config(args.config, args.override, args.runs / "config.yaml")
     args.override = []
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
-    started = time.perf_counter()
 
-    if args.report_only:
-        return report_finished(args)
-    before = evaluate_policy(args, None, EVAL_SEED, args.runs / "eval_before.json", "before")
-    seeds = []
-    for seed in range(args.seeds):  # seeds outermost: a partial run has whole seeds of both arms
-        train_records, evals = {}, {}
-        for arm in reversed(ARMS):  # the noise arm first: it executes nothing in training
-            train_records[arm] = train_arm(args, arm, seed)
-            state = load_checkpoint(args.runs / f"{arm}-seed{seed}" / "checkpoints")["policy"]
-            evals[arm] = evaluate_policy(
-                args, state, EVAL_SEED, args.runs / f"{arm}-seed{seed}" / "eval_after.json", f"{arm} seed {seed}"
-            )
-        seeds.append({"seed": seed, "train": train_records, "eval": evals})
-        write_outputs(args, before, seeds)
-        print(f"[heldout_gain] seed {seed} done [{time.perf_counter() - started:.0f} s]", flush=True)
-    if not seeds:
+    before_path = args.runs / "eval_before.json"
+    if args.report_only and not before_path.exists():
+        raise SystemExit(f"{before_path} does not exist yet: nothing to report")
+    before = evaluate_policy(args, None, EVAL_SEED, before_path, "before")
+    seeds = run_seeds(args, before)
+    if args.report_only or not seeds:
         write_outputs(args, before, seeds)
     return 0
 
