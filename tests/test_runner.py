@@ -60,6 +60,9 @@ def test_a_finished_run_with_other_settings_is_refused(synthetic_config, tmp_pat
     run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=COMMON)
     with pytest.raises(ConfigError, match=r"grpo\.lr: 0\.1 -> 0\.5"):
         run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=[*COMMON, "grpo.lr=0.5"])
+    # nor is a trained run whose evaluation was interrupted evaluated under other settings
+    with pytest.raises(ConfigError, match=r"grpo\.lr"):
+        run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=[*COMMON, "grpo.lr=0.5"], evaluate=_final_reward)
     # where and how often it logs or checkpoints is not a setting of the result
     run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=[*COMMON, "logging.tensorboard=true"])
 

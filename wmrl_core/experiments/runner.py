@@ -274,17 +274,16 @@ def run_arms(
                     )
                 _copy(archive / run_dir.name, run_dir, archived)
                 run.restored = True
-            if reuse and finished(run_dir):
-                if arm.train:
-                    changed = _changed_settings(run_dir, cfg, (*IGNORED_SETTINGS, *ignore))
-                    if changed:
-                        raise ConfigError(
-                            f"{run_dir} finished with other settings than this experiment gives it now: "
-                            f"{'; '.join(changed)}. Put them back, or use another output folder"
-                        )
-            elif report_only:
-                continue
-            else:
+            if reuse and arm.train and _trained_to(run_dir, cfg.steps):  # finished, or trained but not evaluated
+                changed = _changed_settings(run_dir, cfg, (*IGNORED_SETTINGS, *ignore))
+                if changed:
+                    raise ConfigError(
+                        f"{run_dir} finished training with other settings than this experiment gives it now: "
+                        f"{'; '.join(changed)}. Put them back, or use another output folder"
+                    )
+            if not (reuse and finished(run_dir)):
+                if report_only:
+                    continue
                 book = _read_json(run_dir / RUNNER_FILE) if reuse else {}
                 if arm.train and not (reuse and _trained_to(run_dir, cfg.steps)):
                     resume = reuse and has_checkpoint(run_dir / "checkpoints")
