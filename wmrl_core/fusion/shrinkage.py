@@ -60,8 +60,9 @@ rectified fuser's test finds the world model ranking within groups
 :math:`\lambda` at 0.
 
 **Effective samples** (a biased update's, by MSE):
-:math:`n_{\text{eff}} = n_R\,(s_{RR}/k)\,/\,\widehat{\mathrm{MSE}}(\alpha)`, the anchors-only
-variance over the update's error.
+:math:`n_{\text{eff}} = \min(n_R\,(s_{RR}/k)\,/\,\widehat{\mathrm{MSE}}(\alpha),\ n_R + n_W)`, the
+anchors-only variance over the update's error, at most the step's rollouts (the estimated MSE of
+a calibrated target can be near 0 when its bias estimate is floored).
 """
 
 from __future__ import annotations
@@ -215,6 +216,8 @@ class ShrinkageFuser:
         if moments is not None and moments.s_rr > 0:
             mse = shrinkage_mse(alpha, p, t, moments, k, u)
             n_effective = float(step.n_real * (moments.s_rr / k) / max(mse, 1e-12 * moments.s_rr))
+            # an estimated MSE near 0 (a floored bias estimate) is not evidence of more than every rollout
+            n_effective = min(n_effective, float(step.n_real + step.n_world_model))
         return FusionPlan(
             terms=terms,
             w_real=1.0 - alpha * (1.0 - float(t[0])),
