@@ -204,13 +204,11 @@ def _reference_log_probs_and_entropy(
 
 
 def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: ScoredStep, step: int) -> StepUpdate:
-    """Fuse (:func:`~wmrl_core.fusion.fuse_step`), take ``cfg.grpo.epochs`` optimizer steps on
-    ``policy``; return the record.
+    """Fuse (:func:`~wmrl_core.fusion.fuse_step`), take ``cfg.grpo.epochs`` optimizer steps on ``policy``.
 
-    The loss is the plan's exact multi-term sum (``wmrl_core/fusion/base.py``), or with
-    ``fusion.loss=effective`` on the first, on-policy pass one GRPO loss on the effective
-    advantages (the same gradient; later passes are off-policy and use the exact sum). Replaces ``state.debiaser`` and
-    ``state.fuser`` by their updated copies; mutates the optimizer and the policy's parameters.
+    The loss is the plan's exact multi-term sum (``wmrl_core/fusion/base.py``), or with ``fusion.loss=effective``
+    on the first, on-policy pass one GRPO loss on the effective advantages (the same gradient). Replaces
+    ``state.debiaser`` and ``state.fuser`` by their updated copies; mutates the optimizer and the policy.
     """
     rollouts = scored.rollouts
     device = rollouts.old_log_probs.device  # the policy's device (GPU for LLM policies)
