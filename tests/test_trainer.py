@@ -273,21 +273,3 @@ def test_common_random_numbers_evaluate_an_unchanged_policy_identically(syntheti
     scores = [r["eval/true_reward"] for r in read_metrics(tmp_path / "run") if "eval/true_reward" in r]
     assert len(scores) == 5
     assert (len(set(scores)) == 1) == crn
-
-
-def test_stratified_standard_error_counts_only_the_noise_within_each_task():
-    from wmrl_core.trainer import stratified_standard_error
-
-    # two tasks far apart, two draws each: se = sqrt(s_a²/2 + s_b²/2) / 2
-    values, tasks = [0.0, 1.0, 10.0, 12.0], ["a", "a", "b", "b"]
-    expected = math.sqrt(0.5 / 2 + 2.0 / 2) / 2
-    assert stratified_standard_error(values, tasks) == pytest.approx(expected)
-    # the gap between tasks is not noise: shifting one task leaves it unchanged
-    assert stratified_standard_error([0.0, 1.0, 110.0, 112.0], tasks) == pytest.approx(expected)
-    # a task with one draw (or one left after NaNs) borrows the pooled within-task variance
-    pooled = (0.5 + 2.0) / 2
-    single = stratified_standard_error([0.0, 1.0, 10.0, 12.0, 5.0, math.nan], tasks + ["c", "c"])
-    assert single == pytest.approx(math.sqrt(0.5 / 2 + 2.0 / 2 + pooled / 1) / 3)
-    assert math.isnan(stratified_standard_error([1.0, 2.0], ["a", "b"]))
-    with pytest.raises(ValueError):
-        stratified_standard_error([1.0], ["a", "b"])

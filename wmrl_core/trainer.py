@@ -40,6 +40,7 @@ from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, is_rewarded
 from wmrl_core.errors import ComponentError, ConfigError, TrainedOnNothingError, WMRLError
+from wmrl_core.experiments.stats import stratified_standard_error
 from wmrl_core.faults import CallTimedOut, StepFaults, atomic_write_text, call_with_deadline, raise_if_disk_full
 from wmrl_core.fusion.value import value_summary
 from wmrl_core.ledger import measured_cost_s
@@ -120,29 +121,6 @@ def evaluation_seed(seed: int, step: int, common_random_numbers: bool = False) -
     or ``seed·100003`` at every step with common random numbers (``eval.common_random_numbers``),
     so that evaluations of one seed share their draws."""
     return seed * 100003 + (0 if common_random_numbers else step)
-
-
-def stratified_standard_error(values: Sequence[float] | np.ndarray, strata: Sequence[Any]) -> float:
-    r"""Standard error of the mean of ``values`` over a fixed set of :math:`T` strata (the
-    evaluation's tasks) with :math:`n_t` draws each (the sampled solutions):
-
-    .. math:: \operatorname{se} = \frac1T\sqrt{\textstyle\sum_t s_t^2/n_t},
-
-    :math:`s_t^2` the sample variance within stratum :math:`t` (NaNs dropped). The tasks are the
-    same at every evaluation, so only the sampling of solutions is noise; differences between
-    tasks are not. A stratum with one value has no variance of its own and takes the pooled
-    within-stratum variance; NaN without any stratum of two values."""
-    x, keys = np.asarray(values, dtype=np.float64), np.asarray([str(k) for k in strata])
-    if x.shape != keys.shape:
-        raise ValueError(f"{x.size} values for {keys.size} strata")
-    groups = [x[(keys == k) & np.isfinite(x)] for k in dict.fromkeys(keys.tolist())]
-    groups = [g for g in groups if g.size]
-    multi = [g for g in groups if g.size >= 2]
-    if not multi:
-        return float("nan")
-    pooled = sum(float(np.sum((g - g.mean()) ** 2)) for g in multi) / sum(g.size - 1 for g in multi)
-    var = sum((float(np.var(g, ddof=1)) if g.size >= 2 else pooled) / g.size for g in groups)
-    return float(np.sqrt(var) / len(groups))
 
 
 @torch.no_grad()

@@ -203,7 +203,7 @@ def quality_report(
 
     from wmrl_libero.world_models.features import load_episodes
     from wmrl_libero.world_models.imagination import ImaginationWorldModel
-    from wmrl_libero.world_models.trajectory import trajectory_progress
+    from wmrl_libero.world_models.progress import trajectory_progress
 
     wm = ImaginationWorldModel(checkpoint=checkpoint)
     bundle = wm.bundle
@@ -322,7 +322,7 @@ def quality_report(
 
 def _time_progress(checkpoint: str, tasks, episodes) -> float:
     from wmrl_core.types import Outcome
-    from wmrl_libero.world_models.trajectory import TrajectoryProgressWorldModel
+    from wmrl_libero.world_models.progress import TrajectoryProgressWorldModel
 
     wm = TrajectoryProgressWorldModel(checkpoint=checkpoint)
     outcomes = [
