@@ -28,13 +28,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import tempfile
 from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 from wmrl_autoresearch.program.corpus import load_corpus
@@ -42,7 +40,7 @@ from wmrl_autoresearch.program.fitting import excluded_tasks, fit_outcome_model
 from wmrl_autoresearch.program.grammar import Program, ProgramScript
 from wmrl_autoresearch.program.outcome_model import OutcomePrediction
 from wmrl_autoresearch.program.world_model import LearnedWorldModel, save_outcome_model
-from wmrl_core.experiments.stats import mean_ci95
+from wmrl_core.experiments.stats import mean_ci95, within_group_spearman
 from wmrl_core.types import Outcome
 
 
@@ -89,10 +87,11 @@ def _world_model(checkpoint: str | None, shrinkage: float, cache: dict) -> Learn
     return wm
 
 
-def _within_task_spearman(pred: np.ndarray, real: np.ndarray) -> float:
-    if len(real) < 3 or np.std(real) == 0 or np.std(pred) == 0:
-        return math.nan
-    return float(spearmanr(pred, real).statistic)
+def within_task_spearman(pred: np.ndarray, real: np.ndarray) -> float:
+    """Spearman's rho of one task's predictions against its real rewards, by the rule of
+    :func:`wmrl_core.experiments.stats.within_group_spearman`: NaN (the task is left out of the
+    means) with fewer than 3 programs or equal rewards; 0 for equal predictions (no ranking)."""
+    return within_group_spearman(["task"] * len(real), pred, real, min_size=3).value
 
 
 def replay(
@@ -143,7 +142,7 @@ def replay(
             real = np.array([reward(task, Outcome(status=r["status"], score=r["score"])) for r in unseen], dtype=float)
             updated = models[t].predict_rewards([task] * len(programs), programs)
             prior = models[t].prior_rewards([task] * len(programs), programs)
-            out[mark][t] = (_within_task_spearman(updated, real), _within_task_spearman(prior, real))
+            out[mark][t] = (within_task_spearman(updated, real), within_task_spearman(prior, real))
     return out
 
 
