@@ -56,3 +56,32 @@ def test_the_oracle_world_model_bounds_every_unbiased_fusion_from_below():
     # the conditional expectation is the best control variate: unbiased, and below any λ's error
     assert oracle_bias2 < 0.02
     assert oracle_mse < lam_star[0] and oracle_mse < errors["anchors"][0] / 2
+
+
+def test_shrinkage_rows_reach_the_best_of_the_family():
+    """The family's optimal alpha* is at least as good as its end points (alpha 0 is rectified at
+    lambda*, alpha 1 the target itself) and as a given alpha."""
+    env = SyntheticBanditEnvironment(truth_seed=0, seed=0)
+    wm = SyntheticWorldModel(env, seed=0)
+    probs = np.full((8, 10), 0.1)
+    errors = fusion_gradient_errors(env, wm, probs, IsotonicDebiaser(), rho2=0.5, replications=500, alphas=(0.0, 1.0))
+    for name in ("inverse variance", "calibrated"):
+        rows = {k: v[0] for k, v in errors.items() if k.startswith(f"shrinkage toward {name}")}
+        best = next(v for k, v in rows.items() if "α*" in k)
+        assert len(rows) == 3 and best <= min(rows.values()) + 1e-9
+
+
+def test_lambda_estimates_read_a_gradient_moment_run(tmp_path):
+    from wmrl_core.config import load_config
+    from wmrl_core.synthetic.gradient_error import lambda_estimates
+    from wmrl_core.synthetic.noise_weight import CONFIG
+    from wmrl_core.trainer import train
+
+    run = tmp_path / "run"
+    overrides = ["steps=10", "checkpoint.every=10", "eval.every=0", "logging.progress=false"]
+    cfg = load_config(CONFIG, [f"run_dir={run}", "fusion.lambda_moments=gradient", *overrides])
+    train(cfg)
+    (row,) = lambda_estimates(run, [10], replications=200)
+    assert 0.0 < row["lambda_star"] < 1.5
+    assert abs(row["slope_solution"] - row["slope_gradient"]) < 0.05  # exact moments for the tabular softmax
+    assert 0.0 <= row["lambda_gradient"] <= 1.0

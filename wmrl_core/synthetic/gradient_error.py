@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -170,17 +171,30 @@ def fusion_gradient_errors(
     return out
 
 
+def _run(run_dir: Path) -> tuple[Any, SyntheticBanditEnvironment, SyntheticWorldModel]:
+    """A synthetic run's config, bandit and world model, rebuilt from its ``config.yaml``."""
+    cfg = load_config(run_dir / "config.yaml")
+    if cfg.world_model is None:
+        raise ValueError(f"{run_dir} is a run without a world model (mode=real): nothing to compare the anchors with")
+    env = SyntheticBanditEnvironment(**dict(cfg.environment.kwargs))
+    return cfg, env, SyntheticWorldModel(env, **dict(cfg.world_model.kwargs))
+
+
+def _snapshot(run_dir: Path, step: int) -> tuple[dict[str, Any], np.ndarray, IsotonicDebiaser]:
+    """The checkpoint of ``step``, its policy's probabilities (tasks x arms) and its calibrator."""
+    ckpt = torch.load(run_dir / "checkpoints" / f"step_{step:06d}.pt", weights_only=False)
+    calibrator = IsotonicDebiaser()
+    calibrator.load_state_dict(ckpt["debiaser"])
+    return ckpt, torch.softmax(ckpt["policy"]["logits"], dim=-1).numpy(), calibrator
+
+
 def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4000, oracle_draws: int = 0) -> str:
     """A markdown table of :func:`fusion_gradient_errors` at the checkpoints ``steps`` of a
     synthetic run (``checkpoint.every`` must have saved them); :math:`\\hat\\rho^2` and
     :math:`\\hat\\lambda` are the run's own at each step (in a rectified run, :math:`\\hat\\rho^2` is
     what inverse variance would estimate from the same anchor pairs)."""
     run_dir = Path(run_dir)
-    cfg = load_config(run_dir / "config.yaml")
-    if cfg.world_model is None:
-        raise ValueError(f"{run_dir} is a run without a world model (mode=real): nothing to compare the anchors with")
-    env = SyntheticBanditEnvironment(**dict(cfg.environment.kwargs))
-    wm = SyntheticWorldModel(env, **dict(cfg.world_model.kwargs))
+    cfg, env, wm = _run(run_dir)
     records = {r["step"]: r for r in read_metrics(run_dir)}
     lines = [
         f"Gradient error at checkpoints of `{run_dir}` ({replications} batches of B = {cfg.rollout.batch_tasks} groups each):",
@@ -189,10 +203,7 @@ def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4
         "|---|---|---|---|---|---|",
     ]
     for step in steps:
-        ckpt = torch.load(run_dir / "checkpoints" / f"step_{step:06d}.pt", weights_only=False)
-        probs = torch.softmax(ckpt["policy"]["logits"], dim=-1).numpy()
-        calibrator = IsotonicDebiaser()
-        calibrator.load_state_dict(ckpt["debiaser"])
+        _, probs, calibrator = _snapshot(run_dir, step)
         rec = records.get(step, {})
         rho2 = rec.get("fusion/rho2")
         if rho2 is None or not math.isfinite(rho2):  # a rectified run: what inverse variance would use
@@ -233,21 +244,14 @@ def lambda_estimates(run_dir: str | Path, steps: list[int], replications: int = 
     from wmrl_core.fusion import RectifiedFuser
 
     run_dir = Path(run_dir)
-    cfg = load_config(run_dir / "config.yaml")
-    if cfg.world_model is None:
-        raise ValueError(f"{run_dir} is a run without a world model (mode=real): there is no lambda to compare")
-    env = SyntheticBanditEnvironment(**dict(cfg.environment.kwargs))
-    wm = SyntheticWorldModel(env, **dict(cfg.world_model.kwargs))
+    cfg, env, wm = _run(run_dir)
     rows = []
 
     def rng(step: int) -> np.random.Generator:
         return np.random.default_rng([step, 0x1A])
 
     for step in steps:
-        ckpt = torch.load(run_dir / "checkpoints" / f"step_{step:06d}.pt", weights_only=False)
-        probs = torch.softmax(ckpt["policy"]["logits"], dim=-1).numpy()
-        calibrator = IsotonicDebiaser()
-        calibrator.load_state_dict(ckpt["debiaser"])
+        ckpt, probs, calibrator = _snapshot(run_dir, step)
         state = ckpt["fuser"].get("rectified", ckpt["fuser"])
         fuser = RectifiedFuser(window=cfg.fusion.lambda_window, moments="gradient", level=cfg.fusion.lambda_level)
         fuser.load_state_dict(state)
