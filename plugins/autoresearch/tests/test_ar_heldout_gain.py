@@ -109,3 +109,13 @@ def test_a_tiny_benchmark_runs_both_arms_end_to_end(docker_ready, tmp_path):
     assert json.loads((tmp_path / "out2" / "heldout_gain.json").read_text())["seeds"] == json.loads(
         json.dumps(result["seeds"])
     )
+    # resuming with another evaluation size would mix two settings in one result: refused before anything runs
+    other = subprocess.run(
+        [*COMMAND, "--seeds", "1", "--samples", "3", "--max-tasks", "2"]
+        + ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out3")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert other.returncode == 2 and "samples_per_task: stored 2, now 3" in other.stderr
+    assert "[eval]" not in other.stdout and not (tmp_path / "out3").exists()

@@ -59,7 +59,7 @@ from wmrl_core import hookimpl
 from wmrl_core.checkpoint import load_checkpoint
 from wmrl_core.components import make_components
 from wmrl_core.config import load_config
-from wmrl_core.experiments.runner import ArmRun, run_arms
+from wmrl_core.experiments.runner import ArmRun, check_settings, run_arms
 from wmrl_core.experiments.stats import mean_ci95, paired_bootstrap_se
 from wmrl_core.metrics import read_metrics
 from wmrl_core.plugins import build_registry, get_plugin_manager
@@ -360,6 +360,11 @@ def freeze_config(config: Path, overrides: list[str], frozen: Path) -> Path:
     return frozen
 
 
+def settings(args) -> dict[str, Any]:
+    """What every arm-seed's evaluation shares besides the config (``RUNS/settings.json``)."""
+    return {"samples_per_task": args.samples, "max_tasks": args.max_tasks}
+
+
 def run_seeds(args, before: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Train and evaluate both arms for every seed (``--report-only``: collect the finished ones);
     writes the report after each whole seed. Returns ``[{"seed", "train": {arm: record},
@@ -402,7 +407,7 @@ def run_seeds(args, before: dict[str, Any] | None) -> list[dict[str, Any]]:
         overrides=COMMON,
         evaluate=evaluate,
         on_run=on_run,
-        settings={"samples_per_task": args.samples, "max_tasks": args.max_tasks},
+        settings=settings(args),
         report_only=args.report_only,
         plugin_manager=plugin_manager,
     )
@@ -432,6 +437,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment heldout-gai
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
 
     before_path = args.runs / "eval_before.json"
+    check_settings(args.runs, settings(args))  # before the "before" evaluation, which they also fix
     if args.report_only and not before_path.exists():
         raise SystemExit(f"{before_path} does not exist yet: nothing to report")
     before = evaluate_policy(args, None, EVAL_SEED, before_path, "before")
