@@ -100,6 +100,7 @@ SUITE: dict[str, Any] = {
         "world_model": ["mode=world_model", "steps=16"],
         "wmrl": ["mode=wmrl", "steps=16"],
         "wmrl_inverse_variance": ["mode=wmrl", "steps=16", "fusion.method=inverse_variance"],
+        "wmrl_shrinkage": ["mode=wmrl", "steps=16", "fusion.method=shrinkage"],
         "wmrl_no_debias": ["mode=wmrl", "steps=16", "calibration.enabled=false"],
         "wmrl_no_denoise": ["mode=wmrl", "steps=16", "fusion.enabled=false"],
         # the control: the world_model arm's settings with i.i.d. U(0, 1) rewards (the `noise`
