@@ -95,3 +95,30 @@ def test_the_docs_number_the_loop_as_the_trainer_does():
         assert steps((ROOT / page).read_text()) == expected, (
             f"{page}: the loop's steps differ from trainer.py's docstring"
         )
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_docs_links_resolve():
+    """Every relative link of the README and the docs tree names a file that exists (and, for a
+    Markdown file, a heading it has): content moved between pages keeps its links."""
+    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "docs/results/README.md"]
+    pages += [*(ROOT / "plugins").glob("*/README.md"), *(ROOT / "plugins").glob("*/docs/*.md")]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md":
+                headings = {_slug(h) for h in re.findall(r"^#+ (.*)$", linked.read_text(), re.MULTILINE)}
+                if anchor not in headings:
+                    broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
