@@ -22,14 +22,39 @@ def _cmd_train(args: argparse.Namespace) -> int:
     run_dir = Path(summary["run_dir"])
     final = {k: v for k, v in summary["final"].items() if k.startswith(("compute/total_s", "reward/"))}
     print(json.dumps(final, indent=2, default=float))
-    if summary["eval_first"] and summary["eval_last"]:
-        for key in (k for k in summary["eval_last"] if k.startswith("eval/") and not k.endswith("_s")):
-            print(
-                f"{key}: {summary['eval_first'].get(key)} at step {summary['eval_first']['step']} -> "
-                f"{summary['eval_last'][key]} at step {summary['eval_last']['step']}"
-            )
+    for line in summary_lines(summary, cfg.logging.caveat):
+        print(line)
     print(f"run directory: {run_dir}  ({', '.join(run_contents(run_dir))})")
     return 0
+
+
+def _with_se(record: dict, key: str) -> str:
+    """``value ± standard error`` when the record has ``key_se``, else the value."""
+    value, se = record.get(key), record.get(f"{key}_se")
+    if isinstance(value, (int, float)) and isinstance(se, (int, float)):
+        return f"{value:.4f} ± {se:.4f}"
+    return str(value)
+
+
+def summary_lines(summary: dict, caveat: str | None = None) -> list[str]:
+    """The evaluations first -> last (each ± its standard error where recorded), the run's
+    averages of ``n_eff`` and the predicted compute ratios, and the config's caveat line."""
+    lines = []
+    first, last = summary.get("eval_first"), summary.get("eval_last")
+    if first and last:
+        for key in (k for k in last if k.startswith("eval/") and not k.endswith(("_s", "_se"))):
+            lines.append(
+                f"{key}: {_with_se(first, key)} at step {first['step']} -> {_with_se(last, key)} at step {last['step']}"
+            )
+    value = summary.get("value") or {}
+    if value:
+        lines.append(
+            "predicted value of the world model (run averages; module wmrl_core.fusion.value): "
+            + ", ".join(f"{k.removeprefix('value/')} {v:.3g}" for k, v in value.items())
+        )
+    if caveat:
+        lines.append(f"what this run shows: {caveat}")
+    return lines
 
 
 RUN_FILES = ("metrics.jsonl", "summary.json", "plots/", "checkpoints/", "tensorboard/", "anchor_pairs.jsonl")

@@ -291,6 +291,13 @@ class LoggingConfig:
     wandb_project: Optional[str] = field(
         default=None, metadata={"help": "Log to wandb under this project when set (needs ``pip install wandb``)."}
     )
+    caveat: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "One line printed with the run's final summary by ``wmrl train``: what the run does and does "
+            "not show (e.g. that one short run is not evidence of learning)."
+        },
+    )
 
 
 @dataclass

@@ -10,6 +10,7 @@ Commands::
                                     [--repetitions R] [--sklearn-only] [--json]
     wmrl-autoresearch sweep        # remove sandbox containers left by dead processes
     wmrl-autoresearch build-corpus --out DIR [--executions 5000] [--warm 2] [--parallel 2]   # resumable
+    wmrl-autoresearch build-world-model [--families W] [--out DIR] [--report DIR]   # fit the outcome model
     wmrl-autoresearch corpus-cache --config CONFIG.yaml --cache CACHE.jsonl [--corpus PATH]
 
 ``run-solution`` prints the structured outcome as JSON (status, score, reward, runtime_s,
@@ -270,10 +271,26 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--corpus", default=None, help="corpus .jsonl(.gz) (default: the shipped one)")
     e.add_argument("--override", action="append", default=[], help="config override, as for training (repeatable)")
     e.set_defaults(fn=_cmd_corpus_cache)
+
+    # its options are program.build's own (main() hands them over): listed here for --help
+    sub.add_parser(
+        "build-world-model",
+        help="fit the outcome model on the corpus (--families W: the world-model families only); --help for options",
+        add_help=False,
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["build-world-model"]:
+        from wmrl_autoresearch.program.build import main as build_world_model
+
+        try:
+            return build_world_model(argv[1:])
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

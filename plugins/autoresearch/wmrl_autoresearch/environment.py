@@ -75,6 +75,17 @@ def collect_tasks(task_sets: Sequence[str] | None = None, task_files: Sequence[s
     return result
 
 
+def _restrict_training(tasks: list, names: Sequence[str]) -> list:
+    """``tasks`` with the training split cut to the families ``names`` select (held-out tasks kept)."""
+    from wmrl_autoresearch.tasks.families import families_of, resolve_families
+
+    family = families_of(tasks)
+    training = {family[t.id] for t in tasks if t.data.split == "train"}
+    heldout = {family[t.id] for t in tasks if t.data.split != "train"}
+    keep = resolve_families(names, training, "environment.kwargs.train_families", heldout)
+    return [t for t in tasks if t.data.split != "train" or family[t.id] in keep]
+
+
 class AutoResearchEnvironment:
     """Machine-learning tasks solved by Python scripts run in sandboxes.
 
@@ -94,6 +105,9 @@ class AutoResearchEnvironment:
         seconds (``Outcome.info["cost_s"]``).
     :param engine_wait_s: how long a step waits for a Docker engine that stopped answering before
         the run stops with :class:`~wmrl_autoresearch.sandbox.engine_outage.EngineLostError`, seconds.
+    :param train_families: keep only these families in the training split (default: all): family names
+        or the set names ``"W"`` / ``"R"`` of :mod:`wmrl_autoresearch.tasks.families` (``[R]``: the
+        families the world model never saw). The held-out split is not affected.
     """
 
     def __init__(
@@ -109,6 +123,7 @@ class AutoResearchEnvironment:
         cost: Any = None,
         workdir: str | None = None,
         engine_wait_s: float = 300.0,
+        train_families: Sequence[str] | None = None,
     ):
         from wmrl_autoresearch.sandbox.pool import BACKENDS
 
@@ -130,6 +145,8 @@ class AutoResearchEnvironment:
         self.workdir = workdir
         self.engine_wait_s = float(engine_wait_s)
         self._tasks = collect_tasks(task_sets, task_files)
+        if train_families is not None:
+            self._tasks = _restrict_training(self._tasks, train_families)
         self._pool = None
 
     # ---------------------------------------------------------------- tasks

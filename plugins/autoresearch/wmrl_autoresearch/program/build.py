@@ -1,6 +1,7 @@
 """Fitting the world model on the execution corpus, and how well it ranks new programs.
 
-    python -m wmrl_autoresearch.program.build [--corpus PATH] [--out DIR] [--report DIR] [--members 5]
+    wmrl-autoresearch build-world-model [--families W] [--corpus PATH] [--out DIR] [--report DIR] [--members 5]
+    (the same as python -m wmrl_autoresearch.program.build ...)
 
 Reads the corpus of real executions on the training tasks (default: the shipped
 ``data/corpus.jsonl.gz``; build one with ``wmrl-autoresearch build-corpus``), refuses any
@@ -11,6 +12,10 @@ model needs none: it is fitted on the shipped corpus at first use and cached). W
 (:mod:`~.cross_validation`), the outcome model and the ridge baseline, and writes
 ``world_model_cv.json``, ``world_model_calibration.png`` (reliability of P(failure), predicted
 against real reward, coverage of the predicted spread) and ``world_model_cv.md`` there.
+``--families W`` fits (and reports) on the world-model families' executions only
+(:mod:`wmrl_autoresearch.tasks.families`): the model of the quickstart, which never saw its
+training families R nor the held-out E (``world_model.kwargs.fit_families: [W]`` fits the same
+model at first use; the fit is deterministic for a seed).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from wmrl_autoresearch.program.fitting import (
     OUTCOME_SETTINGS,
     checked_training_rows,
     fit_outcome_model,
+    rows_of_families,
     training_features,
 )
 from wmrl_autoresearch.program.grammar import Program
@@ -180,30 +186,45 @@ def _cv_table(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="wmrl-autoresearch build-world-model",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--corpus", default=None, help="corpus .jsonl(.gz) (default: the shipped one)")
     parser.add_argument("--out", type=Path, default=None, help="write the fitted model here (outcome_model.pkl)")
     parser.add_argument("--report", type=Path, default=None, help="also cross-validate and write the report here")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--members", type=int, default=OUTCOME_SETTINGS["members"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--families",
+        nargs="+",
+        default=None,
+        help="fit on these families' executions only: family names or W / R (default: every training family)",
+    )
     args = parser.parse_args(argv)
     from wmrl_autoresearch.program.corpus import CORPUS_PATH, load_corpus
     from wmrl_autoresearch.program.world_model import SHIPPED_CHECKPOINT, save_outcome_model
 
     features = training_features()
-    rows = checked_training_rows(load_corpus(args.corpus), features)
+    try:
+        rows = rows_of_families(checked_training_rows(load_corpus(args.corpus), features), args.families)
+    except ValueError as exc:
+        parser.error(str(exc))
     started = time.process_time()
-    model = fit_outcome_model(args.corpus, seed=args.seed, members=args.members)
+    model = fit_outcome_model(args.corpus, seed=args.seed, members=args.members, families=args.families)
     corpus_name = str(args.corpus) if args.corpus else CORPUS_PATH.name
     info = {
         "corpus": corpus_name,
         "n_executions": len(rows),
         "n_tasks": len({r["task_id"] for r in rows}),
-        "fit": {"corpus": args.corpus, "seed": args.seed, "members": args.members},
+        "families": sorted({r["family"] for r in rows}),
+        "fit": {"corpus": args.corpus, "seed": args.seed, "members": args.members, "families": args.families},
         "fit_cpu_s": round(time.process_time() - started, 1),
     }
-    print(f"outcome model fitted on {len(rows)} executions of {info['n_tasks']} training tasks")
+    which = f" of families {' '.join(args.families)}" if args.families else ""
+    print(f"outcome model fitted on {len(rows)} executions of {info['n_tasks']} training tasks{which}")
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         save_outcome_model(model, args.out / SHIPPED_CHECKPOINT, info)

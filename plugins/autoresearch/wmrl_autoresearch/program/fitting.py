@@ -8,7 +8,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OUTCOME_SETTINGS", "checked_training_rows", "excluded_tasks", "fit_outcome_model", "training_features"]
+__all__ = [
+    "OUTCOME_SETTINGS",
+    "checked_training_rows",
+    "excluded_tasks",
+    "fit_outcome_model",
+    "rows_of_families",
+    "training_features",
+]
 
 OUTCOME_SETTINGS = {
     "members": 5,
@@ -54,14 +61,27 @@ def checked_training_rows(rows: Sequence[dict], features: dict[str, np.ndarray])
     return list(rows)
 
 
-def fit_outcome_model(corpus: str | None = None, seed: int = 0, **settings: Any):
-    """The :class:`~.outcome_model.OutcomeModel` fitted on a corpus (default: the shipped one)."""
+def rows_of_families(rows: Sequence[dict], families: Sequence[str] | None) -> list[dict]:
+    """The corpus rows whose family ``families`` selects (``None``: every row; names as in
+    :func:`~wmrl_autoresearch.tasks.families.resolve_families`, e.g. ``["W"]``)."""
+    if families is None:
+        return list(rows)
+    from wmrl_autoresearch.tasks.families import resolve_families
+
+    keep = resolve_families(families, {r["family"] for r in rows}, "families")
+    return [r for r in rows if r["family"] in keep]
+
+
+def fit_outcome_model(corpus: str | None = None, seed: int = 0, families: Sequence[str] | None = None, **settings: Any):
+    """The :class:`~.outcome_model.OutcomeModel` fitted on a corpus (default: the shipped one), on the
+    executions of ``families`` only when given (``["W"]``: the world-model families)."""
     from wmrl_autoresearch.program.corpus import load_corpus
     from wmrl_autoresearch.program.cross_validation import corpus_arrays
     from wmrl_autoresearch.program.outcome_model import OutcomeModel, design_matrix
 
     features = training_features()
-    a = corpus_arrays(checked_training_rows(load_corpus(corpus), features), features)
+    rows = rows_of_families(checked_training_rows(load_corpus(corpus), features), families)
+    a = corpus_arrays(rows, features)
     model = OutcomeModel(**{**OUTCOME_SETTINGS, **settings}, seed=seed)
     x = design_matrix(a["features"], a["choices"])
     return model.fit(x, a["reward"], failed=a["failed"], task_ids=a["task_ids"])

@@ -268,10 +268,14 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("WMRL_CACHE_DIR") or Path.home() / ".cache" / "wmrl") / "world_model"
 
 
-def shipped_outcome_model() -> tuple[Any, dict[str, Any]]:
+def shipped_outcome_model(families: Sequence[str] | None = None) -> tuple[Any, dict[str, Any]]:
     """The default model: fitted on the shipped corpus with ``fitting.OUTCOME_SETTINGS`` at first
     use and cached under ``$WMRL_CACHE_DIR`` (default ``~/.cache/wmrl``), keyed by the sha256 of
-    the corpus, the settings and the scikit-learn version (so a new corpus or version refits)."""
+    the corpus, the settings and the scikit-learn version (so a new corpus or version refits).
+
+    :param families: fit on these families' executions only (``["W"]``: the world-model families of
+        :mod:`wmrl_autoresearch.tasks.families`, so the model never saw R or E); ``None``: every row.
+    """
     import hashlib
     import json
 
@@ -282,8 +286,11 @@ def shipped_outcome_model() -> tuple[Any, dict[str, Any]]:
     from wmrl_autoresearch.tasks.task import FEATURE_NAMES
 
     digest = hashlib.sha256(CORPUS_PATH.read_bytes()).hexdigest()
+    fit = {} if families is None else {"families": sorted(families)}
     # the feature layout and the tasks the pool dropped change the fit as much as the corpus does
     key_parts = [digest, OUTCOME_SETTINGS, sklearn.__version__, list(FEATURE_NAMES), sorted(excluded_tasks())]
+    if fit:  # the key of the model fitted on every row stays what it is, so its caches stay valid
+        key_parts.append(fit)
     key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:16]
     path = _cache_dir() / f"outcome_model-{key}.pkl"
     if path.is_file():
@@ -291,8 +298,8 @@ def shipped_outcome_model() -> tuple[Any, dict[str, Any]]:
             return load_outcome_model(path)
         except Exception:  # a damaged cache file is refitted, never trusted
             path.unlink(missing_ok=True)
-    info = {"corpus": CORPUS_PATH.name, "corpus_sha256": digest, "fit": {}}
-    model = fit_outcome_model()
+    info = {"corpus": CORPUS_PATH.name, "corpus_sha256": digest, "fit": fit}
+    model = fit_outcome_model(**fit)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     save_outcome_model(model, tmp, info)
@@ -315,6 +322,9 @@ class LearnedWorldModel:
         2-128 with the ridge baseline as the prior), with at most 8 programs per task to learn from;
         ``world_model.kwargs.learn_from_anchors=true`` turns it on.
     :param shrinkage: :math:`\lambda` of :class:`TaskCorrections`, in executions' worth of prior.
+    :param fit_families: without a checkpoint, fit the default model on these families' executions
+        of the shipped corpus only (``[W]``: the world-model families, so it never saw the RL training
+        families R nor the held-out E; :mod:`wmrl_autoresearch.tasks.families`); ``None``: every family.
     :param failure_reward: the reward a failed execution teaches (the ``autoresearch-score`` penalty).
     """
 
@@ -327,6 +337,7 @@ class LearnedWorldModel:
         learn_from_anchors: bool = False,
         shrinkage: float = 32.0,
         failure_reward: float = -1.0,
+        fit_families: Sequence[str] | None = None,
     ):
         self.model: Any
         path = Path(checkpoint) if checkpoint else None
@@ -335,8 +346,13 @@ class LearnedWorldModel:
                 f"world-model checkpoint {path} not found; build one with "
                 "`python -m wmrl_autoresearch.program.build --out DIR`, or leave world_model.kwargs.checkpoint unset"
             )
+        if path is not None and fit_families is not None:
+            raise ValueError(
+                "world_model.kwargs: set checkpoint or fit_families, not both (a checkpoint is already fitted; "
+                "build one on some families with `wmrl-autoresearch build-world-model --families W --out DIR`)"
+            )
         if path is None:
-            self.model, self.info = shipped_outcome_model()
+            self.model, self.info = shipped_outcome_model(None if fit_families is None else list(fit_families))
         elif str(path).endswith(".pt"):  # the ridge baseline (a torch state dict)
             state = torch.load(str(path), weights_only=False)
             self.model = RewardModel(state["n_features"], state["hidden"])
