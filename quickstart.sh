@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job on its embedded default, from a fresh machine:
 #   installs WMRL and the AutoResearch plugin, gets Docker running (Debian's docker.io, an
-#   image built locally with no registry), then trains the program policy with WMRL on the
-#   178 training tasks of the AutoResearch task pool and reports the score on 21 held-out tasks
-#   (dataset families never seen in training) before and after training.
+#   image built locally with no registry), then trains the program policy with WMRL on the 89
+#   tasks of the pool's R families, with a world model fitted only on the W families' executions,
+#   and reports the score on 21 held-out tasks (the E families, never seen by either) before and
+#   after training, with standard errors, n_eff, the predicted compute ratio and what one run shows.
 # Extra arguments are passed to `wmrl train` as overrides (e.g. steps=8).
 set -euo pipefail
 cd "$(dirname "$0")"
