@@ -102,3 +102,11 @@ def test_two_tiny_simulated_groups_collect_resume_and_score(tmp_path, capsys):
         "plugins/libero/checkpoints/libero_wm_t0-9.pt", [g for g in groups if g.key.role == "eval"]
     )
     assert scores.shape == (2,) and np.all(np.isfinite(scores))
+
+
+def test_table_markdown_one_row_per_scorer():
+    from wmrl_libero.experiments.group_ranking import table_markdown
+
+    row = dict(scorer="progress", auroc=0.8125, ci95=[0.6, 0.95], mixed_groups=3, pairs=16, saved=0.25)
+    lines = table_markdown({"rows": [row]}).splitlines()
+    assert len(lines) == 3 and lines[2] == "| progress | 0.812 | [0.60, 0.95] | 3 | 16 | 0.25 |"

@@ -17,7 +17,7 @@ groups and scores every held-out group with: the refit imagination model, the sh
 shipped progress scorer (``libero-progress``) on the full executed trajectory, and the progress
 scorer on only the first fraction ``f`` of each episode's simulation (``--fractions``: the
 simulation-saving alternative; saved simulation ``1 - sum(min(T_i, f H)) / sum(T_i)``). It writes
-``group_ranking.json`` with each scorer's within-group AUROC, a bootstrap interval over groups,
+``group_ranking.json`` (and its table, ``group_ranking_table.md``) with each scorer's within-group AUROC, a bootstrap interval over groups,
 mixed groups and pairs.
 
     python -m wmrl_libero.experiments.group_ranking collect --out runs/libero_groups --tasks 0,4,6,8
@@ -349,6 +349,7 @@ def refit_imagination(
         train_successes=n_succ,
         train_success_rate=n_succ / len(eps),
         fit_init_states=sorted({g.key.init_state for g in fit}),
+        fit_groups=sorted(g.key.name for g in fit),
         cpu_seconds=time.process_time() - t0,
     )
     bundle = WorldModelBundle(
@@ -356,6 +357,13 @@ def refit_imagination(
     )
     log(f"refit took {meta['cpu_seconds']:.0f} CPU-s")
     return save_bundle(bundle, path)
+
+
+def _refit_groups(path: Path) -> list[str] | None:
+    """The fitting groups a cached refit was fitted on (a changed set refits)."""
+    from wmrl_libero.world_models.checkpoint import load_bundle
+
+    return load_bundle(path).meta.get("fit_groups")
 
 
 def imagination_scores(checkpoint: str | Path, groups: Sequence[Group], base: str, max_steps: int = HORIZON):
@@ -406,6 +414,20 @@ def _row(name: str, groups: list[str], labels: np.ndarray, scores: np.ndarray, *
     return dict(scorer=name, auroc=w.value, ci95=[lo, hi], mixed_groups=w.groups, pairs=w.n, **extra)
 
 
+def table_markdown(result: dict) -> str:
+    """The results page's table: one row per scorer."""
+    lines = [
+        "| scorer | within-group AUROC | 95% bootstrap over groups | mixed groups | pairs | simulation saved |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        lo, hi = r["ci95"]
+        lines.append(
+            f"| {r['scorer']} | {r['auroc']:.3f} | [{lo:.2f}, {hi:.2f}] | {r['mixed_groups']} | {r['pairs']} | {r['saved']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def analyse(
     out: Path,
     *,
@@ -430,7 +452,8 @@ def analyse(
     labels = np.concatenate([g.success for g in ev])
     lengths = np.concatenate([g.steps for g in ev])
     refit_path = out / "refit_wm.pt"
-    if not refit_path.exists():
+    fit_names = sorted(g.key.name for g in fit)
+    if not refit_path.exists() or _refit_groups(refit_path) != fit_names:
         refit_imagination(
             fit,
             refit_path,
@@ -461,6 +484,16 @@ def analyse(
         part = progress_scores(shipped, ev, f)
         saved = simulation_saved(lengths, f)
         rows.append(_row(f"progress, first {f:g} of the episode limit", gnames, labels, part, fraction=f, saved=saved))
+        rows.append(
+            _row(
+                f"progress of the refit scorer, first {f:g}",
+                gnames,
+                labels,
+                progress_scores(refit_path, ev, f),
+                fraction=f,
+                saved=saved,
+            )
+        )
         # an episode that ended inside the prefix ended in success (LIBERO stops only then)
         ended = np.asarray([n <= prefix_steps(n, f) and n < HORIZON for n in lengths])
         rows.append(
@@ -503,6 +536,7 @@ def analyse(
     )
     result["gate_passed"] = bool(rows[0]["auroc"] >= gate)
     (out / "group_ranking.json").write_text(json.dumps(result, indent=1))
+    (out / "group_ranking_table.md").write_text(table_markdown(result))
     for r in rows:
         log(
             f"{r['scorer']}: AUROC {r['auroc']:.3f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] ({r['mixed_groups']} groups, {r['pairs']} pairs), saved {r['saved']:.2f}"
