@@ -24,6 +24,7 @@ from wmrl_libero.world_models.features import (
     state_vector,
 )
 from wmrl_libero.world_models.imagination import ImaginationWorldModel, imagine
+from wmrl_libero.world_models.progress import TrajectoryProgressWorldModel
 from wmrl_libero.world_models.quality import (
     auroc,
     auroc_interval,
@@ -39,7 +40,6 @@ from wmrl_libero.world_models.scorer import (
     potential_progress,
     subsample_indices,
 )
-from wmrl_libero.world_models.progress import TrajectoryProgressWorldModel
 
 from wmrl_core.contracts import ScoresExecutions
 from wmrl_core.types import Outcome, Task
