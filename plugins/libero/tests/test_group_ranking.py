@@ -1,5 +1,6 @@
 """The within-group ranking experiment: its pure parts by hand, and 2 tiny simulated groups."""
 
+import json
 import math
 
 import numpy as np
@@ -102,6 +103,21 @@ def test_two_tiny_simulated_groups_collect_resume_and_score(tmp_path, capsys):
         "plugins/libero/checkpoints/libero_wm_t0-9.pt", [g for g in groups if g.key.role == "eval"]
     )
     assert scores.shape == (2,) and np.all(np.isfinite(scores))
+    # analyse end to end: refit (tiny), score every scorer on the held-out group; 12 steps never
+    # succeed, so mark rollout 0 of each group a success (the scorer needs both outcomes)
+    for path in out.glob("*.npz"):
+        z = dict(np.load(path))
+        z["success"] = np.asarray([True, False])
+        np.savez_compressed(path, **z)
+    main(
+        ["analyse", "--out", str(out), "--dynamics-iterations", "3", "--scorer-iterations", "3"]
+        + ["--rollout-chunks", "1", "--fractions", "0.01"]
+    )
+    result = json.loads((out / "group_ranking.json").read_text())
+    assert result["fit_init_states"] == [0] and result["eval_init_states"] == [1]
+    assert result["eval_episodes"] == 2 and len(result["rows"]) == 4 + 3
+    # f = 0.01 of a 12-step limit simulates 1 step of each 12: saved 11/12
+    assert result["rows"][-1]["saved"] == pytest.approx(11 / 12)
 
 
 def test_table_markdown_one_row_per_scorer():

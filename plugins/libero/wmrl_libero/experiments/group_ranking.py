@@ -22,6 +22,9 @@ mixed groups and pairs.
 
     python -m wmrl_libero.experiments.group_ranking collect --out runs/libero_groups --tasks 0,4,6,8
     python -m wmrl_libero.experiments.group_ranking analyse --out runs/libero_groups
+
+Paths are relative to the working directory (the repository root: the shipped checkpoints are the
+defaults). Results: ``docs/results/libero/group_ranking.md``.
 """
 
 from __future__ import annotations
@@ -240,6 +243,7 @@ def collect(
                 "init_state": np.asarray(key.init_state),
                 "role": np.asarray(key.role),
                 "seed": np.asarray(seed),
+                "max_steps": np.asarray(max_steps),  # the noise is drawn at this length: imagination redraws it
                 "success": np.asarray([o.score == 1.0 for o in outcomes]),
                 "steps": np.asarray([o.info["steps"] for o in outcomes]),
                 "cpu_s": np.asarray([o.info["cost_s"] for o in outcomes]),
@@ -276,6 +280,7 @@ class Group:
     actions: list[np.ndarray]  # (T_i, 7)
     object_len: int
     seed: int
+    max_steps: int = HORIZON
 
 
 def load_groups(out: Path, object_dim: int = 128) -> list[Group]:
@@ -296,6 +301,7 @@ def load_groups(out: Path, object_dim: int = 128) -> list[Group]:
                 [z[f"actions_{r}"] for r in range(n)],
                 int(z["object_len"]),
                 int(z["seed"]),
+                int(z["max_steps"]) if "max_steps" in z.files else HORIZON,
             )
         )
     return groups
@@ -366,7 +372,7 @@ def _refit_groups(path: Path) -> list[str] | None:
     return load_bundle(path).meta.get("fit_groups")
 
 
-def imagination_scores(checkpoint: str | Path, groups: Sequence[Group], base: str, max_steps: int = HORIZON):
+def imagination_scores(checkpoint: str | Path, groups: Sequence[Group], base: str):
     """Each held-out rollout's imagined success probability: the same policy and the same noise
     (``eps``) act in the world model from the group's recorded start state (the state after
     reset: not an outcome)."""
@@ -374,7 +380,7 @@ def imagination_scores(checkpoint: str | Path, groups: Sequence[Group], base: st
     from wmrl_libero.suites import suite_tasks
     from wmrl_libero.world_models.imagination import ImaginationWorldModel
 
-    wm = ImaginationWorldModel(checkpoint=str(checkpoint), horizon=max_steps)
+    wm = ImaginationWorldModel(checkpoint=str(checkpoint), horizon=max(g.max_steps for g in groups))
     model = _load_policy(base)
     infos = suite_tasks("libero_10")
     tasks, sols = [], []
@@ -385,7 +391,7 @@ def imagination_scores(checkpoint: str | Path, groups: Sequence[Group], base: st
             description=infos[g.key.task].language,
             data={"suite": "libero_10", "task_index": g.key.task, "init_state": g.key.init_state},
         )
-        ctrls = _controllers(model, task.description, g.seed, g.key, len(g.success), max_steps)
+        ctrls = _controllers(model, task.description, g.seed, g.key, len(g.success), g.max_steps)
         tasks += [task] * len(ctrls)
         sols += ctrls
     return np.asarray([o.score for o in wm.predict(tasks, sols)], dtype=np.float64)
@@ -401,7 +407,7 @@ def progress_scores(checkpoint: str | Path, groups: Sequence[Group], fraction: f
     out = []
     for g in groups:
         for states in g.states:
-            n = len(states) - 1 if fraction >= 1 else prefix_steps(len(states) - 1, fraction)
+            n = len(states) - 1 if fraction >= 1 else prefix_steps(len(states) - 1, fraction, g.max_steps)
             part = prefix_states(states, n)
             idx = np.unique(np.round(np.linspace(0, len(part) - 1, min(kept, len(part)))).astype(int))
             out.append(trajectory_progress(scorer, part[idx], g.key.task)[0])
@@ -451,6 +457,7 @@ def analyse(
     gnames = [g.key.name for g in ev for _ in g.success]
     labels = np.concatenate([g.success for g in ev])
     lengths = np.concatenate([g.steps for g in ev])
+    horizon = max(g.max_steps for g in ev)  # the episode limit the groups ran under
     refit_path = out / "refit_wm.pt"
     fit_names = sorted(g.key.name for g in fit)
     if not refit_path.exists() or _refit_groups(refit_path) != fit_names:
@@ -482,7 +489,7 @@ def analyse(
     )
     for f in fractions:
         part = progress_scores(shipped, ev, f)
-        saved = simulation_saved(lengths, f)
+        saved = simulation_saved(lengths, f, horizon)
         rows.append(_row(f"progress, first {f:g} of the episode limit", gnames, labels, part, fraction=f, saved=saved))
         rows.append(
             _row(
@@ -495,7 +502,7 @@ def analyse(
             )
         )
         # an episode that ended inside the prefix ended in success (LIBERO stops only then)
-        ended = np.asarray([n <= prefix_steps(n, f) and n < HORIZON for n in lengths])
+        ended = np.asarray([n <= prefix_steps(n, f, horizon) and n < horizon for n in lengths])
         rows.append(
             _row(
                 f"progress, first {f:g}, success known when it ended",
