@@ -36,10 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_core.experiments.package_data import synthetic_config
 from wmrl_core.experiments.synthetic import compute_to_reach, run_curves, write_report
 from wmrl_core.metrics import read_metrics
 
-SYNTHETIC_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "synthetic" / "wmrl.yaml"
+SYNTHETIC_CONFIG = synthetic_config()
 
 # Arms get more steps than the real baseline so that each can reach the baseline's final
 # score; the comparison is compute to that score, not score at equal steps.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["shipped_config"]
+__all__ = ["shipped_config", "synthetic_config"]
 
 
 def shipped_config(package: str, name: str, folder: str = "configs") -> Path:
@@ -22,3 +22,8 @@ def shipped_config(package: str, name: str, folder: str = "configs") -> Path:
             f"{package} ships no config {name!r} (in {root}); it ships: {', '.join(known) or 'none'}"
         )
     return path
+
+
+def synthetic_config() -> Path:
+    """The synthetic job's config, ``wmrl_core/configs/synthetic/wmrl.yaml`` (``configs/synthetic`` in a checkout links to it)."""
+    return shipped_config("wmrl_core", "synthetic/wmrl.yaml")

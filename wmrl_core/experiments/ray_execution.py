@@ -25,10 +25,11 @@ import time
 from pathlib import Path
 
 from wmrl_core.config import load_config
+from wmrl_core.experiments.package_data import synthetic_config
 from wmrl_core.metrics import read_metrics
 from wmrl_core.trainer import train
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "synthetic" / "wmrl.yaml"
+CONFIG = synthetic_config()
 
 
 def run(label: str, overrides: list[str], out: Path) -> dict:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_core.experiments.package_data import synthetic_config
 from wmrl_core.experiments.runner import ArmRun, run_arms
 from wmrl_core.experiments.stats import mean_ci95
 from wmrl_core.metrics import nanmean, read_metrics
@@ -499,7 +500,9 @@ def build_parser(prog: str = "wmrl experiment synthetic") -> argparse.ArgumentPa
         description="The synthetic theorem experiment: every arm of SYNTHETIC_ARMS over seeds on the synthetic "
         "bandit; writes table.md, summary.json, reward_vs_compute.png and diagnostics.png to --out.",
     )
-    p.add_argument("--config", default="configs/synthetic/wmrl.yaml")
+    p.add_argument(
+        "--config", default=str(synthetic_config()), help="the base config (default: the shipped synthetic job)"
+    )
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--out", default="runs/experiment-synthetic")
     p.add_argument("--arms", nargs="*", help=f"subset of arms (default: all): {', '.join(SYNTHETIC_ARMS)}")

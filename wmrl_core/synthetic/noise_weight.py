@@ -24,11 +24,12 @@ from typing import Any
 import numpy as np
 
 from wmrl_core.config import load_config
+from wmrl_core.experiments.package_data import synthetic_config
 from wmrl_core.metrics import read_metrics
 
 __all__ = ["weights_of_run", "longest_run_above", "summarize_weights", "run_noise_weight", "markdown_report"]
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "synthetic" / "wmrl.yaml"
+CONFIG = synthetic_config()
 THRESHOLD, SHARE_FLOOR, MEAN_FLOOR = 0.1, 0.05, 0.05
 
 

@@ -19,12 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from wmrl_core.experiments.package_data import synthetic_config
 from wmrl_core.experiments.stats import mean_ci95
 from wmrl_core.experiments.synthetic import WMRL_STEPS, run_curves, summarize
 
 __all__ = ["value_check", "markdown_table", "WITHIN"]
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "synthetic" / "wmrl.yaml"
+CONFIG = synthetic_config()
 WITHIN = 0.25
 """The prediction counts as right where it is within this fraction of the measured ratio."""
 

@@ -63,3 +63,8 @@ def wmrl_register_experiments(table):
         "wmrl_libero.experiments.bc_recipe:main",
         description="the small VLA's behaviour-cloning recipe chosen offline on held-out demo episodes",
     )
+    table.add(
+        "libero-group-ranking",
+        "wmrl_libero.experiments.group_ranking:main",
+        description="within-group ranking (AUROC) of the LIBERO world models on the base policy's own groups",
+    )

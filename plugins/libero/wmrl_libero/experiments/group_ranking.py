@@ -576,10 +576,8 @@ def _logger(path: str | None) -> Callable[[str], None]:
     return log
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m wmrl_libero.experiments.group_ranking", description=__doc__.split("\n\n")[0]
-    )
+def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment libero-group-ranking") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect", help="simulate the base policy's groups, one .npz per group (resumable)")
     c.add_argument("--out", default="runs/libero_groups", help="folder of the groups (default %(default)s)")
