@@ -41,6 +41,9 @@ def main(model_dir: str, out_dir: str) -> None:
     steps[-1]["engine_state"] = trainer.wmrl_state_dict()
     record = {"rank": rank, "executed_here": trainer.environment.executed, "steps": steps}
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(_plain(record), default=str))
+    # tear the gloo process group down before the interpreter exits: left to exit-time destructors,
+    # its threads can abort a rank ("terminate called without an active exception") after it finished
+    trainer.accelerator.end_training()
 
 
 if __name__ == "__main__":
