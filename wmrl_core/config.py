@@ -143,7 +143,8 @@ class FusionConfig:
             "anchor groups, unbiased for any lambda), ``shrinkage`` (rectified moved toward the inverse-variance "
             "or calibrated update by an MSE-optimal alpha from earlier anchor groups' gradients), "
             "``inverse_variance`` (convex combination weighted "
-            "by the explained variance), ``pooled`` (by share of samples). One module each in "
+            "by the explained variance), ``pooled`` (by share of samples), ``anchors_only`` (the anchors' real "
+            "advantages alone, lambda = 0: the control without the world model). One module each in "
             "``wmrl_core/fusion/``.",
             "choices": "wmrl_core.fusion.methods:FUSION_METHODS",
         },
@@ -304,6 +305,14 @@ class LoggingConfig:
 class CheckpointConfig:
     every: int = field(
         default=10, metadata={"help": "Save a checkpoint every N steps and at the end; 0 saves only at the end."}
+    )
+    at_steps: list[int] = field(
+        default_factory=list,
+        metadata={
+            "help": "Also save a checkpoint at each of these steps (0: the initial policy, before any update), "
+            "e.g. ``[0, 8, 16]`` for evaluating the kept policies offline afterwards; every checkpoint's "
+            "``step_XXXXXX.pt`` is kept."
+        },
     )
 
 
@@ -467,6 +476,12 @@ def validate(cfg: TrainConfig) -> None:
     ):
         if seconds is not None and not seconds > 0:
             raise ConfigError(f"{key} must be > 0 seconds (or null to wait forever), got {seconds}")
+    bad = [s for s in cfg.checkpoint.at_steps if not 0 <= s <= cfg.steps]
+    if bad:
+        raise ConfigError(
+            f"checkpoint.at_steps must lie in [0, steps={cfg.steps}] (a checkpoint after the last step is never "
+            f"written), got {bad}; drop them or raise steps"
+        )
     _validate_calibration_and_fusion(cfg)
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")

@@ -367,9 +367,12 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     progress = TrainingProgress(total=cfg.steps, start=start_step, enabled=cfg.logging.progress, label=f"{cfg.mode}")
     started = time.perf_counter()
     try:
-        if start_step == 0:
+        if saved is None:  # a resume from a step-0 checkpoint has this record already
             last = {"step": 0, **state.ledger.metrics(), **_evaluation(c, cfg, eval_tasks, 0)}
             writer.write(last)
+            if 0 in cfg.checkpoint.at_steps:  # the initial policy, for offline evaluation
+                save_checkpoint(ckpt_dir, 0, {"run": run_record(cfg, run["id"]), **state.state_dict()})
+                checkpointed = 0
         for step in range(start_step + 1, cfg.steps + 1):
             state.ledger.new_step()
             # 1. rollouts: B groups of G
@@ -391,7 +394,8 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
             # between steps: evaluation, metrics, checkpoint
             last = {**update.record, **state.faults.metrics(), **_evaluation(c, cfg, eval_tasks, step)}
             writer.write(last)
-            if (cfg.checkpoint.every and step % cfg.checkpoint.every == 0) or step == cfg.steps:
+            every = cfg.checkpoint.every and step % cfg.checkpoint.every == 0
+            if every or step == cfg.steps or step in cfg.checkpoint.at_steps:
                 save_checkpoint(ckpt_dir, step, {"run": run_record(cfg, run["id"]), **state.state_dict()})
                 checkpointed = step
             progress.update(step, last)

@@ -1,13 +1,14 @@
 """Fusion of the real (anchor) and world-model GRPO gradient streams.
 
 One module per method (:mod:`.pooled`, :mod:`.inverse_variance`, :mod:`.rectified`,
-:mod:`.shrinkage`), each a
+:mod:`.shrinkage`, :mod:`.anchors_only`), each a
 :class:`~wmrl_core.fusion.base.Fuser`; one table of them (:data:`FUSION_METHODS`); the shared
 loss terms and effective advantages (:mod:`.base`); per-group policy gradients for the fusers
 that weigh by them (:mod:`.gradients`); and :func:`fuse_step`, the engine between
 rewards and loss that WMRL's trainer and external trainers call (:mod:`.engine`).
 """
 
+from wmrl_core.fusion.anchors_only import AnchorsOnlyFuser
 from wmrl_core.fusion.base import (
     Fuser,
     FusionInputs,
@@ -34,6 +35,7 @@ from wmrl_core.fusion.shrinkage import ShrinkageFuser
 
 __all__ = [
     "FUSION_METHODS",
+    "AnchorsOnlyFuser",
     "Fuser",
     "FusedStep",
     "FusionInputs",

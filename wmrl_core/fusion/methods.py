@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wmrl_core.fusion.anchors_only import AnchorsOnlyFuser
 from wmrl_core.fusion.base import Fuser
 from wmrl_core.fusion.inverse_variance import InverseVarianceFuser
 from wmrl_core.fusion.pooled import PooledFuser
@@ -79,6 +80,14 @@ FUSION_METHODS: dict[str, FusionMethod] = {
             "world model's quality (the ablation; what modes real and world_model use)",
             module="wmrl_core/fusion/pooled.py",
             build=lambda f: PooledFuser(),
+        ),
+        FusionMethod(
+            name="anchors_only",
+            summary="GRPO on the anchor groups' real advantages alone (lambda = 0, the world model unused): "
+            "the control with WMRL's executions and no world model",
+            module="wmrl_core/fusion/anchors_only.py",
+            build=lambda f: AnchorsOnlyFuser(),
+            needs_anchors_every_step=True,
         ),
     )
 }
