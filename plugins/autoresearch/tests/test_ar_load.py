@@ -21,6 +21,8 @@ def test_ar_load_test_quick_records_every_outcome_once_and_leaves_nothing(docker
     assert s["containers_left"] == 0 and s["processes_left"] == 0
     assert s["after"]["session_dir_bytes"] == 0  # the pool's host directories are gone
     kinds = s["statuses_by_kind"]
-    assert kinds["good"] == {"ok": 18} and kinds["crash"] == {"crashed": 2} and kinds["timeout"] == {"timeout": 2}
+    assert kinds["good"] == {"ok": 18} and kinds["crash"] == {"crashed": 2} and kinds["timeout"] == {"timeout": 2}, s[
+        "unexpected_records"
+    ]
     assert s["flood_logs_truncated"] and set(kinds["flood"]) <= {"ok", "timeout"}
     assert s["executions_per_minute"] > 0 and "executions per minute" in proc.stdout

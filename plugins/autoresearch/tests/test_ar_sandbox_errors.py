@@ -77,3 +77,36 @@ def test_ar_engine_error_after_clean_exit_on_a_real_engine(
     assert result.exit_code == 0 and result.sandbox_error is None, result
     assert any("reading results failed" in note for note in result.notes), result.notes
     assert to_outcome(tiny_classification, result).status != "sandbox_error"
+
+
+@pytest.mark.slow
+def test_ar_a_sandbox_that_fails_before_the_script_starts_is_retried_once(
+    docker_ready, monkeypatch, small_limits, tiny_classification
+):
+    """The first container start fails (as an engine error under load would); the pool runs the
+    script in a new sandbox, the outcome stands, and the failed start is charged nothing. A
+    second failure is the run's sandbox error."""
+    from wmrl_autoresearch.sandbox.docker_sandbox import SandboxStartError
+    from wmrl_autoresearch.sandbox.pool import RunRequest, SandboxPool
+
+    real_start, failures = DockerSandbox.start, {"left": 1}
+
+    def flaky_start(self):
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise SandboxStartError("could not start sandbox container: 500 Server Error (injected)")
+        return real_start(self)
+
+    monkeypatch.setattr(DockerSandbox, "start", flaky_start)
+    script = (
+        "import os\nopen(os.path.join(os.environ['OUTPUT_DIR'], 'predictions.csv'), 'w').write('id,prediction\\n')\n"
+    )
+    with SandboxPool("docker", limits=small_limits, max_parallel=1, warm=0, gpus="none") as pool:
+        ex = pool.run(RunRequest(tiny_classification, script))
+        assert ex.sandbox_error is None and ex.script_started and ex.exit_code == 0 and ex.attempts == 2
+        assert any("first attempt: sandbox failed before the script started" in n and "injected" in n for n in ex.notes)
+        assert ex.resources["cpu_s_attempts"][0] == 0.0
+        failures["left"] = 2
+        twice = pool.run(RunRequest(tiny_classification, script))
+        assert twice.attempts == 2 and "injected" in twice.sandbox_error
+        assert to_outcome(tiny_classification, twice).status == "sandbox_error"

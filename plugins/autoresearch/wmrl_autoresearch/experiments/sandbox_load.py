@@ -203,6 +203,7 @@ def run(n: int, out: Path, *, parallel: int | None, timeout_s: float, cpus: floa
             "startup_s": round(ex.startup_s, 3),
             "logs_truncated": bool(ex.logs_truncated),
             "error": outcome.info.get("error"),
+            "notes": list(ex.notes),
         }
 
     started = time.perf_counter()
@@ -252,6 +253,7 @@ def run(n: int, out: Path, *, parallel: int | None, timeout_s: float, cpus: floa
         "outcomes_recorded": len(records),
         "statuses_by_kind": by_kind,
         "unexpected": sum(r["status"] != r["expected"] for r in records),
+        "unexpected_records": [r for r in records if r["status"] != r["expected"]],
         "flood_logs_truncated": all(r["logs_truncated"] for r in records if r["kind"] == "flood"),
         "containers_left": len(left),
         "processes_left": len(procs),
@@ -280,12 +282,16 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment sandbox-loa
     n = 24 if args.quick else args.n
     s = run(n, args.out, parallel=args.parallel, timeout_s=args.timeout_s, cpus=args.cpus, resume=args.resume)
     b, a = s["before"], s["after"]
+    unexpected = "".join(
+        f"\n    #{r['id']} {r['kind']}: {r['status']} ({r['error']}; notes {r['notes']})"
+        for r in s["unexpected_records"]
+    )
     print(f"""
 sandbox load test: {s["executions"]} executions, {s["parallel"]} in parallel on {s["cpu_cores"]} cores
   executions per minute     {s["executions_per_minute"]}   (wall {s["wall_s"]} s; load average mean {s["load_average_1min"]["mean"]}, max {s["load_average_1min"]["max"]})
   recorded exactly once     {s["recorded_exactly_once"]}   ({s["outcomes_recorded"]} outcomes)
   statuses by kind          {s["statuses_by_kind"]}
-  unexpected statuses       {s["unexpected"]}
+  unexpected statuses       {s["unexpected"]}{unexpected}
   containers left           {s["containers_left"]}
   processes left            {s["processes_left"]}
   host memory available     {b["mem_available_mib"]} -> {a["mem_available_mib"]} MiB

@@ -334,6 +334,7 @@ class DockerSandbox:
             )
             if taken:
                 process, result.preimported = runner, True
+                result.script_started = True
             else:
                 result.notes.append(
                     "the pre-importing runner ended before the script was released "
@@ -350,6 +351,7 @@ class DockerSandbox:
                 self.limits.log_bytes,
                 name=self.name,
             )
+            result.script_started = True
         t0 = time.perf_counter()
         watch = CpuWatch(cpu_limit, limits.wall_limit_s, start_cpu_s=cpu_at_release, idle_window_s=limits.idle_window_s)
         verdict = None

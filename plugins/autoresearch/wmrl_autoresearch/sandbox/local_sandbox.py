@@ -164,6 +164,7 @@ class LocalProcessSandbox:
         except OSError as exc:
             result.sandbox_error = f"could not start {self.python}: {exc}"
             return result
+        result.script_started = True
 
         def pump(pipe, buf: CappedBuffer) -> None:
             while chunk := pipe.read1(65536):

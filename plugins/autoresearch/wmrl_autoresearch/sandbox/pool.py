@@ -8,7 +8,10 @@
   solutions: each is removed after its one run and replaced.
 * Scripts are limited and charged by CPU time (:mod:`.cpu_meter`). A run killed at the
   wall-clock safety net while still computing (``starved``: the host gave it no CPU) is not the
-  script's fault: it is retried once in a new sandbox, then reported as ``sandbox_error``.
+  script's fault: it is retried once in a new sandbox, then reported as ``sandbox_error``. So is
+  a sandbox that failed before the script started (the container, its pre-importing runner or
+  the engine's exec refused): the script has not run, and a transient engine error under load
+  would otherwise cost a reward.
 * A script larger than ``limits.script_bytes`` is refused without running (``rejected``).
 * With NVIDIA GPUs, every sandbox holds ``gpus_per_sandbox`` devices exclusively
   (:class:`~wmrl_autoresearch.sandbox.gpus.GpuPool`); on CPU-only hosts the pool is empty.
@@ -273,7 +276,8 @@ class SandboxPool:
         return self.workspace.task_dir(task)
 
     def run(self, request: RunRequest) -> Execution:
-        """Run one script in a fresh sandbox (twice if the first run was starved); never raises for a bad script."""
+        """Run one script in a fresh sandbox (twice if the first was starved or its sandbox failed before
+        the script started); never raises for a bad script."""
         if self._closed.is_set():
             raise RuntimeError("SandboxPool is closed; create a new one")
         limits = request.limits or self.limits
@@ -281,14 +285,20 @@ class SandboxPool:
         if refusal is not None:
             return Execution(backend=self.backend, rejected=refusal)
         execution = self._run_once(request, limits)
-        if execution.starved:
+        failed_before_start = execution.sandbox_error is not None and not execution.script_started
+        if execution.starved or (failed_before_start and not self._closed.is_set()):
             first = execution
-            log.warning("sandbox run starved (%s); retrying once in a new sandbox", first.notes[-1:])
+            if first.starved:
+                log.warning("sandbox run starved (%s); retrying once in a new sandbox", first.notes[-1:])
+            else:
+                log.warning("sandbox failed before the script started (%s); retrying once", first.sandbox_error)
+                first.notes.append(f"sandbox failed before the script started: {first.sandbox_error}")
             execution = self._run_once(request, limits)
             execution.attempts = 2
             execution.notes[:0] = [f"first attempt: {note}" for note in first.notes]
-            execution.resources["cpu_s_attempts"] = [first.resources.get("cpu_s"), execution.resources.get("cpu_s")]
-            if execution.starved:
+            first_cpu_s = first.resources.get("cpu_s") if first.script_started else 0.0
+            execution.resources["cpu_s_attempts"] = [first_cpu_s, execution.resources.get("cpu_s")]
+            if execution.starved and first.starved:
                 execution.sandbox_error = (
                     "the script was starved twice: killed at the wall-clock safety net of "
                     f"{limits.wall_limit_s:g} s while still computing, short of its {limits.timeout_s:g} CPU-s limit; "

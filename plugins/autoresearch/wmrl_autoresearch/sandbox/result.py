@@ -78,7 +78,11 @@ class Execution:
     :param logs_truncated: stdout or stderr exceeded the cap and was cut in the middle.
     :param sandbox_error: set when the sandbox itself failed (not the script's fault).
     :param rejected: why the script was refused without running (too large); ``invalid_solution``.
-    :param attempts: runs made (2 when the first was starved and retried).
+    :param attempts: runs made (2 when the first was starved, or its sandbox failed before the
+        script started, and it was retried).
+    :param script_started: the script's process was started; a sandbox that failed before that
+        (container start, the pre-importing runner, the engine refusing the exec) cost the script
+        nothing, so the pool retries it.
     :param preimported: the script ran in the pre-importing runner (:mod:`.runner`).
     """
 
@@ -103,6 +107,7 @@ class Execution:
     notes: list[str] = field(default_factory=list)
     rejected: str | None = None
     attempts: int = 1
+    script_started: bool = False
     preimported: bool = False
 
     def capture_logs(self, stdout: CappedBuffer, stderr: CappedBuffer) -> None:
