@@ -46,3 +46,14 @@ def test_short_job_in_real_containers(docker_ready, tmp_path, config, overrides,
     assert first["eval/ok_fraction"] is not None and last["eval/reward"] is not None  # held-out before and after
     assert (run_dir / "plots" / "evaluation.png").exists()
     assert (run_dir / "checkpoints" / "last.pt").exists()
+
+
+def test_real_config_is_the_main_job_in_real_mode():
+    """``real.yaml`` says it equals ``quickstart.yaml mode=real``: the same tasks, families, policy,
+    optimiser and evaluation; only what real mode never reads (the world model) and the caveat differ."""
+    from wmrl_core.config import flatten, load_config
+
+    real = flatten(load_config(str(config_path("real.yaml"))))
+    main = flatten(load_config(str(config_path("quickstart.yaml")), ["mode=real"]))
+    differing = {k for k in real.keys() | main.keys() if real.get(k) != main.get(k)}
+    assert differing <= {"logging.caveat", "world_model.name", "world_model.kwargs.fit_families"}, differing
