@@ -34,6 +34,7 @@ import numpy as np
 
 from wmrl_autoresearch.program.grammar import Program
 from wmrl_autoresearch.program.render import render_script
+from wmrl_autoresearch.tasks.families import families_of
 
 __all__ = [
     "CORPUS_PATH",
@@ -56,12 +57,8 @@ DEFAULT_LIMITS = {"timeout_s": 30}
 must be the same event as a benchmark execution (timeouts included) to be replayable."""
 
 
-def task_families(tasks: Iterable[Any]) -> dict[str, str]:
-    """Family of every task id: the pool's dataset family, ``builtin`` for the built-in suite."""
-    from wmrl_autoresearch.tasks.dataset_pool import pool_entries
-
-    pool = {card.id: recipe.family for recipe, card in pool_entries()}
-    return {t.id: pool.get(t.id, "builtin") for t in tasks}
+task_families = families_of
+"""Family of every task id (:func:`wmrl_autoresearch.tasks.families.families_of`)."""
 
 
 def assert_training_only(tasks: Iterable[Any]) -> None:
