@@ -6,7 +6,7 @@ from wmrl_core.plugins import build_registry, get_plugin_manager
 
 CORE = ("synthetic", "compute-to-target", "cache-agreement", "ray-execution")
 PLUGINS = {
-    "autoresearch": ("heldout-gain", "noise-control", "sandbox-load", "wm-online-update"),
+    "autoresearch": ("heldout-gain", "equal-execution", "noise-control", "sandbox-load", "wm-online-update"),
     "libero": ("libero-transfer", "libero-bc-recipe"),
 }
 

@@ -12,15 +12,16 @@ method's and its metrics report :math:`w_W = 0`. Learns nothing, so its state is
 
 from __future__ import annotations
 
-from typing import Any
-
 from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
+from wmrl_core.fusion.pooled import PooledFuser
 
 __all__ = ["AnchorsOnlyFuser"]
 
 
-class AnchorsOnlyFuser:
-    """Weight 1 on the anchor rows' real advantages, 0 on the world-model rows."""
+class AnchorsOnlyFuser(PooledFuser):
+    """Weight 1 on the anchor rows' real advantages, 0 on the world-model rows; like
+    :class:`~wmrl_core.fusion.pooled.PooledFuser` (whose empty ``fit`` and state it keeps) it
+    learns nothing."""
 
     def plan(self, step: FusionInputs) -> FusionPlan:
         terms = (
@@ -28,12 +29,3 @@ class AnchorsOnlyFuser:
             LossTerm(0.0, step.advantages, ~step.is_anchor),
         )
         return FusionPlan(terms=terms, w_real=1.0, w_world_model=0.0, n_effective=float(step.n_real), lam=0.0)
-
-    def fit(self, step: FusionInputs) -> None:
-        return None
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        return None

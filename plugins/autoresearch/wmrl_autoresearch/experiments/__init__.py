@@ -3,6 +3,9 @@
 
 * :mod:`~wmrl_autoresearch.experiments.heldout_gain` (``heldout-gain``): the main job's held-out
   gain against the same settings on pure-noise rewards;
+* :mod:`~wmrl_autoresearch.experiments.equal_execution` (``equal-execution``): issue 31's
+  benchmark, every arm's held-out score at WMRL's charged execution, with the anchors-only and
+  noise controls (endpoints in :mod:`~wmrl_autoresearch.experiments.equal_execution_analysis`);
 * :mod:`~wmrl_autoresearch.experiments.noise_control` (``noise-control``): does the program
   policy's optimiser keep its entropy on noise rewards;
 * :mod:`~wmrl_autoresearch.experiments.compute_to_target`: the ``autoresearch`` suite of

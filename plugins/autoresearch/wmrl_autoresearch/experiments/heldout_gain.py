@@ -141,10 +141,11 @@ def train_record(run: ArmRun, wall_s: float) -> dict[str, Any]:
 
 def eval_config(args):
     """The main job's environment and policy, in ``real`` mode (no world model is built), with
-    the execution cache."""
+    the execution cache ``args.cache`` (``None``: none, every program executed)."""
+    cache = "null" if args.cache is None else args.cache
     return load_config(
         args.config,
-        [*COMMON, "mode=real", "world_model=null", f"environment.cache={args.cache}", *args.override],
+        [*COMMON, "mode=real", "world_model=null", f"environment.cache={cache}", *args.override],
     )
 
 

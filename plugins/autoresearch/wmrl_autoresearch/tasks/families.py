@@ -1,5 +1,5 @@
 """The W / R / E family split of the compute-to-target benchmark (draft pre-registration:
-``docs/results/autoresearch/compute_to_target_v2/PREREGISTRATION.md``).
+``docs/results/autoresearch/equal_execution/PREREGISTRATION.md``).
 
 * **W** (:data:`WORLD_MODEL_FAMILIES`): the world model is fitted on these families' executions only,
   the analogue of an LLM's prior knowledge.

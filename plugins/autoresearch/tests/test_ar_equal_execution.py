@@ -1,0 +1,47 @@
+"""``wmrl experiment equal-execution --quick``: every arm end to end in real containers, the
+endpoints computed, and a second invocation that trains and evaluates nothing."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from wmrl_autoresearch.experiments import equal_execution as ee
+
+COMMAND = [sys.executable, "-m", "wmrl_core.cli", "experiment", "equal-execution", "--quick"]
+
+
+@pytest.mark.slow
+def test_quick_runs_every_arm_and_resumes_without_work(docker_ready, tmp_path):
+    paths = ["--runs", str(tmp_path / "runs"), "--archive", str(tmp_path / "archive"), "--out", str(tmp_path / "out")]
+    proc = subprocess.run(
+        [*COMMAND, *paths, "--override", "environment.kwargs.limits.timeout_s=60"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert list(summary["seeds_per_arm"]) == list(ee.ARMS)
+    assert all(seeds == [0] for seeds in summary["seeds_per_arm"].values())
+    for arm, curves in summary["curves"].items():  # equal steps: every arm kept and scored steps 0, 1, 2
+        assert [p["step"] for p in curves["0"]] == [0, 1, 2], arm
+    curves = summary["curves"]
+    assert curves["real"]["0"][-1]["executions"] == 2 * 2 * 2  # B x G x steps
+    assert curves["wmrl_rectified"]["0"][-1]["executions"] == 1 * 2 * 2  # one anchor group of 2 per step
+    assert curves["world_model"]["0"][-1]["executions"] == 0
+    assert "0" in summary["equal_execution"]["wmrl_rectified"]["per_seed"]
+    assert summary["non_inferiority"]["non_inferior"] is None  # one seed: undecided, never a pass
+    assert set(summary["minus_controls"]) == {
+        f"{a} - {c}" for a in ee.ARMS if a.startswith("wmrl_") for c in ("anchors_only", "noise_control")
+    }
+    assert summary["w_corpus"]["executions"] > 0
+    assert (tmp_path / "out" / "equal_execution.png").stat().st_size > 0
+    assert (tmp_path / "archive" / "real-seed0" / "eval_step001.json").is_file()
+    assert "[arm-seed 8/8]" in proc.stdout
+    # the second invocation finds everything finished: nothing trained, nothing evaluated
+    again = subprocess.run([*COMMAND, *paths], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary2 = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary2["this_invocation"] == {"trained": 0, "evaluations": 0}
+    assert summary2["curves"] == summary["curves"]

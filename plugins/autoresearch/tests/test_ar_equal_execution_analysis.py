@@ -1,0 +1,109 @@
+"""The endpoints of ``wmrl experiment equal-execution`` on hand-made numbers: the reading at
+equal execution, the per-seed target with running means, the non-inferiority decision and
+not-reached counting."""
+
+import math
+
+import numpy as np
+import pytest
+from wmrl_autoresearch.experiments import equal_execution as ee
+from wmrl_autoresearch.experiments import equal_execution_analysis as an
+
+
+def test_interpolation_weights_between_and_at_points_never_beyond():
+    assert an.interpolation_weights([0, 120, 160, 320], 128) == [(1, pytest.approx(0.8)), (2, pytest.approx(0.2))]
+    assert an.interpolation_weights([0, 120, 160], 160) == [(2, 1.0)]
+    assert an.interpolation_weights([0, 120, 160], 161) is None
+    assert an.interpolation_weights([0, 120, 160], -1) is None
+
+
+def test_running_mean_target_and_execution_to_target():
+    real = [0.10, 0.14, 0.20, 0.26, 0.30]  # smoothed gain (0.26 + 0.30) / 2 - 0.10 = 0.18: target 0.19
+    assert an.running_mean(real) == pytest.approx([0.12, 0.17, 0.23, 0.28])
+    target = an.seed_target(real)
+    assert target == pytest.approx(0.19)
+    # running means 0.12, 0.17, 0.23: first at or above 0.19 at the pair (0.20, 0.26), read at the later one
+    assert an.execution_to_target([0, 40, 80, 120, 160], real, target) == 120
+    # one evaluation above the target is not enough: the pair's mean must pass it (0.18, then 0.155)
+    assert an.execution_to_target([0, 4, 8], [0.10, 0.26, 0.05], target) is None
+    assert an.execution_to_target([0, 4, 8], [0.10, 0.26, 0.20], target) == 8
+    assert an.seed_target([0.2, 0.1, 0.15]) is None  # real lost: no target, so nobody reaches it
+    assert an.execution_to_target([0, 4], [0.1, 0.9], None) is None
+
+
+def test_non_inferiority_reads_the_lower_bound_against_the_margin():
+    wide = an.non_inferiority([0.05, -0.06, 0.04, -0.05])  # mean -0.005, interval includes 0, lower < -0.02
+    assert wide["non_inferior"] is False and wide["ci95"][0] < -0.02 < 0 < wide["ci95"][1]
+    tight = an.non_inferiority([-0.005, -0.006, -0.004, -0.005])  # below 0 throughout, yet within the margin
+    assert tight["non_inferior"] is True and tight["ci95"][1] < 0
+    assert an.non_inferiority([0.1])["non_inferior"] is None  # one seed: undecided
+
+
+def _curve(steps, executions, scores):
+    return [
+        {"step": s, "executions": e, "execution_s": e * 0.5, "score": v, "se": 0.01}
+        for s, e, v in zip(steps, executions, scores, strict=True)
+    ]
+
+
+def test_analyse_reads_real_at_wmrl_execution_and_counts_seeds_that_never_reach():
+    rng = np.random.default_rng(0)
+    mats = {}
+
+    def matrix(arm, seed, step):
+        return mats.setdefault((arm, seed, step), rng.normal(size=(3, 2)))
+
+    real_steps, steps = [0, 3, 4, 8], [0, 4, 8]
+    curves = {
+        "real": {
+            0: _curve(real_steps, [0, 120, 160, 320], [0.10, 0.20, 0.30, 0.40]),
+            1: _curve(real_steps, [0, 120, 160, 320], [0.10, 0.10, 0.10, 0.05]),  # no gain: no target
+        },
+        "wmrl_rectified": {
+            0: _curve(steps, [0, 64, 128], [0.10, 0.30, 0.35]),
+            1: _curve(steps, [0, 64, 128], [0.10, 0.12, 0.14]),
+        },
+        "anchors_only": {0: _curve(steps, [0, 64, 128], [0.10, 0.15, 0.20])},  # seed 1 not finished yet
+        "noise_control": {0: _curve(steps, [0, 64, 128], [0.10, 0.10, 0.12])},
+    }
+    r = an.analyse(curves, matrix)
+    assert r["seeds_per_arm"] == {"real": [0, 1], "wmrl_rectified": [0, 1], "anchors_only": [0], "noise_control": [0]}
+    # seed 0: x = 128, real between steps 3 and 4: 0.8 * 0.20 + 0.2 * 0.30 = 0.22; wmrl's last 0.35
+    eq = r["equal_execution"]["wmrl_rectified"]
+    assert eq["per_seed"][0] == pytest.approx(0.35 - 0.22)
+    assert eq["per_seed"][1] == pytest.approx(0.14 - 0.10) and eq["seeds"] == 2
+    assert r["equal_execution"]["anchors_only"]["per_seed"] == {0: pytest.approx(0.20 - 0.22)}
+    assert eq["evaluation_se"][0] > 0
+    # the same reading by charged seconds: here proportional, so the same numbers
+    assert r["equal_execution_s"]["wmrl_rectified"]["per_seed"][0] == pytest.approx(0.13)
+    ni = r["non_inferiority"]
+    assert ni["per_seed"] == {0: pytest.approx(-0.05), 1: pytest.approx(0.09)} and ni["seeds"] == 2
+    # secondary: seed 0's target 0.10 + ((0.30 + 0.40) / 2 - 0.10) / 2 = 0.225; seed 1 has none
+    sec = r["execution_to_target"]
+    assert sec["targets"][0] == pytest.approx(0.225) and sec["targets"][1] is None
+    # wmrl's running means 0.20, 0.325: reached at step 8 (128 executions); real's 0.15, 0.25: at step 4 (160)
+    assert sec["wmrl_rectified"]["per_seed"] == {0: 128.0, 1: None}
+    assert (sec["wmrl_rectified"]["reached"], sec["wmrl_rectified"]["not_reached"]) == (1, 1)
+    assert sec["real"]["per_seed"] == {0: 160.0, 1: None}
+    credit = r["minus_controls"]
+    assert credit["wmrl_rectified - anchors_only"]["per_seed"] == {0: pytest.approx(0.15)}
+    assert credit["wmrl_rectified - noise_control"]["per_seed"] == {0: pytest.approx(0.23)}
+    text = an.table(r, "W corpus line")
+    assert "anchors_only 1 (0)" in text and "not reached" in text and "undecided" not in text
+
+
+def test_the_arms_keep_their_evaluated_steps_and_real_keeps_3_and_4():
+    arms = {a.name: a for a in ee.arms(ee.FULL)}
+    assert list(arms) == [
+        "real",
+        "anchors_only",
+        "wmrl_rectified",
+        "wmrl_inverse_variance",
+        "wmrl_shrinkage",
+        "wmrl_no_denoise",
+        "world_model",
+        "noise_control",
+    ]
+    assert "checkpoint.at_steps=[0,3,4,8,16,32]" in arms["real"].overrides
+    assert "checkpoint.at_steps=[0,8,16,32]" in arms["wmrl_rectified"].overrides
+    assert not math.isnan(ee.w_corpus_cost()["container_cpu_s"])

@@ -1,0 +1,272 @@
+"""Equal-execution benchmark (issue 31): does WMRL reach ``real``'s held-out score with less
+charged execution, with a world model that never saw the training (R) or evaluation (E)
+families, and does any gain come from the world model rather than from GRPO on the anchors alone?
+
+Pre-registered in ``docs/results/autoresearch/equal_execution/PREREGISTRATION.md``. Eight arms on
+the main job's config (``configs/autoresearch/quickstart.yaml``: trains on R, the world model
+fitted on W only, B = 10, G = 4, anchors 0.1 with at least one group), every arm 32 steps, the same
+seeds, seeds outer and arms inner (:func:`wmrl_core.experiments.runner.run_arms`):
+
+* ``real`` (every group executed); ``anchors_only`` (GRPO on the anchor groups alone,
+  ``fusion.method=anchors_only``, the ``noise`` world model so none is consulted);
+  ``wmrl_rectified``, ``wmrl_inverse_variance``, ``wmrl_shrinkage``, ``wmrl_no_denoise``
+  (``fusion.enabled=false``); ``world_model`` (no execution); ``noise_control`` (the
+  rectified settings on i.i.d. noise rewards, built as ``heldout-gain``'s noise arm). Every arm
+  that uses the learned world model has ``world_model.kwargs.learn_from_anchors=true``.
+
+Evaluation is offline, from kept checkpoints (``checkpoint.at_steps``): steps 0, 8, 16, 32, and
+for ``real`` also 3 and 4 (WMRL-rectified executes about 4 programs a step, 128 in 32 steps,
+real's execution at step 3.2: the equal-execution reading interpolates real between them).
+Each kept policy is scored on all 63 held-out (E) tasks x 4 programs by real execution, with
+common random numbers (sampling seed ``EVAL_SEED + seed`` for every arm and step of a seed) and
+one execution cache shared by every arm (``RUNS/eval_cache.jsonl``: a repeated (task, program)
+replays its execution, so step 0, the same policy in every arm, costs once), except the seeds of
+``--uncached-seeds`` (default: seed 5), whose evaluations run with the cache **off** (every
+program executed). Charged training execution per kept step is read from each run's metrics
+(``compute/execution_items`` and ``compute/execution_s``). The endpoints are in
+:mod:`~wmrl_autoresearch.experiments.equal_execution_analysis`.
+
+    wmrl experiment equal-execution --runs runs/equal_execution \\
+        --archive docs/results/autoresearch/equal_execution/archive --out docs/results/autoresearch/equal_execution
+    wmrl experiment equal-execution --runs runs/equal_execution --out ... --analyse   # report the finished seeds
+    wmrl experiment equal-execution --quick --runs /tmp/ee --out /tmp/ee/out          # every arm, minutes
+
+Resumable at every level: training resumes from its checkpoints, each evaluation is written to
+``RUN_DIR/eval_stepNNN.json`` when done (an interrupted one replays its executed programs from the
+cache), finished arm-seeds are skipped; the config is frozen into ``RUNS/config.yaml`` and the
+evaluation settings into ``RUNS/settings.json`` at the first start, and other ones are refused.
+With ``--archive``, each finished arm-seed's small files (metrics, records, evaluations; no
+checkpoint) are copied there, to be committed, and restored into a later session's empty
+``--runs``. Budget per seed (cache on): training 1,280 executions (real) + 5 x 128 (anchors_only and
+the four wmrl arms; world_model and noise_control execute nothing) = 1,920; evaluation 252
+executions per evaluation, 34 evaluations (6 of real, 4 of each other arm), step 0 shared by a
+seed's arms: <= 27 x 252 = 6,804 (fewer: programs a policy still samples as before replay).
+The uncached seed: 34 x 252 = 8,568. At most about 54,000 executions over 6 seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from wmrl_autoresearch.experiments import config_path
+from wmrl_autoresearch.experiments import equal_execution_analysis as analysis
+from wmrl_autoresearch.experiments import heldout_gain as hg
+from wmrl_core.experiments.runner import Arm, ArmRun, run_arms
+from wmrl_core.metrics import read_metrics
+
+CONFIG = config_path("quickstart.yaml")
+LEARN = ["world_model.kwargs.learn_from_anchors=true"]
+ARMS: dict[str, list[str]] = {
+    "real": ["mode=real"],
+    "anchors_only": ["mode=wmrl", "fusion.method=anchors_only", "world_model.name=noise"],
+    "wmrl_rectified": ["mode=wmrl", "fusion.method=rectified", *LEARN],
+    "wmrl_inverse_variance": ["mode=wmrl", "fusion.method=inverse_variance", *LEARN],
+    "wmrl_shrinkage": ["mode=wmrl", "fusion.method=shrinkage", *LEARN],
+    "wmrl_no_denoise": ["mode=wmrl", "fusion.enabled=false", *LEARN],
+    "world_model": ["mode=world_model", *LEARN],
+    "noise_control": ["mode=wmrl", "fusion.method=rectified", *hg.ARMS["noise"]],
+}
+"""Arm -> overrides on the main job's config, in run order within a seed."""
+COMMON = ["eval.every=0", "logging.progress=false", "logging.tensorboard=false"]
+EVAL_SEED = hg.EVAL_SEED
+"""Sampling seed of every evaluation of seed 0; seed ``s`` uses ``EVAL_SEED + s``."""
+FULL = {"seeds": 6, "steps": 32, "every": 4, "eval_steps": [0, 8, 16, 32], "real_extra": [3, 4], "samples": 4}
+QUICK = {"seeds": 1, "steps": 2, "every": 1, "eval_steps": [0, 1, 2], "real_extra": [], "samples": 2, "max_tasks": 2}
+QUICK_OVERRIDES = ["rollout.batch_tasks=2", "rollout.group_size=2"]
+
+
+def eval_steps(arm: str, plan: dict[str, Any]) -> list[int]:
+    """The kept (and evaluated) steps of ``arm``."""
+    return sorted({*plan["eval_steps"], *(plan["real_extra"] if arm == "real" else [])})
+
+
+def arms(plan: dict[str, Any]) -> list[Arm]:
+    """The eight arms, each keeping a checkpoint at its evaluated steps."""
+    out = []
+    for name, overrides in ARMS.items():
+        kept = ",".join(map(str, eval_steps(name, plan)))
+        out.append(Arm(name, (*overrides, f"checkpoint.at_steps=[{kept}]")))
+    return out
+
+
+def eval_args(args, seed: int) -> argparse.Namespace:
+    """What :func:`heldout_gain.evaluate_policy` reads: the frozen config, the evaluation size
+    and the cache (``None`` for an uncached seed)."""
+    cache = None if seed in args.uncached_seeds else args.cache
+    return argparse.Namespace(
+        config=args.config, cache=cache, samples=args.samples, max_tasks=args.max_tasks, override=[]
+    )
+
+
+def eval_file(step: int) -> str:
+    return f"eval_step{step:03d}.json"
+
+
+def evaluate_run(args, run: ArmRun, progress: dict[str, Any]) -> dict[str, Any]:
+    """Score each kept policy of one arm-seed on E; the curve of (step, charged execution, score)."""
+    by_step = {r["step"]: r for r in read_metrics(run.run_dir)}
+    steps = eval_steps(run.arm.name, args.plan)
+    curve = []
+    for i, step in enumerate(steps, start=1):
+        path = run.run_dir / eval_file(step)
+        label = f"{run.arm.name} seed {run.seed} step {step}"
+        started = time.perf_counter()
+        fresh = not path.exists()
+        state = None
+        if fresh:
+            state = torch.load(run.run_dir / "checkpoints" / f"step_{step:06d}.pt", weights_only=False)["policy"]
+        evaluation = hg.evaluate_policy(eval_args(args, run.seed), state, EVAL_SEED + run.seed, path, label)
+        s = hg.summarize_eval(evaluation)
+        record = by_step[step]
+        curve.append(
+            {
+                "step": step,
+                "executions": float(record.get("compute/execution_items", 0.0)),
+                "execution_s": float(record.get("compute/execution_s", 0.0)),
+                "score": s["mean"],
+                "se": s["se"],
+                "evaluation": {k: s[k] for k in ("programs", "replayed", "container_cpu_s", "ok_fraction")},
+            }
+        )
+        if fresh:
+            progress["evaluations"] += 1
+        print(
+            f"[eval] {label} ({i}/{len(steps)}): score {s['mean']:.3f} ± {s['se']:.3f}, {s['programs']} programs, "
+            f"{s['programs'] - s['replayed']} executed, {s['replayed']} replayed"
+            f"{'' if fresh else ' (read back)'} [{time.perf_counter() - started:.0f} s]",
+            flush=True,
+        )
+    return {"arm": run.arm.name, "seed": run.seed, "cached": run.seed not in args.uncached_seeds, "curve": curve}
+
+
+def w_corpus_cost() -> dict[str, Any]:
+    """The W families' rows of the shipped corpus: what fitting the world model cost, once."""
+    from wmrl_autoresearch.program.corpus import load_corpus
+    from wmrl_autoresearch.tasks.families import WORLD_MODEL_FAMILIES
+
+    rows = [r for r in load_corpus() if r["family"] in WORLD_MODEL_FAMILIES]
+    return {
+        "executions": len(rows),
+        "rewarded": sum(r["reward"] is not None for r in rows),
+        "container_cpu_s": float(sum(r["cost_s"] or 0.0 for r in rows)),
+    }
+
+
+def settings(args) -> dict[str, Any]:
+    return {
+        "plan": args.plan,
+        "samples_per_task": args.samples,
+        "max_tasks": args.max_tasks,
+        "uncached_seeds": sorted(args.uncached_seeds),
+        "eval_seed": EVAL_SEED,
+    }
+
+
+def run(args) -> list[ArmRun]:
+    """Train and evaluate every arm-seed (``--analyse``: collect the finished ones)."""
+    plan = args.plan
+    arm_list = arms(plan)
+    total = plan["seeds"] * len(arm_list)
+    progress: dict[str, Any] = {"done": 0, "worked": 0, "trained": 0, "evaluations": 0, "work_s": 0.0}
+    started = time.perf_counter()
+    mark = [started]
+
+    def evaluate(run: ArmRun) -> dict[str, Any]:
+        return evaluate_run(args, run, progress)
+
+    def on_run(run: ArmRun) -> None:
+        progress["done"] += 1
+        now = time.perf_counter()
+        worked = run.trained or now - mark[0] > 1.0
+        if worked:
+            progress["worked"] += 1
+            progress["work_s"] += now - mark[0]
+        progress["trained"] += int(run.trained)
+        left = total - progress["done"]
+        eta = f"{progress['work_s'] / progress['worked'] * left / 60:.0f} min" if progress["worked"] else "unknown"
+        executions = run.record["curve"][-1]["executions"] if run.record else float("nan")
+        print(
+            f"[arm-seed {progress['done']}/{total}] {run.arm.name} seed {run.seed}: "
+            f"{'trained' if run.trained else 'restored' if run.restored else 'found finished'}, "
+            f"{executions:.0f} training executions [{now - mark[0]:.0f} s; {now - started:.0f} s so far, "
+            f"ETA {eta} for {left} left]",
+            flush=True,
+        )
+        mark[0] = now
+
+    overrides = [*COMMON, f"steps={plan['steps']}", f"checkpoint.every={plan['every']}"]
+    if args.quick:
+        overrides += QUICK_OVERRIDES
+    all_steps = sorted({s for a in ARMS for s in eval_steps(a, plan)})
+    runs = run_arms(
+        args.config,
+        arm_list,
+        seeds=range(plan["seeds"]),
+        runs_dir=args.runs,
+        overrides=overrides,
+        evaluate=evaluate,
+        on_run=on_run,
+        settings=settings(args),
+        archive=args.archive,
+        archive_files=[eval_file(s) for s in all_steps],
+        report_only=args.analyse,
+        plugin_manager=hg.plugin_manager,
+    )
+    args.invocation = {k: progress[k] for k in ("trained", "evaluations")}
+    return runs
+
+
+def analyse(args, runs: list[ArmRun]) -> str:
+    """The report over the finished arm-seeds (any number of seeds per arm)."""
+    curves: dict[str, dict[int, list]] = {name: {} for name in ARMS}
+    folders = {}
+    for r in runs:
+        curves[r.arm.name][r.seed] = r.record["curve"]
+        folders[(r.arm.name, r.seed)] = r.run_dir
+
+    def matrix(arm: str, seed: int, step: int):
+        return hg.reward_matrix(json.loads((folders[(arm, seed)] / eval_file(step)).read_text()))[1]
+
+    result = analysis.analyse({a: c for a, c in curves.items() if c}, matrix)
+    extra = {
+        "settings": settings(args),
+        "config_yaml": Path(args.config).read_text(),
+        "this_invocation": args.invocation,
+    }
+    text = analysis.write_report(result, args.out, w_corpus_cost(), extra)
+    print(text, flush=True)
+    return text
+
+
+def main(argv: list[str] | None = None, prog: str = "wmrl experiment equal-execution") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the main job's config")
+    parser.add_argument("--runs", type=Path, default=Path("runs/equal_execution"), help="run folders (resumable)")
+    parser.add_argument("--archive", type=Path, default=None, help="keep finished arm-seeds' small files here")
+    parser.add_argument("--out", type=Path, default=Path("docs/results/autoresearch/equal_execution"))
+    parser.add_argument("--cache", type=Path, default=None, help="evaluation cache (default RUNS/eval_cache.jsonl)")
+    parser.add_argument("--uncached-seeds", type=int, nargs="*", default=[5], help="seeds evaluated with the cache off")
+    parser.add_argument("--analyse", action="store_true", help="report the finished arm-seeds; run nothing")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 2 steps, 2 tasks x 2 programs, B=2 G=2")
+    parser.add_argument("--override", nargs="*", default=[], help="extra key=value overrides of the base config")
+    args = parser.parse_args(argv)
+    args.plan = dict(QUICK if args.quick else FULL)
+    args.samples, args.max_tasks = args.plan.pop("samples"), args.plan.pop("max_tasks", None)
+    args.uncached_seeds = set(args.uncached_seeds)
+    args.cache = args.cache or args.runs / "eval_cache.jsonl"
+    args.config = hg.freeze_config(args.config, args.override, args.runs / "config.yaml")
+    args.invocation = {"trained": 0, "evaluations": 0}
+    torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
+    runs = run(args)
+    analyse(args, runs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,309 @@
+r"""The endpoints of ``wmrl experiment equal-execution`` (pre-registered in
+``docs/results/autoresearch/equal_execution/PREREGISTRATION.md``), as pure functions of the
+evaluations, plus the report (``table.md``, ``summary.json``, ``equal_execution.png``).
+
+Input: one *curve* per arm-seed, the held-out score of each kept policy beside the charged
+execution its training had spent by then (``executions``: real executions, a count;
+``execution_s``: charged seconds), and per evaluation the (tasks, samples) reward matrix for the
+evaluation's own standard error (bootstrap over programs, paired across arms by sample index:
+:func:`~wmrl_core.experiments.stats.paired_bootstrap_se`).
+
+* **Primary 1, equal execution.** :math:`x_s` = WMRL-rectified's total training execution on
+  seed :math:`s`. ``real`` is read at :math:`x_s`, linearly interpolated between its two
+  evaluations around it (:func:`interpolation_weights`); every other arm at its last step.
+  Paired difference arm − real per seed, mean and 95 % t-interval over seeds.
+* **Primary 2, non-inferiority** (:func:`non_inferiority`): WMRL-rectified − real at the last
+  step; non-inferior iff the lower bound of the 95 % t-interval > −margin (0.02). Undecided with
+  fewer than two seeds.
+* **Secondary, execution to a per-seed target** (:func:`seed_target`,
+  :func:`execution_to_target`): target = step-0 score + half of real's smoothed gain; an arm
+  reaches it where the running mean of two consecutive evaluations first passes it. A seed
+  where it is not reached, or where real gained nothing (no target), counts as not reached.
+* Every ``wmrl_*`` arm also minus ``anchors_only`` and minus ``noise_control`` (paired, last step).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl_core.experiments.stats import mean_ci95, paired_bootstrap_se
+
+__all__ = [
+    "MARGIN",
+    "interpolation_weights",
+    "running_mean",
+    "seed_target",
+    "execution_to_target",
+    "non_inferiority",
+    "analyse",
+    "write_report",
+]
+
+MARGIN = 0.02
+"""Non-inferiority margin of Primary 2, in held-out score."""
+REFERENCE, LEAD, CONTROLS = "real", "wmrl_rectified", ("anchors_only", "noise_control")
+
+Curve = Sequence[Mapping[str, Any]]
+"""An arm-seed's evaluations in step order: ``{"step", "executions", "execution_s", "score", "se"}``."""
+MatrixOf = Callable[[str, int, int], np.ndarray]
+"""``(arm, seed, step) ->`` the evaluation's (tasks, samples) reward matrix."""
+
+
+def interpolation_weights(xs: Sequence[float], x: float) -> list[tuple[int, float]] | None:
+    """The value at ``x`` of the curve through points at increasing ``xs``, as ``[(index,
+    weight)]``: one point at weight 1 where ``x`` is one of them, else the two around it with
+    linear weights; ``None`` outside ``[xs[0], xs[-1]]`` (never extrapolated)."""
+    xs = [float(v) for v in xs]
+    if not xs or not xs[0] <= x <= xs[-1] or math.isnan(x):
+        return None
+    for i, xi in enumerate(xs):
+        if xi == x:
+            return [(i, 1.0)]
+    j = next(i for i, xi in enumerate(xs) if xi > x)
+    w = (x - xs[j - 1]) / (xs[j] - xs[j - 1])
+    return [(j - 1, 1.0 - w), (j, w)]
+
+
+def running_mean(values: Sequence[float]) -> list[float]:
+    """Means of consecutive pairs: ``[(v0 + v1) / 2, (v1 + v2) / 2, ...]`` (one fewer)."""
+    return [(a + b) / 2 for a, b in zip(values[:-1], values[1:], strict=True)]
+
+
+def seed_target(real_scores: Sequence[float]) -> float | None:
+    """Step-0 score + half of real's smoothed gain (its last running mean minus the step-0
+    score); ``None`` when real did not gain (a target at or below the start is no target)."""
+    gain = running_mean(real_scores)[-1] - real_scores[0]
+    return real_scores[0] + gain / 2 if gain > 0 else None
+
+
+def execution_to_target(executions: Sequence[float], scores: Sequence[float], target: float | None) -> float | None:
+    """The execution at the later evaluation of the first consecutive pair whose mean is at or
+    above ``target``; ``None``: not reached (or no target)."""
+    if target is None:
+        return None
+    for k, m in enumerate(running_mean(scores), start=1):
+        if m >= target:
+            return float(executions[k])
+    return None
+
+
+def non_inferiority(differences: Sequence[float], margin: float = MARGIN) -> dict[str, Any]:
+    """Mean, 95 % t-interval and the decision ``lower > -margin`` (``None`` with < 2 seeds)."""
+    mean, half = mean_ci95(differences)
+    n = sum(1 for d in differences if d is not None and math.isfinite(d))
+    decided = n >= 2
+    return {
+        "seeds": n,
+        "mean": mean,
+        "ci95": [mean - half, mean + half],
+        "margin": margin,
+        "non_inferior": bool(mean - half > -margin) if decided else None,
+    }
+
+
+def _paired(values: Mapping[int, float]) -> dict[str, Any]:
+    mean, half = mean_ci95(list(values.values()))
+    return {"seeds": len(values), "mean": mean, "ci95": [mean - half, mean + half], "per_seed": dict(values)}
+
+
+def _at(curve: Curve, key: str, x: float) -> list[tuple[int, float]] | None:
+    return interpolation_weights([p[key] for p in curve], x)
+
+
+def analyse(curves: Mapping[str, Mapping[int, Curve]], matrix: MatrixOf, margin: float = MARGIN) -> dict[str, Any]:
+    """Every endpoint from the finished arm-seeds ``curves[arm][seed]`` (a partial set is fine:
+    each figure says over how many seeds it is)."""
+    arms = list(curves)
+    real = curves.get(REFERENCE, {})
+    lead = curves.get(LEAD, {})
+    out: dict[str, Any] = {"seeds_per_arm": {a: sorted(curves[a]) for a in arms}, "margin": margin}
+
+    def se(parts: list[tuple[str, int, int, float]]) -> float:
+        return paired_bootstrap_se([matrix(a, s, step) for a, s, step, _ in parts], [w for *_, w in parts])
+
+    # Primary 1 (and the same reading by charged seconds)
+    for key, name in (("executions", "equal_execution"), ("execution_s", "equal_execution_s")):
+        section: dict[str, Any] = {}
+        for arm in arms:
+            diffs, ses, points = {}, {}, {}
+            for seed, curve in curves[arm].items():
+                if seed not in real or seed not in lead:
+                    continue
+                x = float(lead[seed][-1][key])
+                weights = _at(real[seed], key, x)
+                if weights is None:
+                    continue
+                own = [(len(curve) - 1, 1.0)] if arm != REFERENCE else weights
+                value = sum(w * curve[i]["score"] for i, w in own)
+                ref = sum(w * real[seed][i]["score"] for i, w in weights)
+                parts = [(arm, seed, curve[i]["step"], w) for i, w in own]
+                parts += [(REFERENCE, seed, real[seed][i]["step"], -w) for i, w in weights]
+                points[seed] = {"x": x, "score": value, "real_score": ref}
+                if arm != REFERENCE:
+                    diffs[seed], ses[seed] = value - ref, se(parts)
+            section[arm] = {"points": points, **({} if arm == REFERENCE else _paired(diffs)), "evaluation_se": ses}
+        out[name] = section
+
+    # Primary 2
+    final = {s: lead[s][-1]["score"] - real[s][-1]["score"] for s in lead if s in real}
+    out["non_inferiority"] = {
+        **non_inferiority(list(final.values()), margin),
+        "per_seed": final,
+        "evaluation_se": {
+            s: se([(LEAD, s, lead[s][-1]["step"], 1.0), (REFERENCE, s, real[s][-1]["step"], -1.0)]) for s in final
+        },
+    }
+
+    # Secondary: execution to the per-seed target
+    targets = {s: seed_target([p["score"] for p in c]) for s, c in real.items()}
+    secondary: dict[str, Any] = {"targets": targets}
+    for arm in arms:
+        reached = {
+            s: execution_to_target([p["executions"] for p in c], [p["score"] for p in c], targets.get(s))
+            for s, c in curves[arm].items()
+            if s in targets
+        }
+        secondary[arm] = {
+            "per_seed": reached,
+            "reached": sum(v is not None for v in reached.values()),
+            "seeds": len(reached),
+            "not_reached": sum(v is None for v in reached.values()),
+        }
+    out["execution_to_target"] = secondary
+
+    # the controls that credit the world model: every wmrl_* arm minus each control, last step
+    credit: dict[str, Any] = {}
+    for arm in (a for a in arms if a.startswith("wmrl_")):
+        for control in CONTROLS:
+            pair = {
+                s: c[-1]["score"] - curves[control][s][-1]["score"]
+                for s, c in curves[arm].items()
+                if s in curves.get(control, {})
+            }
+            ses = {
+                s: se([(arm, s, curves[arm][s][-1]["step"], 1.0), (control, s, curves[control][s][-1]["step"], -1.0)])
+                for s in pair
+            }
+            credit[f"{arm} - {control}"] = {**_paired(pair), "evaluation_se": ses}
+    out["minus_controls"] = credit
+
+    out["curves"] = {a: {s: list(c) for s, c in curves[a].items()} for a in arms}
+    return out
+
+
+def _fmt(x: Any, spec: str = "+.3f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def _ci_row(name: str, r: Mapping[str, Any]) -> str:
+    lo, hi = r["ci95"]
+    rms = float(np.sqrt(np.mean(np.square(list(r["evaluation_se"].values()))))) if r.get("evaluation_se") else math.nan
+    seeds = ", ".join(f"{s}: {_fmt(v)}" for s, v in sorted(r["per_seed"].items()))
+    return f"| {name} | {r['seeds']} | {_fmt(r['mean'])} | [{_fmt(lo)}, {_fmt(hi)}] | {_fmt(rms, '.3f')} | {seeds} |"
+
+
+def table(result: Mapping[str, Any], corpus_line: str) -> str:
+    """The markdown report: seeds per arm, both primaries, the controls, the secondary, every seed."""
+    head = (
+        "| | seeds | mean | 95 % t-interval | evaluation s.e. (rms over seeds) | per seed |\n|---|---|---|---|---|---|"
+    )
+    lines = ["# Equal-execution benchmark (issue 31)", "", corpus_line, "", "Seeds finished per arm: "]
+    lines[-1] += "; ".join(f"{a} {len(s)} ({', '.join(map(str, s))})" for a, s in result["seeds_per_arm"].items())
+    for name, label in (("equal_execution", "executions (count)"), ("equal_execution_s", "charged execution seconds")):
+        lines += ["", f"## Primary 1: arm − real at WMRL-rectified's total training execution, by {label}", "", head]
+        lines += [_ci_row(a, r) for a, r in result[name].items() if a != REFERENCE]
+    ni = result["non_inferiority"]
+    verdict = {True: "non-inferior", False: "not shown non-inferior", None: "undecided (< 2 seeds)"}[ni["non_inferior"]]
+    lines += [
+        "",
+        f"## Primary 2: wmrl_rectified − real at the last step, margin {ni['margin']}",
+        "",
+        head,
+        _ci_row("wmrl_rectified − real", ni),
+        "",
+        f"Decision (lower bound > −{ni['margin']}): **{verdict}**.",
+        "",
+        "## The controls: each WMRL arm minus anchors_only and minus noise_control (last step)",
+        "",
+        head,
+    ]
+    lines += [_ci_row(k, r) for k, r in result["minus_controls"].items()]
+    sec = result["execution_to_target"]
+    lines += [
+        "",
+        "## Secondary: execution (count) to the per-seed target (step 0 + half of real's smoothed gain)",
+        "",
+        "Targets: " + "; ".join(f"seed {s}: {_fmt(t, '.3f')}" for s, t in sorted(sec["targets"].items())),
+        "",
+        "| arm | reached | per seed (n/a: not reached, counted as a failure) |",
+        "|---|---|---|",
+    ]
+    for arm in result["seeds_per_arm"]:
+        r = sec[arm]
+        per = ", ".join(f"{s}: {_fmt(v, '.0f')}" for s, v in sorted(r["per_seed"].items()))
+        lines.append(f"| {arm} | {r['reached']} of {r['seeds']} | {per} |")
+    lines += ["", "## Every arm-seed: score ± evaluation s.e. at each kept step [executions, charged s]", ""]
+    lines += ["| arm | seed | evaluations |", "|---|---|---|"]
+    for arm, by_seed in result["curves"].items():
+        for seed, curve in sorted(by_seed.items()):
+            cells = "; ".join(
+                f"step {p['step']}: {p['score']:.3f} ± {p['se']:.3f} [{p['executions']:.0f}, {p['execution_s']:.0f} s]"
+                for p in curve
+            )
+            lines.append(f"| {arm} | {seed} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: Mapping[str, Any], path: Path) -> None:
+    """Held-out score against charged training execution (count), per arm: mean over seeds ±
+    95 % t-interval at each kept step (x: mean execution over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for arm, by_seed in result["curves"].items():
+        curves = list(by_seed.values())
+        if not curves:
+            continue
+        n = min(len(c) for c in curves)
+        x = [float(np.mean([c[k]["executions"] for c in curves])) for k in range(n)]
+        stats = [mean_ci95([c[k]["score"] for c in curves]) for k in range(n)]
+        ax.errorbar(
+            x,
+            [m for m, _ in stats],
+            yerr=[h for _, h in stats],
+            marker="o",
+            capsize=3,
+            label=f"{arm} ({len(curves)} seeds)",
+        )
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlabel("charged training execution (real executions, symlog)")
+    ax.set_ylabel("held-out score (real execution), mean ± 95% t-interval over seeds")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(result: dict[str, Any], out: Path, corpus: Mapping[str, Any], extra: Mapping[str, Any]) -> str:
+    """``table.md``, ``summary.json`` and ``equal_execution.png`` in ``out``; returns the table."""
+    line = (
+        f"W corpus (one-off, like an LLM's pre-training; charged to no arm): {corpus['executions']} executions "
+        f"({corpus['rewarded']} with a reward), {corpus['container_cpu_s']:.0f} container CPU-s."
+    )
+    text = table(result, line)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(text)
+    summary = {**result, "w_corpus": dict(corpus), **extra}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    plot(result, out / "equal_execution.png")
+    return text
