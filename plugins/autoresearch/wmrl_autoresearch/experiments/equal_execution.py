@@ -22,7 +22,9 @@ common random numbers (sampling seed ``EVAL_SEED + seed`` for every arm and step
 one execution cache shared by every arm (``RUNS/eval_cache.jsonl``: a repeated (task, program)
 replays its execution, so step 0, the same policy in every arm, costs once), except the seeds of
 ``--uncached-seeds`` (default: seed 5), whose evaluations run with the cache **off** (every
-program executed). Charged training execution per kept step is read from each run's metrics
+program executed). Training executions go through their own cache (``environment.cache`` =
+``RUNS/train_cache.jsonl``; a replay is charged its recorded cost, so charged execution is the
+same with or without it), again off for the uncached seeds. Charged training execution per kept step is read from each run's metrics
 (``compute/execution_items`` and ``compute/execution_s``). The endpoints are in
 :mod:`~wmrl_autoresearch.experiments.equal_execution_analysis`.
 
@@ -204,20 +206,24 @@ def run(args) -> list[ArmRun]:
     if args.quick:
         overrides += QUICK_OVERRIDES
     all_steps = sorted({s for a in ARMS for s in eval_steps(a, plan)})
-    runs = run_arms(
-        args.config,
-        arm_list,
-        seeds=range(plan["seeds"]),
-        runs_dir=args.runs,
-        overrides=overrides,
-        evaluate=evaluate,
-        on_run=on_run,
-        settings=settings(args),
-        archive=args.archive,
-        archive_files=[eval_file(s) for s in all_steps],
-        report_only=args.analyse,
-        plugin_manager=hg.plugin_manager,
-    )
+    runs: list[ArmRun] = []
+    for seed in range(plan["seeds"]):  # seeds outer, as run_arms orders them; the cache is per seed
+        cache = [] if seed in args.uncached_seeds else [f"environment.cache={args.train_cache}"]
+        runs += run_arms(
+            args.config,
+            arm_list,
+            seeds=[seed],
+            runs_dir=args.runs,
+            overrides=[*overrides, *cache],
+            evaluate=evaluate,
+            on_run=on_run,
+            settings=settings(args),
+            archive=args.archive,
+            archive_files=[eval_file(s) for s in all_steps],
+            report_only=args.analyse,
+            plugin_manager=hg.plugin_manager,
+            ignore=["environment.cache"],  # where replays come from, not what a run computes
+        )
     args.invocation = {k: progress[k] for k in ("trained", "evaluations")}
     return runs
 
@@ -251,7 +257,9 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment equal-execu
     parser.add_argument("--archive", type=Path, default=None, help="keep finished arm-seeds' small files here")
     parser.add_argument("--out", type=Path, default=Path("docs/results/autoresearch/equal_execution"))
     parser.add_argument("--cache", type=Path, default=None, help="evaluation cache (default RUNS/eval_cache.jsonl)")
-    parser.add_argument("--uncached-seeds", type=int, nargs="*", default=[5], help="seeds evaluated with the cache off")
+    parser.add_argument(
+        "--uncached-seeds", type=int, nargs="*", default=[5], help="seeds trained and evaluated with the caches off"
+    )
     parser.add_argument("--analyse", action="store_true", help="report the finished arm-seeds; run nothing")
     parser.add_argument("--quick", action="store_true", help="1 seed, 2 steps, 2 tasks x 2 programs, B=2 G=2")
     parser.add_argument("--override", nargs="*", default=[], help="extra key=value overrides of the base config")
@@ -260,6 +268,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment equal-execu
     args.samples, args.max_tasks = args.plan.pop("samples"), args.plan.pop("max_tasks", None)
     args.uncached_seeds = set(args.uncached_seeds)
     args.cache = args.cache or args.runs / "eval_cache.jsonl"
+    args.train_cache = args.runs / "train_cache.jsonl"
     args.config = hg.freeze_config(args.config, args.override, args.runs / "config.yaml")
     args.invocation = {"trained": 0, "evaluations": 0}
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
