@@ -39,6 +39,7 @@ __all__ = [
     "Stateful",
     "LearnsFromAnchors",
     "ScoresExecutions",
+    "ScoresPartialExecutions",
     "required_methods",
     "StatusSpec",
     "STATUSES",
@@ -190,6 +191,26 @@ class ScoresExecutions(Protocol):
         (e.g. ``outcome.info["trajectory"]``), in order. The trainer then executes every group
         (all charged to ``execution``) and uses this instead of ``predict``; the scores are
         calibrated and fused against the real reward of the anchor groups like any prediction."""
+        ...
+
+
+@runtime_checkable
+class ScoresPartialExecutions(Protocol):
+    """World models that read executed trajectories (:class:`ScoresExecutions`) but need only part
+    of each execution they score alone (e.g. the first half of an episode): they save execution."""
+
+    def predict_from_outcomes(
+        self, tasks: Sequence[Task], solutions: Sequence[Any], outcomes: Sequence[Outcome]
+    ) -> list[Outcome | float]: ...
+
+    def execute_for_scoring(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
+        """Execute the solutions of the groups that are *not* anchors only as far as this world model's
+        score needs, with the environment it was made with, one outcome each. The trainer executes the
+        anchor groups in full through the environment, charges both calls to ``execution`` (measured as
+        any execution), and passes every outcome to ``predict_from_outcomes``: an anchor's outcome is
+        its full execution, so that the world model scores it the way it scores the others. An
+        environment with a declared ``cost`` is charged it for every rollout, cut or not (the
+        declared cost is per execution); one charged by measurement pays what ran."""
         ...
 
 

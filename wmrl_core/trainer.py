@@ -38,7 +38,7 @@ from wmrl_core import checkers
 from wmrl_core.checkpoint import check_resume, has_checkpoint, load_checkpoint, move_aside, run_record, save_checkpoint
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
-from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, is_rewarded
+from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, ScoresPartialExecutions, is_rewarded
 from wmrl_core.errors import ComponentError, ConfigError, TrainedOnNothingError, WMRLError
 from wmrl_core.experiments.stats import stratified_standard_error
 from wmrl_core.faults import CallTimedOut, StepFaults, atomic_write_text, call_with_deadline, raise_if_disk_full
@@ -232,7 +232,9 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
 
     A world model that reads executed trajectories (``predict_from_outcomes``) needs every group
     executed: then all groups run for real (charged to ``execution``), the world model scores
-    every rollout from its outcome, and only the anchor groups keep their real reward."""
+    every rollout from its outcome, and only the anchor groups keep their real reward. One that
+    needs only part of each execution (``execute_for_scoring``) executes the other groups itself,
+    as far as it needs, charged to ``execution`` like the anchors' full executions."""
     ledger = state.ledger
     group_ids = np.asarray(rollouts.group_ids)
     n = len(rollouts)
@@ -261,7 +263,10 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
         with (
             ledger.measure("execution", n_items=executed_idx.size, cost=getattr(c.environment, "cost", None)) as call,
         ):
-            outcomes = execute(c, executed_tasks, executed_solutions, f"at step {step}")
+            if reads_executions and isinstance(c.world_model, ScoresPartialExecutions):
+                outcomes = _execute_partially(c, executed_tasks, executed_solutions, is_anchor[executed_idx], step)
+            else:
+                outcomes = execute(c, executed_tasks, executed_solutions, f"at step {step}")
             call.measured_s = measured_cost_s(outcomes)  # e.g. sandbox CPU seconds, independent of machine load
         executed_rewards = state.faults.rewards(c.reward, executed_tasks, outcomes)
         real_rewards[anchor_idx] = executed_rewards[is_anchor[executed_idx]]
@@ -283,6 +288,26 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
                     anchor_outcomes,
                 )
     return ScoredStep(rollouts=rollouts, anchor_groups=anchor_groups, wm_rewards=wm_rewards, real_rewards=real_rewards)
+
+
+def _execute_partially(
+    c: Components, tasks: list[Task], solutions: list[Any], is_anchor: np.ndarray, step: int
+) -> list[Any]:
+    """The anchors' full executions (the environment) and the others' partial ones (the world
+    model's ``execute_for_scoring``), in the order of ``tasks``."""
+    outcomes: list[Any] = [None] * len(tasks)
+    anchors, others = np.flatnonzero(is_anchor), np.flatnonzero(~is_anchor)
+    if anchors.size:
+        full = execute(c, [tasks[i] for i in anchors], [solutions[i] for i in anchors], f"at step {step}")
+        for i, o in zip(anchors, full):
+            outcomes[i] = o
+    if others.size:
+        with component_call(_who(c, "world_model"), "execute_for_scoring", f"at step {step}"):
+            part = c.world_model.execute_for_scoring([tasks[i] for i in others], [solutions[i] for i in others])
+        part = checkers.check_outcomes(_who(c, "world_model"), "execute_for_scoring", part, int(others.size))
+        for i, o in zip(others, part):
+            outcomes[i] = o
+    return outcomes
 
 
 def _prediction_check(c: Components, n: int) -> Any:

@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from wmrl_libero.runtime import libero_available
+from wmrl_libero.testing import build_tiny_transfer_checkpoints
 
 from wmrl_core.testing import require
 
@@ -25,25 +25,7 @@ TASK = 6  # LIBERO-10 task 6: the smallest object state (56), the fastest scene 
 
 
 def _tiny_checkpoints(tmp_path: Path) -> tuple[Path, Path]:
-    from wmrl_libero.policies.small_vla import SmallVLA, save_small_vla
-    from wmrl_libero.world_models.checkpoint import WorldModelBundle, save_bundle
-    from wmrl_libero.world_models.dynamics import fit_dynamics
-    from wmrl_libero.world_models.features import Episode
-    from wmrl_libero.world_models.scorer import fit_scorer
-
-    torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    base = save_small_vla(SmallVLA(object_dim=128, hidden=32), tmp_path / "base.pt")
-    episodes = [
-        Episode(
-            TASK, i, bool(i % 2), rng.normal(size=(13, 16 + 128)).astype(np.float32), rng.uniform(-1, 1, (12, 7)), 56
-        )
-        for i in range(4)
-    ]
-    dyn = fit_dynamics(episodes, chunk=4, members=2, hidden=16, iterations=20, batch_size=8, log=lambda m: None)
-    scorer = fit_scorer(episodes, hidden=16, iterations=20, batch_size=8, log=lambda m: None)
-    bundle = WorldModelBundle(dyn, scorer, 128, object_len={TASK: 56}, meta={"train_success_rate": 0.5})
-    return base, save_bundle(bundle, tmp_path / "wm.pt")
+    return build_tiny_transfer_checkpoints(tmp_path, TASK)
 
 
 def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):

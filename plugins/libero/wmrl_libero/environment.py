@@ -156,9 +156,12 @@ class LiberoEnvironment:
             raise ValueError(f"expected a finite (T, 7) action array, got shape {actions.shape}")
         return OpenLoopController(actions.reshape(-1, 7))
 
-    def execute(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
+    def execute(
+        self, tasks: Sequence[Task], solutions: Sequence[Any], *, max_steps: int | None = None
+    ) -> list[Outcome]:
         """Run every solution from its task's init state; one outcome each, never raises
-        for a bad solution."""
+        for a bad solution. ``max_steps``: cut every episode after that many control steps
+        (a partial simulation, scored 0 unless it succeeded sooner; ``info["cut"]`` says so)."""
         if len(tasks) != len(solutions):
             raise ValueError(f"{len(tasks)} tasks but {len(solutions)} solutions")
         outcomes: list[Outcome | None] = [None] * len(tasks)
@@ -178,6 +181,7 @@ class LiberoEnvironment:
                     seed=i,
                     max_episode_steps=self.max_episode_steps,
                     record_states=self.trajectory_states > 0,
+                    stop_after=max_steps,
                 )
             )
             controllers.append(controller)
@@ -207,6 +211,8 @@ class LiberoEnvironment:
                 "init_state": result.job.init_state,
                 MEASURED_COST_KEY: result.cpu_s,
             }
+            if max_steps is not None:
+                info["cut"] = bool(result.status == "ok" and not result.success and result.steps >= max_steps)
             if result.status != "ok":
                 outcomes[i] = Outcome(status="sandbox_error", score=None, info=dict(info, error=result.error))
             else:

@@ -57,6 +57,7 @@ class EpisodeJob:
     max_episode_steps: int | None = None
     record_sim_state: bool = False  # put the MuJoCo state in info["sim_state"] before each action
     record_states: bool = False  # keep every observed physics state (proprio, object_state) in the result
+    stop_after: int | None = None  # cut the episode after this many control steps (a partial simulation)
 
 
 @dataclass
@@ -322,6 +323,9 @@ def run_episodes(
             finish(slot, False, steps, "infrastructure_failure", info.get("error", ""))
         elif terminated or truncated:
             finish(slot, bool(terminated), steps)
+        elif run.job.stop_after is not None and steps >= run.job.stop_after:
+            # cut here, the simulator's own limit untouched (a new limit would rebuild the simulator)
+            finish(slot, False, steps)
         elif run.job.record_sim_state:
             run.info = observe(slot, run.job, run.info)
 

@@ -49,6 +49,12 @@ def wmrl_register_world_models(table):
         description="progress of an executed trajectory, last-3 minus first-3 of 8 states "
         "(predict_from_outcomes: reads executed rollouts; checkpoint=train-wm .pt)",
     )
+    table.add(
+        "libero-partial-progress",
+        "wmrl_libero.world_models.partial_progress:PartialProgressWorldModel",
+        description="progress of the first `fraction` of each executed rollout: anchors simulated in full, "
+        "the others only that far (execute_for_scoring; checkpoint=train-wm .pt, trajectory_states > limit)",
+    )
 
 
 @hookimpl
@@ -67,4 +73,10 @@ def wmrl_register_experiments(table):
         "libero-group-ranking",
         "wmrl_libero.experiments.group_ranking:main",
         description="within-group ranking (AUROC) of the LIBERO world models on the base policy's own groups",
+    )
+    table.add(
+        "libero-transfer-resolving",
+        "wmrl_libero.experiments.transfer_resolving:main",
+        description="LIBERO-Long, pre-registered: base / noise control / real / wmrl-progress / raw-progress / "
+        "wmrl-partial-progress, 6 seeds, 200 held-out episodes per arm-seed",
     )

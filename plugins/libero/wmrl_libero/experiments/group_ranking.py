@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from wmrl_core.experiments.stats import within_group_auroc
+from wmrl_libero.world_models.progress import prefix_states, prefix_steps
 
 __all__ = [
     "TRANSFER_HELDOUT",
@@ -107,26 +108,12 @@ def rollout_seed(seed: int, task: int, init_state: int, rollout: int) -> int:
     return ((seed * 100 + task) * 100 + init_state) * 1000 + rollout
 
 
-def prefix_steps(length: int, fraction: float, horizon: int = HORIZON) -> int:
-    """Control steps simulated when only the first ``fraction`` of the episode limit is run:
-    ``min(T, ceil(f H))`` (an episode that ends sooner, by success, costs its own length)."""
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    return min(int(length), math.ceil(fraction * horizon))
-
-
 def simulation_saved(lengths: Sequence[int], fraction: float, horizon: int = HORIZON) -> float:
     """Share of the full episodes' control steps not simulated: ``1 - sum_i min(T_i, ceil(f H)) / sum_i T_i``."""
     total = sum(int(n) for n in lengths)
     if total == 0:
         raise ValueError("no simulated steps to save")
     return 1.0 - sum(prefix_steps(n, fraction, horizon) for n in lengths) / total
-
-
-def prefix_states(states: np.ndarray, steps: int) -> np.ndarray:
-    """The states observed while simulating the first ``steps`` actions: the reset state and one
-    after each action (``states[: steps + 1]``)."""
-    return np.asarray(states)[: int(steps) + 1]
 
 
 def mixed_groups(groups: Sequence[str], labels: Sequence[bool]) -> dict[str, int]:
@@ -401,16 +388,14 @@ def progress_scores(checkpoint: str | Path, groups: Sequence[Group], fraction: f
     """The shipped progress scorer on each rollout's first ``ceil(f H)`` simulated steps, read as
     the environment keeps an executed trajectory (``kept`` evenly spaced states)."""
     from wmrl_libero.world_models.checkpoint import load_bundle
-    from wmrl_libero.world_models.progress import trajectory_progress
+    from wmrl_libero.world_models.progress import prefix_progress
 
     scorer = load_bundle(checkpoint).scorer
-    out = []
-    for g in groups:
-        for states in g.states:
-            n = len(states) - 1 if fraction >= 1 else prefix_steps(len(states) - 1, fraction, g.max_steps)
-            part = prefix_states(states, n)
-            idx = np.unique(np.round(np.linspace(0, len(part) - 1, min(kept, len(part)))).astype(int))
-            out.append(trajectory_progress(scorer, part[idx], g.key.task)[0])
+    out = [
+        prefix_progress(scorer, states, g.key.task, fraction, g.max_steps, kept=kept)
+        for g in groups
+        for states in g.states
+    ]
     return np.asarray(out, dtype=np.float64)
 
 

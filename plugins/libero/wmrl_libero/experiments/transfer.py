@@ -141,24 +141,64 @@ def experiment_settings(args) -> dict[str, Any]:
     return out
 
 
-def _policy(args, run_dir: Path | None):
-    """The base policy, with the arm's trained weights when ``run_dir`` holds a checkpoint."""
+def _policy(args, run_dir: Path | None, step: int | None = None):
+    """The base policy, with the arm's trained weights when ``run_dir`` holds a checkpoint (the
+    newest, or the one of training step ``step``)."""
+    import torch
+
     from wmrl_core.checkpoint import has_checkpoint, load_checkpoint
     from wmrl_libero.policies.small_vla import SmallVLAPolicy
 
     policy = SmallVLAPolicy(checkpoint=args.base, max_steps=args.max_episode_steps)
-    if run_dir is not None and has_checkpoint(run_dir / "checkpoints"):
+    if run_dir is not None and step is not None:
+        saved = torch.load(run_dir / "checkpoints" / f"step_{step:06d}.pt", map_location="cpu", weights_only=False)
+        policy.load_state_dict(saved["policy"])
+    elif run_dir is not None and has_checkpoint(run_dir / "checkpoints"):
         policy.load_state_dict(load_checkpoint(run_dir / "checkpoints")["policy"])
     return policy
+
+
+def evaluate_split(args, env, policy, *, label: str, inits: Sequence[int], noise_seed: int) -> dict[str, int]:
+    """Success counts ``{"successes", "episodes", "infrastructure_failures"}`` of ``args.rollouts``
+    sampled rollouts of ``policy`` from each init state ``inits`` of every task in ``args.tasks``,
+    the sampling noise drawn from ``noise_seed`` (the same seed for every arm: shared random numbers)."""
+    import torch
+
+    from wmrl_core.types import Task
+
+    tasks = [
+        Task(
+            id=f"{args.suite}/{t}/{s}",
+            description=_language(env, t),
+            data={"suite": args.suite, "task_index": t, "init_state": s},
+        )
+        for t in args.tasks
+        for s in inits
+    ]
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(noise_seed)
+        rollouts = policy.generate(tasks, args.rollouts)
+    env.on_episode = EvaluationProgress(label, len(tasks) * args.rollouts)
+    try:
+        outcomes = env.execute(rollouts.tasks, rollouts.solutions)
+    finally:
+        env.on_episode = None
+    ok = [o for o in outcomes if o.status == "ok"]
+    return {
+        "successes": int(sum(o.score for o in ok)),
+        "episodes": len(ok),
+        "infrastructure_failures": len(outcomes) - len(ok),
+    }
+
+
+def evaluation_noise_seed(seed: int, split: str) -> int:
+    """The evaluation's noise seed of experiment seed ``seed`` on ``split`` (the same for every arm)."""
+    return 1_000_003 * seed + (0 if split == "train" else 1)
 
 
 def evaluate_arm(args, env, arm: str, seed: int, run_dir: Path) -> dict[str, dict[str, int]]:
     """Success counts ``{split: {"successes", "episodes", "infrastructure_failures"}}``; each
     split's result is written to ``run_dir/eval_<split>.json`` once and reused."""
-    import torch
-
-    from wmrl_core.types import Task
-
     out = {}
     policy = None
     for split, inits in (("train", args.train_init), ("heldout", args.heldout_init)):
@@ -167,29 +207,14 @@ def evaluate_arm(args, env, arm: str, seed: int, run_dir: Path) -> dict[str, dic
             out[split] = json.loads(path.read_text())
             continue
         policy = policy or _policy(args, None if arm == "base" else run_dir)
-        tasks = [
-            Task(
-                id=f"{args.suite}/{t}/{s}",
-                description=_language(env, t),
-                data={"suite": args.suite, "task_index": t, "init_state": s},
-            )
-            for t in args.tasks
-            for s in inits
-        ]
-        with torch.random.fork_rng(), torch.no_grad():
-            torch.manual_seed(1_000_003 * seed + (0 if split == "train" else 1))  # same noise for every arm
-            rollouts = policy.generate(tasks, args.rollouts)
-        env.on_episode = EvaluationProgress(f"seed {seed} {arm} {split}", len(tasks) * args.rollouts)
-        try:
-            outcomes = env.execute(rollouts.tasks, rollouts.solutions)
-        finally:
-            env.on_episode = None
-        ok = [o for o in outcomes if o.status == "ok"]
-        result = {
-            "successes": int(sum(o.score for o in ok)),
-            "episodes": len(ok),
-            "infrastructure_failures": len(outcomes) - len(ok),
-        }
+        result = evaluate_split(
+            args,
+            env,
+            policy,
+            label=f"seed {seed} {arm} {split}",
+            inits=inits,
+            noise_seed=evaluation_noise_seed(seed, split),
+        )
         run_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result) + "\n")
         out[split] = result
@@ -312,6 +337,12 @@ def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     args.user_override = list(args.override)
     args.seeds, args.tasks = parse_ints(args.seeds), parse_ints(args.tasks)
     args.train_init, args.heldout_init = parse_ints(args.train_init), parse_ints(args.heldout_init)
+    return add_run_overrides(args)
+
+
+def add_run_overrides(args: argparse.Namespace) -> argparse.Namespace:
+    """``--quick`` (tiny groups, short episodes, 2 steps) and the worker and episode-limit settings
+    turned into config overrides of every trained arm (``args.override``)."""
     if args.quick:  # one group of 2 per step, short episodes, 2 steps, one rollout per init state
         args.steps = args.steps or 2
         args.max_episode_steps = min(args.max_episode_steps, 40)
@@ -331,30 +362,41 @@ def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     return args
 
 
+class EvaluationEnvironment:
+    """The evaluation's simulator (``args``' suite, tasks, workers and episode limit; no trajectory
+    kept), built on the first call (a report-only run builds none); :meth:`close` after the experiment."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args, self.env = args, None
+
+    def __call__(self):
+        if self.env is None:
+            from wmrl_libero.environment import LiberoEnvironment
+
+            a = self.args
+            self.env = LiberoEnvironment(
+                a.suite,
+                task_indices=a.tasks,
+                num_workers=a.workers,
+                max_episode_steps=a.max_episode_steps,
+                trajectory_states=0,
+            )
+        return self.env
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+
+
 def run_experiment(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """Every arm-seed trained (when it trains) and evaluated, or read back; per arm, one result
     per finished seed (``seed``, ``eval``, ``ledger``, ``train_cpu_s``, ``anchors``, ``score_trend``)."""
-    from wmrl_libero.environment import LiberoEnvironment
-
     out = Path(args.out)
     archive = Path(args.archive) if args.archive else None
     for folder in (out, archive):
         if folder is not None:
             adopt_per_split_results(folder)
-    envs: list[Any] = []
-
-    def environment():
-        if not envs:
-            envs.append(
-                LiberoEnvironment(
-                    args.suite,
-                    task_indices=args.tasks,
-                    num_workers=args.workers,
-                    max_episode_steps=args.max_episode_steps,
-                    trajectory_states=0,
-                )
-            )
-        return envs[0]
+    environment = EvaluationEnvironment(args)
 
     def evaluate(run: ArmRun) -> dict[str, Any]:
         return {"eval": evaluate_arm(args, environment(), run.arm.name, run.seed, run.run_dir)}
@@ -397,8 +439,7 @@ def run_experiment(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
             report_only=args.report_only,
         )
     finally:
-        for env in envs:
-            env.close()
+        environment.close()
     for arm, runs in results.items():
         missing = sorted(set(args.seeds) - {r["seed"] for r in runs})
         if missing:

@@ -18,6 +18,7 @@ otherwise answers ``no_prediction`` (no reward, never 0).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ from wmrl_libero.world_models.scorer import (
     subsample_indices,
 )
 
-__all__ = ["TrajectoryProgressWorldModel", "trajectory_progress"]
+__all__ = ["TrajectoryProgressWorldModel", "trajectory_progress", "prefix_steps", "prefix_states", "prefix_progress"]
 
 
 @torch.no_grad()
@@ -45,6 +46,41 @@ def trajectory_progress(
     s = torch.as_tensor(np.asarray(states, dtype=np.float32)[idx])
     p = scorer.progress(s, torch.full((len(idx),), int(task_index))).numpy()
     return potential_progress(p, k), p
+
+
+def prefix_steps(length: int, fraction: float, horizon: int = 520) -> int:
+    """Control steps simulated when only the first ``fraction`` of the episode limit ``horizon`` is
+    run: ``min(T, ceil(f H))`` (an episode that ends sooner, by success, costs its own length)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    return min(int(length), math.ceil(fraction * horizon))
+
+
+def prefix_states(states: np.ndarray, steps: int) -> np.ndarray:
+    """The states observed while simulating the first ``steps`` actions: the reset state and one
+    after each action (``states[: steps + 1]``)."""
+    return np.asarray(states)[: int(steps) + 1]
+
+
+def prefix_progress(
+    scorer: StateScorer,
+    states: np.ndarray,
+    task_index: int,
+    fraction: float,
+    horizon: int,
+    *,
+    kept: int = 16,
+    frames: int = 8,
+    k: int = 3,
+) -> float:
+    """The progress score of the first ``ceil(f H)`` simulated steps of one episode whose every
+    state is in ``states`` (T + 1, D), read as the environment keeps an executed trajectory
+    (``kept`` evenly spaced states), then :func:`trajectory_progress` (``frames``, ``k``).
+    ``fraction=1``: the whole episode."""
+    n = len(states) - 1 if fraction >= 1 else prefix_steps(len(states) - 1, fraction, horizon)
+    part = prefix_states(states, n)
+    idx = np.unique(np.round(np.linspace(0, len(part) - 1, min(kept, len(part)))).astype(int))
+    return trajectory_progress(scorer, part[idx], task_index, frames=frames, k=k)[0]
 
 
 class TrajectoryProgressWorldModel:

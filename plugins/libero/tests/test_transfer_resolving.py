@@ -1,0 +1,168 @@
+"""``libero-transfer-resolving``: the pre-registered analysis on hand-made numbers, the arms'
+overrides and the command line (fast), and every arm end to end in the simulator (slow)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from wmrl_libero.experiments import transfer_resolving as tr
+from wmrl_libero.experiments.resolving_analysis import (
+    BASE_HELDOUT_SUCCESS,
+    compute_floor,
+    measured_evaluation_noise,
+    paired_difference,
+    select_tasks,
+)
+from wmrl_libero.runtime import libero_available
+
+from wmrl_core.testing import require
+
+SIX = range(6)
+TASK = 6  # LIBERO-10 task 6: the smallest object state (56), the fastest scene to build
+
+
+def test_the_tasks_are_those_strictly_inside_30_to_70_percent():
+    assert select_tasks(BASE_HELDOUT_SUCCESS) == [0, 4, 6, 8]  # 60, 40, 50, 60 %; tasks 1 and 9 are at 70 %
+    assert select_tasks({0: 0.3, 1: 0.31, 2: 0.69, 3: 0.7}) == [1, 2]
+    with pytest.raises(ValueError):
+        select_tasks({}, 0.7, 0.3)
+
+
+def test_paired_difference_is_a_t_interval_over_seeds():
+    arm = {s: 0.50 + 0.01 * s for s in SIX}
+    control = {s: 0.45 for s in SIX}
+    d = paired_difference(arm, control)
+    # d = 0.05 .. 0.10, mean 0.075, sd = 0.0187083, t(0.975, 5) = 2.570582
+    assert d["mean"] == pytest.approx(0.075)
+    assert d["ci_half"] == pytest.approx(2.570582 * 0.0187083 / math.sqrt(6), rel=1e-5)
+    assert d["above_zero"] is True
+    flat = paired_difference({s: 0.5 + (0.02 if s % 2 else -0.02) for s in SIX}, {s: 0.5 for s in SIX})
+    assert flat["lower"] < 0 < flat["upper"] and flat["above_zero"] is False
+    assert paired_difference({0: 0.6}, {0: 0.5})["above_zero"] is None  # one seed of six decides nothing
+
+
+def test_paired_difference_ignores_the_order_of_seeds():
+    arm, control = {s: 0.4 + 0.03 * s for s in SIX}, {s: 0.42 for s in SIX}
+    shuffled = {s: arm[s] for s in (3, 1, 5, 0, 4, 2)}
+    assert paired_difference(arm, control)["ci_half"] == paired_difference(shuffled, control)["ci_half"]
+
+
+def test_measured_evaluation_noise_reads_the_base_twice():
+    shared = {s: 0.5 for s in SIX}
+    fresh = {s: 0.5 + e for s, e in zip(SIX, (0.02, -0.02, 0.03, -0.03, 0.0, 0.0))}
+    n = measured_evaluation_noise(shared, fresh)
+    sd = float(np.std([0.02, -0.02, 0.03, -0.03, 0.0, 0.0], ddof=1))
+    assert n["sd"] == pytest.approx(sd) and n["mean"] == pytest.approx(0.0)
+    assert n["resolution95"] == pytest.approx(2.570582 * sd / math.sqrt(6), rel=1e-5)
+
+
+def _floor(partial, sim_partial, real_learns=True):
+    return compute_floor(
+        real_final={s: 0.60 for s in SIX},
+        partial_at={s: partial for s in SIX} if not isinstance(partial, dict) else partial,
+        sim_real={s: 3000.0 for s in SIX},
+        sim_partial_at={s: sim_partial for s in SIX},
+        real_learns=real_learns,
+    )
+
+
+def test_the_compute_floor_needs_real_to_learn_the_bound_and_3x():
+    jitter = {s: 0.60 + (0.005 if s % 2 else -0.005) for s in SIX}  # mean 0.60: reaches by the bound
+    assert _floor(jitter, 900.0)["verdict"].startswith("met: reaches `real` with 3.3x")
+    assert _floor(jitter, 1500.0)["verdict"] == "not met: 2.0x less simulation, below 3x"
+    assert _floor({s: 0.50 + (0.01 if s % 2 else -0.01) for s in SIX}, 900.0)["verdict"] == (
+        "not met: does not reach `real`"
+    )
+    assert _floor(jitter, 900.0, real_learns=False)["verdict"].startswith("not testable")
+    assert _floor(jitter, 900.0, real_learns=None)["verdict"] == "incomplete"
+
+
+def test_the_arms_and_the_preregistered_command_line():
+    args = tr.parse_args([], "test")
+    assert args.tasks == [0, 4, 6, 8] and args.heldout_init == list(range(40, 50)) and args.rollouts == 5
+    assert len(args.tasks) * len(args.heldout_init) * args.rollouts == 200  # held-out episodes per arm-seed
+    assert args.seeds == list(SIX) and args.steps == 24 and args.train_init == []
+    assert "rollout.batch_tasks=4" in args.override and "rollout.group_size=4" in args.override
+    arms = tr.arms(args)
+    assert list(arms) == ["base", "noise_control", "real", "wmrl-progress", "raw-progress", "wmrl-partial-progress"]
+    assert arms["raw-progress"] == ["mode=world_model", "world_model.name=libero-progress"]  # raw: no anchors
+    partial, full = arms["wmrl-partial-progress"], arms["wmrl-progress"]
+    assert "anchors.fraction=0.5" in partial and "anchors.fraction=0.5" in full  # the same anchors as the paper's arm
+    assert "world_model.kwargs.fraction=0.5" in partial and "environment.kwargs.trajectory_states=521" in partial
+    assert "checkpoint.at_steps=[8]" in partial
+    quick = tr.parse_args(["--quick"], "test")
+    assert quick.seeds == [0] and quick.steps == 2 and quick.floor_step == 1
+    assert len(quick.tasks) * len(quick.heldout_init) * quick.rollouts == 2
+
+
+def test_analyse_reads_the_results_of_every_arm():
+    def arm(rate, sim=0.0, **extra):
+        return {
+            s: {
+                "eval": {"heldout": {"successes": int(200 * rate), "episodes": 200}, **extra},
+                "ledger": {"simulator_s": sim},
+            }
+            for s in SIX
+        }
+
+    results = {
+        "base": arm(0.5, heldout_fresh={"successes": 99, "episodes": 200}),
+        "noise_control": arm(0.5),
+        "real": arm(0.55, 3000.0),
+        "wmrl-progress": arm(0.58, 3000.0),
+        "raw-progress": arm(0.56, 3000.0),
+        "wmrl-partial-progress": arm(
+            0.57, 2500.0, heldout_floor={"successes": 100, "episodes": 200, "simulator_s": 800.0}
+        ),
+    }
+    out = tr.analyse(results)
+    assert out["minus_control"]["real"]["mean"] == pytest.approx(0.05)
+    assert out["floor"]["simulation_ratio"] == pytest.approx(3000.0 / 800.0)
+    assert set(out["pattern"]) == {
+        "raw-progress - real",
+        "wmrl-progress - raw-progress",
+        "wmrl-progress - real",
+        "wmrl-partial-progress - wmrl-progress",
+    }
+    assert "| real | 38.3 |" in tr.markdown(out, {"label": "t", "command": "c", "machine": "m"})
+
+
+@pytest.mark.slow
+def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
+    require(libero_available(), "LIBERO is not installed: run `bash plugins/libero/ci/setup.sh`")
+    from wmrl_libero.testing import build_tiny_transfer_checkpoints
+
+    base, wm = build_tiny_transfer_checkpoints(tmp_path, TASK)
+    args = [
+        *("--quick", "--base", str(base), "--wm", str(wm), "--tasks", str(TASK), "--workers", "1"),
+        *("--out", str(tmp_path / "runs"), "--docs", str(tmp_path / "docs")),
+    ]
+    command = [sys.executable, "-m", "wmrl_core.cli", "experiment", "libero-transfer-resolving", *args]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "docs" / "transfer_resolving.json").read_text())
+    assert set(report["rates"]) == {
+        "base",
+        "noise_control",
+        "real",
+        "wmrl-progress",
+        "raw-progress",
+        "wmrl-partial-progress",
+    }
+    sim = {arm: v["0"] for arm, v in report["simulator_s"].items()}
+    assert sim["base"] == sim["noise_control"] == 0.0
+    assert min(sim["real"], sim["wmrl-progress"], sim["raw-progress"], sim["wmrl-partial-progress"]) > 0
+    run = tmp_path / "runs"
+    records = [
+        json.loads(line) for line in (run / "wmrl-partial-progress-seed0" / "metrics.jsonl").read_text().splitlines()
+    ]
+    # 2 steps x 2 groups of 2: 1 anchor group in full, 1 group cut at half the 40-step limit
+    assert records[-1]["compute/execution_items"] == 8
+    assert (run / "wmrl-partial-progress-seed0" / "eval_heldout_floor.json").exists()
+    assert (run / "base-seed0" / "eval_heldout_fresh.json").exists()
+    raw = [json.loads(line) for line in (run / "raw-progress-seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["anchors/groups"] == 0 for r in raw if r["step"] > 0)  # the raw score alone
+    assert all(r["reward/train_mean"] == pytest.approx(r["reward/world_model_mean"]) for r in raw if r["step"] > 0)

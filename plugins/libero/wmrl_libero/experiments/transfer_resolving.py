@@ -1,0 +1,359 @@
+"""LIBERO-Long transfer, sized to resolve the paper's effect (issue 35, item 3; pre-registered).
+
+The pre-registration, committed before the first seed: ``docs/results/libero/transfer_resolving/PREREGISTRATION.md``.
+Arms (all from ``--base``, ``configs/libero/libero_long.yaml``, the same steps, batch, group, lr and KL):
+
+* ``base``: no RL; also re-evaluated under fresh evaluation noise (the evaluation's noise, measured);
+* ``noise_control``: every rollout's reward i.i.d. U(0, 1) (imagined rollouts: the simulation would buy
+  nothing for a reward that ignores it): what drift and evaluation noise give any arm;
+* ``real``: GRPO on the sparse success, every group simulated;
+* ``wmrl-progress``: the paper's arm, every group simulated, progress calibrated and fused against the
+  anchors' (half the groups) sparse success;
+* ``raw-progress``: GRPO on the raw progress score of every (fully simulated) rollout: no anchors,
+  no calibration, no fusion (the paper's "raw world model" row);
+* ``wmrl-partial-progress``: ``wmrl-progress`` with the non-anchor rollouts simulated only for the first
+  ``--fraction`` of the episode limit and scored on that prefix (``libero-partial-progress``); also
+  evaluated at ``--floor-step`` (the compute floor).
+
+Evaluation: ``--rollouts`` sampled rollouts from each held-out init state (``--heldout-init``, LIBERO's
+40-49) of every task, the same noise for every arm of a seed (shared random numbers). Analysis
+(:mod:`~wmrl_libero.experiments.resolving_analysis`): each arm minus the control, paired by seed, learns
+iff the 95% t-interval's lower bound is above zero; the compute floor; the paper's Table 3 beside.
+
+    wmrl experiment libero-transfer-resolving --out runs/libero_transfer_resolving \\
+        --archive docs/results/libero/transfer_resolving/runs
+    ... --quick     # every arm end to end: 1 seed, 2 steps, 2 evaluation episodes (the CI check)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wmrl_core.experiments.runner import ArmRun, run_arms
+from wmrl_core.metrics import read_metrics
+from wmrl_libero.experiments import transfer
+from wmrl_libero.experiments.resolving_analysis import (
+    BASE_HELDOUT_SUCCESS,
+    PAPER_TABLE3,
+    compute_floor,
+    measured_evaluation_noise,
+    paired_difference,
+    select_tasks,
+)
+
+TRAINED = ("real", "wmrl-progress", "raw-progress", "wmrl-partial-progress")
+"""The arms the decision rule judges against ``noise_control``."""
+EVALUATIONS = ("eval_heldout.json", "eval_heldout_fresh.json", "eval_heldout_floor.json")
+BATCH = ("rollout.batch_tasks=4", "rollout.group_size=4")
+"""The training batch of every trained arm: 4 groups of 4 rollouts a step (the budget's; see the pre-registration)."""
+FRESH_NOISE = 7  # offset of the base's fresh evaluation noise: no arm's evaluation draws from it
+
+
+def arms(args: argparse.Namespace) -> dict[str, list[str] | None]:
+    """Training overrides per arm (``None``: not trained)."""
+    return {
+        "base": None,
+        "noise_control": list(transfer.ARMS["noise_control"] or []),
+        "real": list(transfer.ARMS["real"] or []),
+        "wmrl-progress": list(transfer.ARMS["wmrl-progress"] or []),
+        "raw-progress": ["mode=world_model", "world_model.name=libero-progress"],
+        "wmrl-partial-progress": [
+            "mode=wmrl",
+            "world_model.name=libero-partial-progress",
+            "anchors.fraction=0.5",
+            f"world_model.kwargs.fraction={args.fraction}",
+            f"environment.kwargs.trajectory_states={args.max_episode_steps + 1}",  # every state: anchors' prefixes
+            f"checkpoint.at_steps=[{args.floor_step}]",
+        ],
+    }
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    p = transfer.build_parser(prog)
+    p.description = __doc__.split("\n")[0]
+    base = next(a for a in p._actions if a.dest == "base")
+    base.required, base.default = False, "plugins/libero/checkpoints/small_vla_dagger_t0-9_h1024.pt"
+    base.help = "base policy checkpoint (default: the shipped one)"
+    p.set_defaults(
+        arms=",".join(("base", "noise_control", *TRAINED)),
+        seeds="0,1,2,3,4,5",
+        tasks=",".join(map(str, select_tasks(BASE_HELDOUT_SUCCESS))),
+        train_init="",
+        rollouts=5,
+        steps=24,
+        out="runs/libero_transfer_resolving",
+        docs="docs/results/libero/transfer_resolving",
+        name="transfer_resolving",
+    )
+    p.add_argument(
+        "--fraction",
+        type=float,
+        default=0.5,
+        help="share of the episode limit a non-anchor rollout of wmrl-partial-progress is simulated for",
+    )
+    p.add_argument(
+        "--floor-step",
+        type=int,
+        default=8,
+        help="training step at which wmrl-partial-progress is also evaluated (the compute floor)",
+    )
+    return p
+
+
+def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
+    p = build_parser(prog)
+    args = p.parse_args(argv)
+    args.arms = [a for a in args.arms.split(",") if a]
+    if args.quick:  # 1 seed, 2 steps, 2 evaluation episodes (1 task x 2 init states x 1 rollout)
+        args.seeds, args.steps, args.floor_step = "0", min(args.steps, 2), 1
+        args.tasks, args.heldout_init = args.tasks.split(",")[0].split("-")[0], "40,41"
+    known = arms(args)
+    unknown = set(args.arms) - set(known)
+    if unknown:
+        p.error(f"unknown arms {sorted(unknown)}; choose from {', '.join(known)}")
+    if not 0 < args.floor_step <= args.steps:
+        p.error(f"--floor-step must lie in [1, --steps={args.steps}], got {args.floor_step}")
+    if not args.quick:  # the pre-registered batch: 4 groups of 4 rollouts a step
+        args.override = [*BATCH, *args.override]
+    args.user_override = list(args.override)
+    args.seeds, args.tasks = transfer.parse_ints(args.seeds), transfer.parse_ints(args.tasks)
+    args.train_init, args.heldout_init = [], transfer.parse_ints(args.heldout_init)
+    return transfer.add_run_overrides(args)
+
+
+def _simulator_s_at(run_dir: Path, step: int) -> float:
+    """Simulator CPU seconds the ledger charged in training up to ``step`` (cumulative)."""
+    records = [r for r in read_metrics(run_dir) if r.get("step") == step and "compute/execution_s" in r]
+    return float(records[-1]["compute/execution_s"]) if records else math.nan
+
+
+def evaluate(args, env, run: ArmRun) -> dict[str, Any]:
+    """The held-out evaluations of one arm-seed, each written once (``EVALUATIONS``) and reused."""
+    arm, seed, run_dir = run.arm.name, run.seed, run.run_dir
+    shared = transfer.evaluation_noise_seed(seed, "heldout")
+    plan = [("heldout", None, shared)]
+    if arm == "base":
+        plan.append(("heldout_fresh", None, 1_000_003 * seed + FRESH_NOISE))
+    if arm == "wmrl-partial-progress":
+        plan.append(("heldout_floor", args.floor_step, shared))
+    out: dict[str, Any] = {}
+    for split, step, noise in plan:
+        path = run_dir / f"eval_{split}.json"
+        if not path.exists():
+            policy = transfer._policy(args, None if arm == "base" else run_dir, step)
+            result = transfer.evaluate_split(
+                args, env, policy, label=f"seed {seed} {arm} {split}", inits=args.heldout_init, noise_seed=noise
+            )
+            if step is not None:
+                result["simulator_s"] = _simulator_s_at(run_dir, step)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(result) + "\n")
+        out[split] = json.loads(path.read_text())
+    return {"eval": out}
+
+
+def run_experiment(args: argparse.Namespace) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every arm-seed trained and evaluated (or read back): ``{arm: {seed: {"eval", "ledger"}}}``."""
+    environment = transfer.EvaluationEnvironment(args)
+    results: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
+
+    def on_run(run: ArmRun) -> None:
+        results[run.arm.name][run.seed] = {"eval": run.record["eval"], "ledger": transfer.ledger(run)}
+        print(f"seed {run.seed} {run.arm.name}: {json.dumps(run.record['eval'])}", flush=True)
+
+    try:
+        run_arms(
+            args.config,
+            {arm: arms(args)[arm] for arm in args.arms},
+            seeds=args.seeds,
+            runs_dir=Path(args.out),
+            overrides=transfer.common_overrides(args),
+            evaluate=lambda run: evaluate(args, environment(), run),
+            on_run=on_run,
+            settings={**transfer.experiment_settings(args), "fraction": args.fraction, "floor_step": args.floor_step},
+            archive=Path(args.archive) if args.archive else None,
+            archive_files=EVALUATIONS,
+            ignore=transfer.WORKER_KEYS,
+            report_only=args.report_only,
+        )
+    finally:
+        environment.close()
+    return results
+
+
+def _rates(results, arm: str, split: str = "heldout") -> dict[int, float]:
+    return {
+        s: r["eval"][split]["successes"] / max(r["eval"][split]["episodes"], 1)
+        for s, r in results.get(arm, {}).items()
+        if split in r["eval"]
+    }
+
+
+def analyse(results: dict[str, dict[int, dict[str, Any]]], seeds_required: int = 6) -> dict[str, Any]:
+    """The pre-registered analysis of ``run_experiment``'s results."""
+    control = _rates(results, "noise_control")
+    learning = {
+        arm: paired_difference(_rates(results, arm), control, seeds_required=seeds_required)
+        for arm in TRAINED
+        if arm in results
+    }
+    pattern = {
+        f"{a} - {b}": paired_difference(_rates(results, a), _rates(results, b), seeds_required=seeds_required)
+        for a, b in (
+            ("raw-progress", "real"),
+            ("wmrl-progress", "raw-progress"),
+            ("wmrl-progress", "real"),
+            ("wmrl-partial-progress", "wmrl-progress"),
+        )
+        if a in results and b in results
+    }
+    sim = {arm: {s: r["ledger"]["simulator_s"] for s, r in results[arm].items()} for arm in results}
+    partial = results.get("wmrl-partial-progress", {})
+    floor = compute_floor(
+        real_final=_rates(results, "real"),
+        partial_at=_rates(results, "wmrl-partial-progress", "heldout_floor"),
+        sim_real=sim.get("real", {}),
+        sim_partial_at={
+            s: r["eval"]["heldout_floor"]["simulator_s"] for s, r in partial.items() if "heldout_floor" in r["eval"]
+        },
+        real_learns=learning.get("real", {}).get("above_zero"),
+        seeds_required=seeds_required,
+    )
+    return {
+        "rates": {arm: _rates(results, arm) for arm in results},
+        "simulator_s": sim,
+        "minus_control": learning,
+        "pattern": pattern,
+        "evaluation_noise": measured_evaluation_noise(
+            _rates(results, "base"), _rates(results, "base", "heldout_fresh")
+        ),
+        "floor": floor,
+    }
+
+
+def _pm(d: dict[str, Any]) -> str:
+    return f"{100 * d['mean']:+.1f} ± {100 * d['ci_half']:.1f} [{100 * d['lower']:+.1f}, {100 * d['upper']:+.1f}]"
+
+
+def markdown(result: dict[str, Any], meta: dict[str, Any]) -> str:
+    """The results page: the Table 3 comparison, the decision per arm, the floor, the noise."""
+    from wmrl_core.experiments.stats import mean_ci95
+
+    lines = [
+        f"# LIBERO-Long transfer, resolving ({meta['label'] or 'pre-registered run'})",
+        "",
+        f"```bash\n{meta['command']}\n```",
+        "",
+        meta["machine"],
+        "",
+    ]
+    lines += [
+        "| arm | paper Table 3, % | held-out success, % (mean ± 95% t over seeds) | minus control, points | learns | simulator CPU s / seed |",
+        "|---|---:|---|---|---|---:|",
+    ]
+    for arm, rates in result["rates"].items():
+        m, h = mean_ci95(list(rates.values()))
+        d = result["minus_control"].get(arm)
+        sim = result["simulator_s"].get(arm, {})
+        lines.append(
+            f"| {arm} | {PAPER_TABLE3.get(arm, '-')} | {100 * m:.1f} ± {100 * h:.1f} ({len(rates)} seeds) | {_pm(d) if d else '-'} | "
+            f"{'-' if not d else {True: 'yes', False: 'no', None: 'incomplete'}[d['above_zero']]} | {sum(sim.values()) / max(len(sim), 1):.0f} |"
+        )
+    resolution = result["evaluation_noise"]["resolution95"]
+    unresolved = [a for a, d in result["minus_control"].items() if d["seeds"] and abs(d["mean"]) < resolution]
+    if unresolved:
+        lines += [
+            "",
+            f"Within the measured evaluation noise (|mean difference| < ±{100 * resolution:.1f}): "
+            + ", ".join(f"`{a}`" for a in unresolved)
+            + "; the experiment does not resolve them.",
+        ]
+    lines += ["", "Paper pattern (sparse GRPO < raw world model < WMRL), paired by seed, points:", ""]
+    lines += [f"- {k}: {_pm(d)}" for k, d in result["pattern"].items()]
+    n = result["evaluation_noise"]
+    f = result["floor"]
+    lines += [
+        "",
+        f"Evaluation noise, measured (base, fresh minus shared noise, per seed): sd {100 * n['sd']:.1f} points; "
+        f"resolution of a mean over the seeds ±{100 * n['resolution95']:.1f}.",
+        "",
+        f"Compute floor: {f['verdict']} (floor checkpoint minus `real`'s final: "
+        f"{_pm(f['minus_real']) if f['minus_real']['seeds'] else '-'}; simulation ratio {f['simulation_ratio']:.2f}x).",
+        "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict[str, Any], path: Path, title: str) -> None:
+    """Held-out success per arm and each arm minus the control, with 95% t-intervals over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from wmrl_core.experiments.stats import mean_ci95
+
+    names = list(result["rates"])
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    stats = [mean_ci95(list(result["rates"][n].values())) for n in names]
+    a.errorbar(range(len(names)), [100 * m for m, _ in stats], yerr=[100 * h for _, h in stats], fmt="o", capsize=4)
+    a.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+    a.set_ylabel("held-out success, % (95% t over seeds)")
+    diffs = [(n, d) for n, d in result["minus_control"].items() if d["seeds"]]
+    b.errorbar(
+        range(len(diffs)),
+        [100 * d["mean"] for _, d in diffs],
+        yerr=[100 * d["ci_half"] for _, d in diffs],
+        fmt="o",
+        capsize=4,
+    )
+    b.axhline(0, color="grey", lw=0.8)
+    b.set_xticks(range(len(diffs)), [n for n, _ in diffs], rotation=30, ha="right", fontsize=8)
+    b.set_ylabel("minus noise control, points (paired by seed)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment libero-transfer-resolving") -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv, prog)
+    started = time.perf_counter()
+    results = run_experiment(args)
+    result = analyse(results, seeds_required=len(args.seeds))
+    meta = {
+        "label": args.label or ("quick" if args.quick else ""),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+        "command": "wmrl experiment libero-transfer-resolving " + " ".join(argv),
+        "tasks": args.tasks,
+        "heldout_init": args.heldout_init,
+        "rollouts": args.rollouts,
+        "seeds": args.seeds,
+        "steps": args.steps,
+        "wall_s": time.perf_counter() - started,
+    }
+    docs = Path(args.docs)
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / f"{args.name}.json").write_text(json.dumps({"meta": meta, **result}, indent=2, default=str) + "\n")
+    (docs / f"{args.name}.md").write_text(markdown(result, meta))
+    plot(
+        result,
+        docs / f"{args.name}.png",
+        f"LIBERO-Long transfer, resolving{' (' + meta['label'] + ')' if meta['label'] else ''}",
+    )
+    print((docs / f"{args.name}.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
