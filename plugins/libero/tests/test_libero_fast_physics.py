@@ -4,7 +4,8 @@ Recorded episodes (a stored init state and a fixed action sequence; one of them 
 expert's, which grasps and carries an object) are replayed through robosuite's own step and
 through :func:`wmrl_libero.fast_physics.fast_step`, and through the lockstep and the
 asynchronous episode runner; MuJoCo states and observations must be equal with
-``np.array_equal``, not approximately. Skipped without LIBERO, failed under ``CI=true``.
+``np.array_equal``, not approximately, and so must every observable's sampling timer and
+robosuite's observation cache after every step. Skipped without LIBERO, failed under ``CI=true``.
 """
 
 import numpy as np
@@ -21,10 +22,19 @@ def _need_libero():
 
 
 def _physics(env) -> dict[str, np.ndarray]:
-    """Every part of the MuJoCo state that the next step reads, and the sensors."""
+    """Every part of the MuJoCo state that the next step reads, the sensors, and robosuite's
+    observables: each one's sampling timer, its current value and the observation cache."""
     data = env._env.env.sim.data._data
     robot = env._env.env.robots[0]
-    return {
+    observables = {}
+    for name, observable in env._env.env._observables.items():
+        observables[f"timer {name}"] = np.array(
+            [observable._time_since_last_sample, observable._sampled, observable._current_delay]
+        )
+        observables[f"value {name}"] = np.asarray(observable._current_observed_value).copy()
+    for name, value in env._env.env._obs_cache.items():
+        observables[f"cache {name}"] = np.asarray(value).copy()
+    return observables | {
         "time": np.array([data.time]),
         "qpos": data.qpos.copy(),
         "qvel": data.qvel.copy(),
@@ -43,6 +53,7 @@ def _assert_same_step(t, ref, new):
     assert obs_a.keys() == obs_b.keys()
     for key in obs_a:
         assert np.array_equal(obs_a[key], obs_b[key]), f"step {t}: observation {key} differs"
+    assert ref[1].keys() == new[1].keys(), f"step {t}: observables or cache entries differ"
     for key, value in ref[1].items():
         assert np.array_equal(value, new[1][key]), f"step {t}: {key} differs"
     for key, value in ref[2].items():  # robosuite's own observation dict, every key

@@ -18,8 +18,28 @@ That substep keeps a full ``mj_forward`` (1 of 25), then ``mj_step2``.
 
 :func:`install_fast_step` replaces the ``step`` method of one environment *instance* (the
 robosuite environment inside LIBERO's ``ControlEnv``); installed packages are not modified.
+Two more repetitions are skipped, with the same results:
+
+- The controller's state read (``Controller.update``: end-effector pose and velocity, joint
+  state, Jacobians, mass matrix) goes through robosuite's name look-ups and attribute
+  wrappers on every call; :func:`_controller_update` does the same MuJoCo calls and array
+  copies with those looked up once per control step. The OSC maths is robosuite's own.
+- The observables. robosuite calls every observable's ``update`` on every substep (41 in a
+  LIBERO scene, 25 substeps); each one samples its sensor once per sampling period and
+  otherwise only advances a timer. :func:`_timer_course` replays that timer (the same float
+  operations in the same order) once for each group of observables whose timers agree, and
+  the real ``update`` runs only on the substeps where it would sample, in robosuite's order,
+  after the timer is set to the value it would have; the final timers are written back.
+  Observables with a delayer keep robosuite's per-substep call.
+- The arm's action between policy steps. :func:`_substep_action` is ``RobotEnv._pre_action``
+  and ``SingleArm.control`` for ``policy_step=False`` with what cannot change within a
+  control step (the action's slices, the torque limits, the gripper's actuator ids and
+  control-range scaling, all read from the model) computed once per control step instead of
+  25 times; the controller and the gripper's ``format_action`` (which integrates the gripper
+  command) still run on every substep.
+
 ``plugins/libero/tests/test_libero_fast_physics.py`` replays episodes through both paths and
-requires bit-identical MuJoCo states and observations.
+requires bit-identical MuJoCo states, observations and observable timers.
 """
 
 from __future__ import annotations
@@ -56,20 +76,30 @@ def fast_step(env: Any, action: np.ndarray):
     env.timestep += 1
     sim = env.sim
     model, data = sim.model._model, sim.data._data
+    substeps = int(env.control_timestep / env.model_timestep)
+    substep_action = _substep_action(env, action)
+    observables = _ObservableSchedule(env, substeps)
     sim.forward = _skip_forward  # instance attribute: the controllers' update() skips its repeat
+    controllers = [robot.controller for robot in env.robots]
+    for controller in controllers:
+        update = _controller_update(controller)
+        if update is not None:
+            controller.update = update  # instance attribute, removed after the step
     try:
-        policy_step = True
-        for _ in range(int(env.control_timestep / env.model_timestep)):
-            if policy_step:
+        for k in range(substeps):
+            if k == 0:  # the policy step
                 mujoco.mj_forward(model, data)  # the force-torque history reads its acceleration stage
+                env._pre_action(action, True)
             else:
                 mujoco.mj_step1(model, data)
-            env._pre_action(action, policy_step)
+                substep_action()
             mujoco.mj_step2(model, data)
-            env._update_observables()
-            policy_step = False
+            observables.update(k)
     finally:
         del sim.forward
+        for controller in controllers:
+            controller.__dict__.pop("update", None)
+        observables.finish()
     env.cur_time += env.control_timestep
     reward, done, info = env._post_action(action)
     if env.viewer is not None and env.renderer != "mujoco":
@@ -77,6 +107,170 @@ def fast_step(env: Any, action: np.ndarray):
     observations = env.viewer._get_observations() if env.viewer_get_obs else env._get_observations()
     done = env._check_success()
     return observations, reward, done, info
+
+
+def _substep_action(env: Any, action: Any):
+    """``env._pre_action(action, policy_step=False)`` as a closure, for one control step.
+
+    For LIBERO's single Panda arm it is robosuite 1.4.0's ``RobotEnv._pre_action`` and
+    ``SingleArm.control`` (with ``Manipulator.grip_action``) line for line, less the dimension
+    asserts (the policy step checked the same action) and with the model-constant values
+    computed once; any other robot or override keeps the method call.
+    """
+    from libero.libero.envs.bddl_base_domain import BDDLBaseDomain
+    from robosuite.environments.robot_env import RobotEnv
+    from robosuite.robots.manipulator import Manipulator
+    from robosuite.robots.single_arm import SingleArm
+
+    robots = env.robots
+    robot = robots[0] if len(robots) == 1 else None
+    if (
+        robot is None
+        or type(env)._pre_action is not BDDLBaseDomain._pre_action
+        or super(BDDLBaseDomain, env)._pre_action.__func__ is not RobotEnv._pre_action
+        or type(robot).control is not SingleArm.control
+        or type(robot).grip_action is not Manipulator.grip_action
+        or not robot.has_gripper
+    ):
+        return lambda: env._pre_action(action, False)
+
+    controller, gripper = robot.controller, robot.gripper
+    ctrl = env.sim.data._data.ctrl
+    gripper_action = action[0 : robot.action_dim][controller.control_dim :]
+    low, high = robot.torque_limits
+    joint_ids = robot._ref_joint_actuator_indexes
+    gripper_ids = [env.sim.model.actuator_name2id(actuator) for actuator in gripper.actuators]
+    ctrl_range = env.sim.model.actuator_ctrlrange[gripper_ids]
+    bias = 0.5 * (ctrl_range[:, 1] + ctrl_range[:, 0])
+    weight = 0.5 * (ctrl_range[:, 1] - ctrl_range[:, 0])
+
+    def substep() -> None:
+        robot.torques = np.clip(controller.run_controller(), low, high)
+        ctrl[gripper_ids] = bias + weight * gripper.format_action(gripper_action)
+        ctrl[joint_ids] = robot.torques
+
+    return substep
+
+
+def _controller_update(controller: Any):
+    """robosuite 1.4.0's ``Controller.update`` for one control step, as a function to put on
+    the controller instance, or ``None`` where the controller's class overrides it.
+
+    The same arrays from the same MuJoCo calls (``mj_jacSite`` once for the position and once
+    for the rotation Jacobian, where robosuite asks twice for each, a deterministic call with
+    the same inputs), with the site id, the array views and the index lists looked up once per
+    control step instead of through robosuite's name and attribute wrappers on every substep.
+    The ``sim.forward()`` that it starts with is the loop's (see :func:`_skip_forward`).
+    """
+    import mujoco
+    from robosuite.controllers.base_controller import Controller
+
+    if type(controller).update is not Controller.update:
+        return None
+    sim = controller.sim
+    model, data = sim.model._model, sim.data._data
+    site = sim.model.site_name2id(controller.eef_name)
+    nv = model.nv
+    site_xpos, site_xmat, qpos, qvel, qM = data.site_xpos, data.site_xmat, data.qpos, data.qvel, data.qM
+    qpos_index, qvel_index = controller.qpos_index, controller.qvel_index
+    n_qvel = len(qvel)
+
+    def update(force: bool = False) -> None:
+        if controller.new_update or force:
+            controller.ee_pos = np.array(site_xpos[site])
+            controller.ee_ori_mat = np.array(site_xmat[site].reshape([3, 3]))
+            jacp, jacr = np.zeros((3, nv)), np.zeros((3, nv))
+            mujoco.mj_jacSite(model, data, jacp, None, site)
+            mujoco.mj_jacSite(model, data, None, jacr, site)
+            controller.ee_pos_vel = np.array(np.dot(jacp, qvel))
+            controller.ee_ori_vel = np.array(np.dot(jacr, qvel))
+            controller.joint_pos = np.array(qpos[qpos_index])
+            controller.joint_vel = np.array(qvel[qvel_index])
+            controller.J_pos = np.array(jacp.reshape((3, -1))[:, qvel_index])
+            controller.J_ori = np.array(jacr.reshape((3, -1))[:, qvel_index])
+            controller.J_full = np.array(np.vstack([controller.J_pos, controller.J_ori]))
+            mass_matrix = np.ndarray(shape=(nv, nv), dtype=np.float64, order="C")
+            mujoco.mj_fullM(model, mass_matrix, qM)
+            mass_matrix = np.reshape(mass_matrix, (n_qvel, n_qvel))
+            controller.mass_matrix = mass_matrix[qvel_index, :][:, qvel_index]
+            controller.new_update = False
+
+    return update
+
+
+def _timer_course(elapsed: float, sampled: bool, delay: float, period: float, dt: float, n: int):
+    """n calls of robosuite 1.4.0's ``Observable.update(dt, cache)`` on a timer, without the
+    sensor: the same float operations as there, for an observable without a delayer.
+
+    :return: ``(samples, after)``: ``samples`` maps each call that reads the sensor to the
+        timer ``(elapsed, sampled)`` just before it; ``after[k]`` is the timer after call k.
+    """
+    samples, after = {}, []
+    for k in range(n):
+        before = (elapsed, sampled)
+        elapsed += dt
+        reads = not sampled and period - delay >= elapsed
+        if reads:
+            sampled, delay = True, 0.0  # NO_DELAY's next delay
+        if elapsed >= period:
+            if not sampled:  # robosuite's "sampling rate too low" branch reads the sensor too
+                reads, delay = True, 0.0
+            elapsed %= period
+            sampled = False
+        if reads:
+            samples[k] = before
+        after.append((elapsed, sampled))
+    return samples, after
+
+
+class _ObservableSchedule:
+    """``env._update_observables()`` on each substep of one control step, calling the real
+    ``Observable.update`` only where it reads its sensor (see the module docstring)."""
+
+    def __init__(self, env: Any, substeps: int):
+        from robosuite.utils.observables import NO_DELAY
+
+        self._dt, self._cache = env.model_timestep, env._obs_cache
+        courses: dict[tuple, tuple] = {}
+        self._calls: dict[int, list] = {}  # substep -> [(observable, timer before or None)], robosuite's order
+        self._timed: list[tuple] = []  # (observable, course) for the timers written back
+        self._done = -1
+        for observable in env._observables.values():
+            if not observable._enabled:
+                continue  # its update() does nothing
+            if observable._delayer is not NO_DELAY:
+                for k in range(substeps):
+                    self._calls.setdefault(k, []).append((observable, None))
+                continue
+            elapsed = observable._time_since_last_sample
+            key = (
+                type(elapsed),
+                elapsed,
+                observable._sampled,
+                observable._current_delay,
+                observable._sampling_timestep,
+            )
+            if key not in courses:
+                courses[key] = _timer_course(elapsed, key[2], key[3], key[4], self._dt, substeps)
+            samples, after = courses[key]
+            for k, before in samples.items():
+                self._calls.setdefault(k, []).append((observable, before))
+            self._timed.append((observable, after))
+
+    def update(self, k: int) -> None:
+        """The observables' part of substep k (0-based) of the control step."""
+        for observable, before in self._calls.get(k, ()):
+            if before is not None:
+                observable._time_since_last_sample, observable._sampled = before
+            observable.update(timestep=self._dt, obs_cache=self._cache)
+        self._done = k
+
+    def finish(self) -> None:
+        """Leave every timer as the substeps run so far would have."""
+        if self._done < 0:
+            return
+        for observable, after in self._timed:
+            observable._time_since_last_sample, observable._sampled = after[self._done]
 
 
 def install_fast_step(env: Any) -> bool:
