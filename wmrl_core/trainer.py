@@ -295,6 +295,8 @@ def _execute_partially(
 ) -> list[Any]:
     """The anchors' full executions (the environment) and the others' partial ones (the world
     model's ``execute_for_scoring``), in the order of ``tasks``."""
+    partial = c.world_model
+    assert isinstance(partial, ScoresPartialExecutions)  # the caller's dispatch
     outcomes: list[Any] = [None] * len(tasks)
     anchors, others = np.flatnonzero(is_anchor), np.flatnonzero(~is_anchor)
     if anchors.size:
@@ -303,7 +305,7 @@ def _execute_partially(
             outcomes[i] = o
     if others.size:
         with component_call(_who(c, "world_model"), "execute_for_scoring", f"at step {step}"):
-            part = c.world_model.execute_for_scoring([tasks[i] for i in others], [solutions[i] for i in others])
+            part = partial.execute_for_scoring([tasks[i] for i in others], [solutions[i] for i in others])
         part = checkers.check_outcomes(_who(c, "world_model"), "execute_for_scoring", part, int(others.size))
         for i, o in zip(others, part):
             outcomes[i] = o
