@@ -45,3 +45,26 @@ def test_quick_runs_every_arm_and_resumes_without_work(docker_ready, tmp_path):
     summary2 = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary2["this_invocation"] == {"trained": 0, "evaluations": 0}
     assert summary2["curves"] == summary["curves"]
+    for cache in ("eval_cache.jsonl", "train_cache.jsonl"):  # the caches travel with the archive
+        assert (tmp_path / "archive" / "caches" / f"{cache}.gz").stat().st_size > 0
+
+
+def test_caches_round_trip_through_the_archive_and_never_overwrite_a_newer_one(tmp_path):
+    runs, archive = tmp_path / "runs", tmp_path / "archive"
+    runs.mkdir()
+    caches = [runs / "eval_cache.jsonl", runs / "train_cache.jsonl"]
+    caches[0].write_text('{"key": "a"}\n{"key": "b"}\n')  # the train cache does not exist yet
+    ee.archive_caches(archive, caches)
+    assert ee.archived_cache(archive, caches[0]).is_file()
+    assert not ee.archived_cache(archive, caches[1]).exists()
+
+    fresh = tmp_path / "fresh"  # a later session's empty --runs
+    fresh_caches = [fresh / c.name for c in caches]
+    ee.restore_caches(archive, fresh_caches)
+    assert fresh_caches[0].read_text() == caches[0].read_text()
+    assert not fresh_caches[1].exists()
+
+    fresh_caches[0].write_text('{"key": "newer"}\n')
+    ee.restore_caches(archive, fresh_caches)  # a cache already in --runs is kept
+    assert fresh_caches[0].read_text() == '{"key": "newer"}\n'
+    ee.restore_caches(None, fresh_caches)  # no archive: nothing to do

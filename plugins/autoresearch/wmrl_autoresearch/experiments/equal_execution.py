@@ -39,7 +39,9 @@ cache), finished arm-seeds are skipped; the config is frozen into ``RUNS/config.
 evaluation settings into ``RUNS/settings.json`` at the first start, and other ones are refused.
 With ``--archive``, each finished arm-seed's small files (metrics, records, evaluations; no
 checkpoint) are copied there, to be committed, and restored into a later session's empty
-``--runs``. Budget per seed (cache on): training 1,280 executions (real) + 5 x 128 (anchors_only and
+``--runs``. The two execution caches travel with it, gzipped (``ARCHIVE/caches/``, copied after
+every arm-seed and restored into an empty ``--runs``), so a later session replays what an earlier
+one executed instead of executing it again. Budget per seed (cache on): training 1,280 executions (real) + 5 x 128 (anchors_only and
 the four wmrl arms; world_model and noise_control execute nothing) = 1,920; evaluation 252
 executions per evaluation, 34 evaluations (6 of real, 4 of each other arm), step 0 shared by a
 seed's arms: <= 27 x 252 = 6,804 (fewer: programs a policy still samples as before replay).
@@ -49,7 +51,9 @@ The uncached seed: 34 x 252 = 8,568. At most about 54,000 executions over 6 seed
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -160,6 +164,35 @@ def w_corpus_cost() -> dict[str, Any]:
     }
 
 
+def archived_cache(archive: Path, cache: Path) -> Path:
+    """Where the archive keeps a copy of ``cache`` (gzipped: JSON lines compress about tenfold)."""
+    return archive / "caches" / f"{cache.name}.gz"
+
+
+def restore_caches(archive: Path | None, caches: list[Path]) -> None:
+    """Copy each archived cache into an empty ``--runs`` (a cache already there is the newer one)."""
+    for cache in caches:
+        kept = archived_cache(archive, cache) if archive is not None else None
+        if kept is not None and kept.exists() and not cache.exists():
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            with gzip.open(kept, "rb") as src, open(cache, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            print(f"[cache] restored {cache} from {kept}", flush=True)
+
+
+def archive_caches(archive: Path | None, caches: list[Path]) -> None:
+    """Gzip each cache into the archive, through a temporary file (an interrupted copy leaves the old one)."""
+    for cache in caches:
+        if archive is None or not cache.exists():
+            continue
+        kept = archived_cache(archive, cache)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_suffix(".gz.partial")
+        with open(cache, "rb") as src, gzip.GzipFile(partial, "wb", mtime=0) as dst:
+            shutil.copyfileobj(src, dst)
+        partial.replace(kept)
+
+
 def settings(args) -> dict[str, Any]:
     return {
         "plan": args.plan,
@@ -182,11 +215,16 @@ def run(args) -> list[ArmRun]:
     def evaluate(run: ArmRun) -> dict[str, Any]:
         return evaluate_run(args, run, progress)
 
+    caches = [args.cache, args.train_cache]
+    if not args.analyse:
+        restore_caches(args.archive, caches)
+
     def on_run(run: ArmRun) -> None:
         progress["done"] += 1
         now = time.perf_counter()
         worked = run.trained or now - mark[0] > 1.0
         if worked:
+            archive_caches(None if args.analyse else args.archive, caches)  # what this arm-seed executed
             progress["worked"] += 1
             progress["work_s"] += now - mark[0]
         progress["trained"] += int(run.trained)
