@@ -75,7 +75,13 @@ def test_rectified_step_hand_computed():
     assert r["reward/calibrated_mean"] == pytest.approx(0.45)  # no anchor pairs before this step: raw
     assert r["debias/n_pairs"] == 2 and r["anchors/groups"] == 1
     # this step's anchors joined the calibration and the lambda window only after being used
-    assert update.anchor_pairs == {"step": 1, "world_model": [0.8, 0.2], "calibrated": [0.8, 0.2], "real": [1.0, 0.0]}
+    assert update.anchor_pairs == {
+        "step": 1,
+        "group": [0, 0],
+        "world_model": [0.8, 0.2],
+        "calibrated": [0.8, 0.2],
+        "real": [1.0, 0.0],
+    }
     assert state.fuser.slope()[0] == pytest.approx((4 + 2) / (8 + 2), rel=1e-4)
     # the new group's null variance is 2 * 2 / 1 = 4 (the two single-rollout units have none), so
     # Var_0 = 4 / 10^2 and the slope 0.6 is 3.0 null standard errors from 0, short of z_0.999 = 3.09

@@ -186,6 +186,7 @@ def fuse_step(
         calibrator.update(wm[anchor_idx], real[anchor_idx], group_keys[anchor_idx])
         anchor_pairs = {
             "step": step,
+            "group": group_ids[anchor_idx].tolist(),
             "world_model": wm[anchor_idx].tolist(),
             "calibrated": calibrated[anchor_idx].tolist(),
             "real": real[anchor_idx].tolist(),

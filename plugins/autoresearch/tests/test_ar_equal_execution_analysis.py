@@ -107,3 +107,27 @@ def test_the_arms_keep_their_evaluated_steps_and_real_keeps_3_and_4():
     assert "checkpoint.at_steps=[0,3,4,8,16,32]" in arms["real"].overrides
     assert "checkpoint.at_steps=[0,8,16,32]" in arms["wmrl_rectified"].overrides
     assert not math.isnan(ee.w_corpus_cost()["container_cpu_s"])
+
+
+def test_world_model_on_anchors_ranks_within_groups_by_window():
+    pairs = {
+        "wmrl_rectified": {
+            0: [
+                # step 1, two groups: group 0 ranked right (rho 1), group 1 ranked backwards (rho -1)
+                {"step": 1, "group": [0, 0, 1, 1], "world_model": [0.1, 0.2, 0.5, 0.4], "real": [0.0, 1.0, 0.2, 0.6]},
+                # step 9, no group ids: one group; constant predictions among differing rewards rank nothing
+                {"step": 9, "world_model": [0.3, 0.3, 0.3], "real": [0.0, 0.5, 1.0]},
+            ],
+            1: [{"step": 2, "group": [3, 3], "world_model": [0.9, 0.1], "real": [0.5, 0.5]}],  # equal rewards
+        }
+    }
+    rows = an.world_model_on_anchors(pairs, windows=((1, 8), (9, 16), (17, 32)))["wmrl_rectified"]
+    first, second, third = rows
+    assert first["groups"] == 2 and first["spearman"] == pytest.approx(0.0)
+    # bias over every pair of the window: predictions 0.1 0.2 0.5 0.4 0.9 0.1, rewards 0 1 0.2 0.6 0.5 0.5
+    assert first["bias"] == pytest.approx((2.2 - 2.8) / 6)
+    # level error: |0.15 - 0.5|, |0.45 - 0.4|, |0.5 - 0.5| over the three groups (the tied one counts here)
+    assert first["level_error"] == pytest.approx((0.35 + 0.05 + 0.0) / 3)
+    assert second["groups"] == 1 and second["spearman"] == 0.0 and math.isnan(second["spearman_ci95"])
+    assert second["bias"] == pytest.approx(0.3 - 0.5)
+    assert third["groups"] == 0 and math.isnan(third["spearman"]) and math.isnan(third["bias"])

@@ -266,6 +266,12 @@ def run(args) -> list[ArmRun]:
     return runs
 
 
+def anchor_pairs(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's ``anchor_pairs.jsonl`` (empty when it has none)."""
+    path = run_dir / "anchor_pairs.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
 def analyse(args, runs: list[ArmRun]) -> str:
     """The report over the finished arm-seeds (any number of seeds per arm)."""
     curves: dict[str, dict[int, list]] = {name: {} for name in ARMS}
@@ -278,6 +284,13 @@ def analyse(args, runs: list[ArmRun]) -> str:
         return hg.reward_matrix(json.loads((folders[(arm, seed)] / eval_file(step)).read_text()))[1]
 
     result = analysis.analyse({a: c for a, c in curves.items() if c}, matrix)
+    result["world_model_on_anchors"] = analysis.world_model_on_anchors(
+        {
+            arm: {seed: anchor_pairs(folders[(arm, seed)]) for seed in by_seed}
+            for arm, by_seed in curves.items()
+            if arm.startswith("wmrl_") and by_seed  # the arms whose world model learns from the anchors
+        }
+    )
     extra = {
         "settings": settings(args),
         "config_yaml": Path(args.config).read_text(),
