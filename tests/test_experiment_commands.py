@@ -6,8 +6,15 @@ from wmrl_core.plugins import build_registry, get_plugin_manager
 
 CORE = ("synthetic", "compute-to-target", "cache-agreement", "ray-execution")
 PLUGINS = {
-    "autoresearch": ("heldout-gain", "equal-execution", "noise-control", "sandbox-load", "wm-online-update"),
-    "libero": ("libero-transfer", "libero-bc-recipe"),
+    "autoresearch": (
+        "heldout-gain",
+        "equal-execution",
+        "noise-control",
+        "sandbox-load",
+        "wm-online-update",
+        "lambda-estimates",
+    ),
+    "libero": ("libero-transfer", "libero-transfer-resolving", "libero-group-ranking", "libero-bc-recipe"),
 }
 
 

@@ -14,6 +14,9 @@
   parallelism, mixed scripts;
 * :mod:`~wmrl_autoresearch.experiments.wm_online_update` (``wm-online-update``): the program world
   model's ranking after learning from anchors, offline on the shipped corpus;
+* :mod:`~wmrl_autoresearch.experiments.lambda_estimates` (``lambda-estimates``): the rectified
+  fuser's λ from advantage moments and from per-group gradients against the trace-optimal λ*, at
+  one fixed program policy;
 * :mod:`~wmrl_autoresearch.experiments.sandbox_bench`: sandbox start-up latency and throughput
   (``wmrl-autoresearch bench``);
 * :mod:`~wmrl_autoresearch.experiments.gpu_checks`: the plugin's checks in ``benchmarks/gpu_check.py``.
