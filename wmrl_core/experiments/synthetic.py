@@ -57,6 +57,8 @@ SYNTHETIC_ARMS: dict[str, list[str]] = {
     "world_model": ["mode=world_model", f"steps={WMRL_STEPS}"],
     "wmrl": ["mode=wmrl", f"steps={WMRL_STEPS}"],  # the default fusion: rectified
     "wmrl_inverse_variance": ["mode=wmrl", "fusion.method=inverse_variance", f"steps={WMRL_STEPS}"],
+    # GRPO on the anchor groups alone (lambda = 0): what WMRL gains over it is the world model's
+    "wmrl_anchors_only": ["mode=wmrl", "fusion.method=anchors_only", f"steps={WMRL_STEPS}"],
     "wmrl_shrinkage": ["mode=wmrl", "fusion.method=shrinkage", f"steps={WMRL_STEPS}"],
     "wmrl_shrinkage_calibrated": [
         "mode=wmrl",
@@ -282,6 +284,7 @@ def summarize(
 
 PAIRED_COMPARISONS = (
     ("wmrl", "wmrl_inverse_variance"),
+    ("wmrl", "wmrl_anchors_only"),
     ("wmrl_shrinkage", "wmrl_inverse_variance"),
     ("wmrl_shrinkage_calibrated", "wmrl_inverse_variance"),
     ("wmrl_gradient_lambda", "wmrl_inverse_variance"),
