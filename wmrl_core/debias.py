@@ -86,6 +86,11 @@ class IsotonicDebiaser:
         self.groups_ = np.empty(0, dtype=np.int64)
         self.isotonic_: IsotonicRegression | None = None
 
+    @classmethod
+    def from_config(cls, calibration: Any) -> IsotonicDebiaser:
+        """The calibrator a run's ``calibration`` section asks for (its window, map and slope)."""
+        return cls(window=calibration.window, calibrator=calibration.calibrator, slope=calibration.slope)
+
     @property
     def n_pairs_(self) -> int:
         return int(self.x_.size)

@@ -85,12 +85,9 @@ class TrainState:
         anchor_sampler = AnchorSampler(
             fraction=fraction, min_groups=0 if cfg.mode == "world_model" else cfg.anchors.min_groups, seed=cfg.seed
         )
-        calibration = cfg.calibration
         return cls(
             optimizer=optimizer,
-            debiaser=IsotonicDebiaser(
-                window=calibration.window, calibrator=calibration.calibrator, slope=calibration.slope
-            ),
+            debiaser=IsotonicDebiaser.from_config(cfg.calibration),
             fuser=build_fuser(fusion_method(cfg), cfg.fusion),
             ledger=ComputeLedger(),
             anchor_sampler=anchor_sampler,

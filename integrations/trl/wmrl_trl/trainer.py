@@ -185,10 +185,7 @@ class WMRLGRPOTrainer(GRPOTrainer):
         self.anchor_sampler = AnchorSampler(
             fraction=wmrl.anchors.fraction, min_groups=wmrl.anchors.min_groups, seed=wmrl.seed
         )
-        calibration = wmrl.calibration
-        self.calibrator = IsotonicDebiaser(
-            window=calibration.window, calibrator=calibration.calibrator, slope=calibration.slope
-        )
+        self.calibrator = IsotonicDebiaser.from_config(wmrl.calibration)
         self.fuser = build_fuser(fusion_method(wmrl), wmrl.fusion)
         refuse_gradient_fusers(self.fuser, "WMRLGRPOTrainer (TRL)")
         self.fusion_settings = FusionSettings.from_config(wmrl)

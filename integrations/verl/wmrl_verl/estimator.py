@@ -58,10 +58,7 @@ class WMRLAdvantageEstimator:
             )
         cfg.grpo.loss_aggregation = LOSS_AGGREGATION[loss_agg_mode]
         self.cfg = cfg
-        calibration = cfg.calibration
-        self.calibrator = IsotonicDebiaser(
-            window=calibration.window, calibrator=calibration.calibrator, slope=calibration.slope
-        )
+        self.calibrator = IsotonicDebiaser.from_config(cfg.calibration)
         self.fuser = build_fuser(fusion_method(cfg), cfg.fusion)
         refuse_gradient_fusers(self.fuser, "the verl integration")
         self.settings = FusionSettings.from_config(cfg)

@@ -335,9 +335,7 @@ def sample_groups(cfg: Any, args: argparse.Namespace) -> tuple[list[GroupSample]
 
     cal = cfg.calibration
     if cal.enabled:
-        calibrated = cross_fitted_rewards(
-            wm, real, group_ids, lambda: IsotonicDebiaser(window=cal.window, calibrator=cal.calibrator, slope=cal.slope)
-        )
+        calibrated = cross_fitted_rewards(wm, real, group_ids, lambda: IsotonicDebiaser.from_config(cal))
     else:
         calibrated = wm.copy()
     samples = group_samples(c.policy, rollouts, real, calibrated, cfg, args.sketch_dim)
