@@ -152,6 +152,15 @@ def test_quickstart_real_and_world_model_configs_share_the_optimiser():
     assert grpo["quickstart"].entropy_coef > 0 or grpo["quickstart"].kl_coef > 0
 
 
+def test_quickstart_real_and_world_model_configs_share_the_family_split():
+    """The baselines train on the main job's tasks, and no shipped world model was fitted on them:
+    every AutoResearch config trains on R, and those with a learned world model fit it on W only."""
+    cfgs = {name: load_config(config_path(f"{name}.yaml")) for name in ("quickstart", "real", "world_model")}
+    assert {tuple(c.environment.kwargs["train_families"]) for c in cfgs.values()} == {("R",)}
+    for name in ("quickstart", "world_model"):
+        assert list(cfgs[name].world_model.kwargs["fit_families"]) == ["W"], name
+
+
 @pytest.mark.slow
 def test_noise_control_script_prints_the_table_and_writes_the_plot(tmp_path):
     proc = subprocess.run(
