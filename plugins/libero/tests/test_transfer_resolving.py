@@ -87,12 +87,24 @@ def test_the_arms_and_the_preregistered_command_line():
     assert args.seeds == list(SIX) and args.steps == 24 and args.train_init == []
     assert "rollout.batch_tasks=4" in args.override and "rollout.group_size=4" in args.override
     arms = tr.arms(args)
-    assert list(arms) == ["base", "noise_control", "real", "wmrl-progress", "raw-progress", "wmrl-partial-progress"]
+    assert list(arms) == [
+        "base",
+        "noise_control",
+        "real",
+        "wmrl-progress",
+        "raw-progress",
+        "wmrl-partial-progress",
+        "anchors-only",
+    ]
+    assert args.arms == list(arms)  # every arm runs by default, the anchors-only control among them
     assert arms["raw-progress"] == ["mode=world_model", "world_model.name=libero-progress"]  # raw: no anchors
     partial, full = arms["wmrl-partial-progress"], arms["wmrl-progress"]
     assert "anchors.fraction=0.5" in partial and "anchors.fraction=0.5" in full  # the same anchors as the paper's arm
     assert "world_model.kwargs.fraction=0.5" in partial and "environment.kwargs.trajectory_states=521" in partial
     assert "checkpoint.at_steps=[8]" in partial
+    anchors = arms["anchors-only"]  # the WMRL arms' anchors, no world-model signal
+    assert {"mode=wmrl", "fusion.method=anchors_only", "anchors.fraction=0.5"} <= set(anchors)
+    assert "world_model.kwargs.noise_scores=true" in anchors and not any("libero-progress" in o for o in anchors)
     quick = tr.parse_args(["--quick"], "test")
     assert quick.seeds == [0] and quick.steps == 2 and quick.floor_step == 1
     assert len(quick.tasks) * len(quick.heldout_init) * quick.rollouts == 2
@@ -117,6 +129,7 @@ def test_analyse_reads_the_results_of_every_arm():
         "wmrl-partial-progress": arm(
             0.57, 2500.0, heldout_floor={"successes": 100, "episodes": 200, "simulator_s": 800.0}
         ),
+        "anchors-only": arm(0.54, 1500.0),
     }
     out = tr.analyse(results)
     assert out["minus_control"]["real"]["mean"] == pytest.approx(0.05)
@@ -127,7 +140,15 @@ def test_analyse_reads_the_results_of_every_arm():
         "wmrl-progress - real",
         "wmrl-partial-progress - wmrl-progress",
     }
-    assert "| real | 38.3 |" in tr.markdown(out, {"label": "t", "command": "c", "machine": "m"})
+    assert out["minus_control"]["anchors-only"]["mean"] == pytest.approx(0.04)
+    credit = out["world_model_credit"]
+    assert set(credit) == {"wmrl-progress - anchors-only", "wmrl-partial-progress - anchors-only"}
+    assert credit["wmrl-progress - anchors-only"]["mean"] == pytest.approx(0.035)  # 115 - 108 successes of 200
+    page = tr.markdown(out, {"label": "t", "command": "c", "machine": "m"})
+    assert "| real | 38.3 |" in page and "- wmrl-progress - anchors-only: +3.5 ± 0.0" in page
+    without = tr.analyse({k: v for k, v in results.items() if k != "anchors-only"})
+    assert without["world_model_credit"] == {}
+    assert "- not run" in tr.markdown(without, {"label": "t", "command": "c", "machine": "m"})
 
 
 @pytest.mark.slow
@@ -151,10 +172,12 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
         "wmrl-progress",
         "raw-progress",
         "wmrl-partial-progress",
+        "anchors-only",
     }
     sim = {arm: v["0"] for arm, v in report["simulator_s"].items()}
     assert sim["base"] == sim["noise_control"] == 0.0
     assert min(sim["real"], sim["wmrl-progress"], sim["raw-progress"], sim["wmrl-partial-progress"]) > 0
+    assert 0 < sim["anchors-only"] < sim["real"]  # only the anchor groups are simulated
     run = tmp_path / "runs"
     records = [
         json.loads(line) for line in (run / "wmrl-partial-progress-seed0" / "metrics.jsonl").read_text().splitlines()
@@ -166,3 +189,7 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     raw = [json.loads(line) for line in (run / "raw-progress-seed0" / "metrics.jsonl").read_text().splitlines()]
     assert all(r["anchors/groups"] == 0 for r in raw if r["step"] > 0)  # the raw score alone
     assert all(r["reward/train_mean"] == pytest.approx(r["reward/world_model_mean"]) for r in raw if r["step"] > 0)
+    anchors = [json.loads(line) for line in (run / "anchors-only-seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert anchors[-1]["compute/execution_items"] == 4  # 2 steps x the 1 anchor group of 2, nothing else simulated
+    assert all(r["fusion/w_world_model"] == 0.0 for r in anchors if "fusion/w_world_model" in r)
+    assert any("fusion/w_world_model" in r for r in anchors)

@@ -13,7 +13,11 @@ Arms (all from ``--base``, ``configs/libero/libero_long.yaml``, the same steps, 
   no calibration, no fusion (the paper's "raw world model" row);
 * ``wmrl-partial-progress``: ``wmrl-progress`` with the non-anchor rollouts simulated only for the first
   ``--fraction`` of the episode limit and scored on that prefix (``libero-partial-progress``); also
-  evaluated at ``--floor-step`` (the compute floor).
+  evaluated at ``--floor-step`` (the compute floor);
+* ``anchors-only``: GRPO on the sparse success of the WMRL arms' anchor groups alone (half the groups,
+  the same anchor draws), the other groups imagined and given weight 0 (``fusion.method=anchors_only``):
+  the same anchor simulation as the WMRL arms and no world model, the control that credits the world
+  model (a WMRL gain counts only beyond it).
 
 Evaluation: ``--rollouts`` sampled rollouts from each held-out init state (``--heldout-init``, LIBERO's
 40-49) of every task, the same noise for every arm of a seed (shared random numbers). Analysis
@@ -50,8 +54,10 @@ from wmrl_libero.experiments.resolving_analysis import (
     select_tasks,
 )
 
-TRAINED = ("real", "wmrl-progress", "raw-progress", "wmrl-partial-progress")
+TRAINED = ("real", "wmrl-progress", "raw-progress", "wmrl-partial-progress", "anchors-only")
 """The arms the decision rule judges against ``noise_control``."""
+WORLD_MODEL_CREDIT = ("wmrl-progress", "wmrl-partial-progress")
+"""The arms whose gain is also read against ``anchors-only`` (what the world model adds to their anchors)."""
 EVALUATIONS = ("eval_heldout.json", "eval_heldout_fresh.json", "eval_heldout_floor.json")
 BATCH = ("rollout.batch_tasks=4", "rollout.group_size=4")
 """The training batch of every trained arm: 4 groups of 4 rollouts a step (the budget's; see the pre-registration)."""
@@ -73,6 +79,14 @@ def arms(args: argparse.Namespace) -> dict[str, list[str] | None]:
             f"world_model.kwargs.fraction={args.fraction}",
             f"environment.kwargs.trajectory_states={args.max_episode_steps + 1}",  # every state: anchors' prefixes
             f"checkpoint.at_steps=[{args.floor_step}]",
+        ],
+        # the WMRL arms' anchor groups alone: imagined non-anchor groups (log-probs, no simulation)
+        # scored by noise and weighted 0, so no world-model signal reaches the update
+        "anchors-only": [
+            "mode=wmrl",
+            "fusion.method=anchors_only",
+            "anchors.fraction=0.5",
+            "world_model.kwargs.noise_scores=true",
         ],
     }
 
@@ -216,6 +230,13 @@ def analyse(results: dict[str, dict[int, dict[str, Any]]], seeds_required: int =
         )
         if a in results and b in results
     }
+    credit = {
+        f"{arm} - anchors-only": paired_difference(
+            _rates(results, arm), _rates(results, "anchors-only"), seeds_required=seeds_required
+        )
+        for arm in WORLD_MODEL_CREDIT
+        if arm in results and "anchors-only" in results
+    }
     sim = {arm: {s: r["ledger"]["simulator_s"] for s, r in results[arm].items()} for arm in results}
     partial = results.get("wmrl-partial-progress", {})
     floor = compute_floor(
@@ -233,6 +254,7 @@ def analyse(results: dict[str, dict[int, dict[str, Any]]], seeds_required: int =
         "simulator_s": sim,
         "minus_control": learning,
         "pattern": pattern,
+        "world_model_credit": credit,
         "evaluation_noise": measured_evaluation_noise(
             _rates(results, "base"), _rates(results, "base", "heldout_fresh")
         ),
@@ -279,6 +301,12 @@ def markdown(result: dict[str, Any], meta: dict[str, Any]) -> str:
         ]
     lines += ["", "Paper pattern (sparse GRPO < raw world model < WMRL), paired by seed, points:", ""]
     lines += [f"- {k}: {_pm(d)}" for k, d in result["pattern"].items()]
+    lines += [
+        "",
+        "What the world model adds to the same anchors (WMRL arm minus `anchors-only`, paired by seed), points:",
+        "",
+    ]
+    lines += [f"- {k}: {_pm(d)}" for k, d in result.get("world_model_credit", {}).items()] or ["- not run"]
     n = result["evaluation_noise"]
     f = result["floor"]
     lines += [
