@@ -36,6 +36,16 @@ def test_quick_runs_every_arm_and_resumes_without_work(docker_ready, tmp_path):
         f"{a} - {c}" for a in ee.ARMS if a.startswith("wmrl_") for c in ("anchors_only", "noise_control")
     }
     assert summary["w_corpus"]["executions"] > 0
+    # compute from the ledgers' counts at declared cost ratios: real 8 generated + 8 executed; rectified
+    # 8 generated, each scored by the world model (plus the anchors it learns from), 4 executed
+    accounting = summary["accounting"]["arms"]
+    assert "noise_control" not in accounting and ee.ANCHORS_ALONE in accounting
+    assert accounting["real"]["10"]["per_seed"]["0"] == pytest.approx(1.0)
+    assert accounting[ee.ANCHORS_ALONE]["10"]["per_seed"]["0"] == pytest.approx((8 + 80) / (4 + 40))
+    assert 1.0 < accounting["wmrl_rectified"]["10"]["per_seed"]["0"] < (8 + 80) / (8 + 40)
+    assert set(summary["live_ratio"]) == {a for a in ee.ARMS if a.startswith("wmrl_")}
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "## Accounting" in table and "## The fusion's live predicted ratio" in table
     assert (tmp_path / "out" / "equal_execution.png").stat().st_size > 0
     assert (tmp_path / "archive" / "real-seed0" / "eval_step001.json").is_file()
     assert "[arm-seed 8/8]" in proc.stdout

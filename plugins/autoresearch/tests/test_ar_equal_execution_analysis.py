@@ -131,3 +131,43 @@ def test_world_model_on_anchors_ranks_within_groups_by_window():
     assert second["groups"] == 1 and second["spearman"] == 0.0 and math.isnan(second["spearman_ci95"])
     assert second["bias"] == pytest.approx(0.3 - 0.5)
     assert third["groups"] == 0 and math.isnan(third["spearman"]) and math.isnan(third["bias"])
+
+
+def test_declared_compute_counts_generation_world_model_and_execution():
+    # real for 32 steps of 10 groups x 4: 1,280 generated, 1,280 executed, none scored; e = 10 generations
+    assert an.declared_compute(1280, 0, 1280, 10.0) == 1280 + 10 * 1280
+    # WMRL: the same generation, 1,408 world-model predictions (w = 1), 128 executions
+    assert an.declared_compute(1280, 1408, 128, 10.0) == 1280 + 1408 + 1280
+    assert an.declared_compute(1280, 1408, 128, 10.0, world_model_cost=0.5) == 1280 + 704 + 1280
+    with pytest.raises(ValueError, match="costs must be >= 0"):
+        an.declared_compute(1, 1, 1, -1.0)
+
+
+def test_compute_at_cost_ratios_pairs_each_arm_with_real_by_seed():
+    real = {"generated": 1280, "scored": 0, "executed": 1280}
+    counts = {
+        "real": {0: real, 1: real},
+        "wmrl_rectified": {
+            0: {"generated": 1280, "scored": 1408, "executed": 128},
+            1: {"generated": 1280, "scored": 1408, "executed": 256},
+        },
+        "world_model": {0: {"generated": 1280, "scored": 1280, "executed": 0}},
+    }
+    out = an.compute_at_cost_ratios(counts, execution_costs=(1.0, 10.0))
+    rect = out["arms"]["wmrl_rectified"]
+    # e = 10: 14,080 / 3,968 on seed 0 and 14,080 / 5,248 on seed 1
+    assert rect["10"]["per_seed"] == {0: pytest.approx(14080 / 3968), 1: pytest.approx(14080 / 5248)}
+    assert rect["10"]["mean"] == pytest.approx((14080 / 3968 + 14080 / 5248) / 2) and rect["10"]["seeds"] == 2
+    assert rect["1"]["per_seed"][0] == pytest.approx(2560 / (1280 + 1408 + 128))  # below 1: more compute than real
+    assert out["arms"]["real"]["10"]["mean"] == pytest.approx(1.0)
+    one = out["arms"]["world_model"]["10"]
+    assert one["per_seed"] == {0: pytest.approx(14080 / 2560)} and math.isnan(one["ci95"][0])  # one seed: no interval
+
+
+def test_live_ratio_beside_the_measured_one_counts_seeds_without_it():
+    live = {"wmrl_rectified": {0: 0.9, 1: 1.1, 2: 1.0}}
+    to_target = {"real": {0: 320.0, 1: None, 2: 160.0}, "wmrl_rectified": {0: 128.0, 1: 64.0, 2: None}}
+    out = an.live_and_measured_ratios(live, to_target)["wmrl_rectified"]
+    assert out["live"]["mean"] == pytest.approx(1.0) and out["live"]["seeds"] == 3
+    assert out["measured"]["per_seed"] == {0: pytest.approx(2.5)}  # seed 1: real has no target; seed 2: not reached
+    assert out["seeds_not_measured"] == [1, 2]

@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -272,6 +273,44 @@ def anchor_pairs(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+def run_counts(run_dir: Path) -> dict[str, float]:
+    """A run's cumulative ledger counts at its last step (:data:`analysis.COUNT_KEYS`)."""
+    last = read_metrics(run_dir)[-1]
+    return {name: float(last.get(key, 0.0)) for name, key in analysis.COUNT_KEYS.items()}
+
+
+def live_ratio(run_dir: Path) -> float:
+    """The fusion's live predicted ratio against ``real`` (``value/ratio_vs_real``), mean over the steps that have it."""
+    values = [r["value/ratio_vs_real"] for r in read_metrics(run_dir) if r.get("value/ratio_vs_real") is not None]
+    values = [float(v) for v in values if math.isfinite(float(v))]
+    return float(sum(values) / len(values)) if values else math.nan
+
+
+ANCHORS_ALONE = "anchors_only (only the anchor groups generated)"
+"""The accounting row of ``anchors_only`` as it would run alone: the arm as run generates (and the
+``noise`` world model scores) every group, though it trains on the anchor groups only."""
+ACCOUNTING_NOTE = (
+    "`noise_control` is left out: its anchors are not executed (0 s charged), though its ledger counts 4 a step. "
+    "`anchors_only` as run generates every group and the `noise` world model scores them; the row "
+    f"'{ANCHORS_ALONE}' counts what GRPO on the anchors alone needs (the anchor groups generated and executed)."
+)
+
+
+def accounting(folders: dict[tuple[str, int], Path]) -> dict[str, Any]:
+    """Compute at an LLM agent's cost ratios (:func:`analysis.compute_at_cost_ratios`), from the runs' counts."""
+    counts: dict[str, dict[int, dict[str, float]]] = {}
+    for (arm, seed), run_dir in folders.items():
+        if arm == "noise_control":
+            continue
+        counts.setdefault(arm, {})[seed] = run_counts(run_dir)
+    if "anchors_only" in counts:
+        counts[ANCHORS_ALONE] = {
+            s: {"generated": c["executed"], "scored": 0.0, "executed": c["executed"]}
+            for s, c in counts["anchors_only"].items()
+        }
+    return {**analysis.compute_at_cost_ratios(counts), "note": ACCOUNTING_NOTE}
+
+
 def analyse(args, runs: list[ArmRun]) -> str:
     """The report over the finished arm-seeds (any number of seeds per arm)."""
     curves: dict[str, dict[int, list]] = {name: {} for name in ARMS}
@@ -290,6 +329,19 @@ def analyse(args, runs: list[ArmRun]) -> str:
             for arm, by_seed in curves.items()
             if arm.startswith("wmrl_") and by_seed  # the arms whose world model learns from the anchors
         }
+    )
+    result["accounting"] = accounting(folders)
+    result["live_ratio"] = analysis.live_and_measured_ratios(
+        {
+            arm: {s: live_ratio(folders[(arm, s)]) for s in by_seed}
+            for arm, by_seed in curves.items()
+            if arm.startswith("wmrl_") and by_seed
+        },
+        {
+            arm: r["per_seed"]
+            for arm, r in result["execution_to_target"].items()
+            if isinstance(r, dict) and "per_seed" in r
+        },
     )
     extra = {
         "settings": settings(args),

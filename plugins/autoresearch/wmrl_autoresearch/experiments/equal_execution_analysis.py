@@ -21,7 +21,13 @@ evaluation's own standard error (bootstrap over programs, paired across arms by 
   where it is not reached, or where real gained nothing (no target), counts as not reached.
 * Every ``wmrl_*`` arm also minus ``anchors_only`` and minus ``noise_control`` (paired, last step).
 
-Beside the endpoints, a diagnostic the issue asks for (not an endpoint): how the world model,
+Beside the endpoints, the accounting the pre-registration asks for (:func:`declared_compute`,
+:func:`compute_at_cost_ratios`): each arm's compute for its 32 steps from its *counts* (rollouts
+generated, rollouts scored by the world model, executions) at stated cost ratios of an LLM agent,
+never from wall time; and the fusion's live predicted ratio beside the measured one
+(:func:`live_and_measured_ratios`).
+
+And a diagnostic the issue asks for (not an endpoint): how the world model,
 fitted on W and learning from R's anchors during the run, scores R's anchor groups
 (:func:`world_model_on_anchors`): within-group Spearman of its raw predictions against the real
 rewards, its mean bias, and its per-group level error, by window of steps.
@@ -48,6 +54,9 @@ __all__ = [
     "non_inferiority",
     "analyse",
     "world_model_on_anchors",
+    "declared_compute",
+    "compute_at_cost_ratios",
+    "live_and_measured_ratios",
     "write_report",
 ]
 
@@ -114,7 +123,10 @@ def non_inferiority(differences: Sequence[float], margin: float = MARGIN) -> dic
 
 
 def _paired(values: Mapping[int, float]) -> dict[str, Any]:
+    """Mean over seeds and the 95 % t-interval (NaN with fewer than two seeds: no spread is measured)."""
     mean, half = mean_ci95(list(values.values()))
+    if sum(1 for v in values.values() if v is not None and math.isfinite(v)) < 2:
+        half = math.nan
     return {"seeds": len(values), "mean": mean, "ci95": [mean - half, mean + half], "per_seed": dict(values)}
 
 
@@ -199,7 +211,95 @@ def analyse(curves: Mapping[str, Mapping[int, Curve]], matrix: MatrixOf, margin:
             credit[f"{arm} - {control}"] = {**_paired(pair), "evaluation_se": ses}
     out["minus_controls"] = credit
 
+    # every arm's last step minus real's (Primary 2's reading for every arm; beside the accounting)
+    out["final_minus_real"] = {
+        arm: _paired({s: c[-1]["score"] - real[s][-1]["score"] for s, c in curves[arm].items() if s in real})
+        for arm in arms
+        if arm != REFERENCE
+    }
+
     out["curves"] = {a: {s: list(c) for s, c in curves[a].items()} for a in arms}
+    return out
+
+
+EXECUTION_COSTS = (1.0, 10.0, 100.0)
+"""Cost of one execution in generated rollouts (e/g) at which compute is reported: an LLM agent's
+range, from a quick script (about the cost of writing it) to a training run of minutes against a
+generation batched on an inference engine."""
+WORLD_MODEL_COST = 1.0
+"""Cost of one world-model prediction in generated rollouts (w/g): an LLM world model reads the task
+and the program and writes a short prediction; a full generation's cost is a conservative bound
+(prompt processing is cheaper than decoding), so the ratios below understate WMRL's saving if anything."""
+COUNT_KEYS = {
+    "generated": "compute/generation_items",
+    "scored": "compute/world_model_items",
+    "executed": "compute/execution_items",
+}
+"""The ledger's counts (cumulative, from a run's last metrics record) that :func:`declared_compute` reads."""
+
+
+def declared_compute(
+    generated: float, scored: float, executed: float, execution_cost: float, world_model_cost: float = WORLD_MODEL_COST
+) -> float:
+    r"""A run's compute at declared costs, in units of one generated rollout (:math:`g = 1`):
+
+    .. math:: C = N_{\text{gen}} + w\,N_{\text{wm}} + e\,N_{\text{exec}}
+
+    with :math:`N_{\text{gen}}` rollouts generated, :math:`N_{\text{wm}}` rollouts scored by the
+    world model, :math:`N_{\text{exec}}` executions, :math:`e` = ``execution_cost`` and
+    :math:`w` = ``world_model_cost`` (both per item, in generations). Counts only: no wall time."""
+    if execution_cost < 0 or world_model_cost < 0:
+        raise ValueError(f"costs must be >= 0, got execution {execution_cost}, world model {world_model_cost}")
+    return float(generated) + world_model_cost * float(scored) + execution_cost * float(executed)
+
+
+def compute_at_cost_ratios(
+    counts: Mapping[str, Mapping[int, Mapping[str, float]]],
+    execution_costs: Sequence[float] = EXECUTION_COSTS,
+    world_model_cost: float = WORLD_MODEL_COST,
+) -> dict[str, Any]:
+    """``real``'s compute over each arm's for the same steps, per seed, at each execution cost.
+
+    ``counts[arm][seed]`` holds ``generated``, ``scored`` and ``executed`` (:data:`COUNT_KEYS`) at
+    the last step. Per arm and cost: the per-seed ratio :math:`C_{real}/C_{arm}` (paired by seed;
+    :func:`declared_compute`), its mean and 95 % t-interval over seeds. A ratio above 1 is less
+    compute than ``real`` for the same number of steps; whether the score is the same is the
+    endpoints' question, not this one's."""
+    real = counts.get(REFERENCE, {})
+    out: dict[str, Any] = {"execution_costs": list(execution_costs), "world_model_cost": world_model_cost, "arms": {}}
+    for arm, by_seed in counts.items():
+        rows = {}
+        for e in execution_costs:
+            ratios = {}
+            for seed, c in by_seed.items():
+                if seed not in real:
+                    continue
+                mine = declared_compute(c["generated"], c["scored"], c["executed"], e, world_model_cost)
+                theirs = declared_compute(real[seed]["generated"], real[seed]["scored"], real[seed]["executed"], e)
+                ratios[seed] = theirs / mine if mine > 0 else math.nan
+            rows[f"{e:g}"] = _paired(ratios)
+        out["arms"][arm] = rows
+    return out
+
+
+def live_and_measured_ratios(
+    live: Mapping[str, Mapping[int, float]], to_target: Mapping[str, Mapping[int, float | None]]
+) -> dict[str, Any]:
+    """The fusion's live predicted compute ratio against ``real`` (``value/ratio_vs_real``, mean
+    over a run's steps) beside the measured one: ``real``'s execution to the per-seed target over
+    the arm's, on the seeds where both reached it (the others are counted, not dropped)."""
+    real = to_target.get(REFERENCE, {})
+    out = {}
+    for arm, by_seed in live.items():
+        mine = to_target.get(arm, {})
+        measured = {
+            s: real[s] / mine[s] for s in mine if mine[s] and real.get(s) is not None and real[s] and mine[s] > 0
+        }
+        out[arm] = {
+            "live": _paired(dict(by_seed)),
+            "measured": _paired(measured),
+            "seeds_not_measured": sorted(s for s in by_seed if s not in measured),
+        }
     return out
 
 
@@ -310,6 +410,53 @@ def table(result: Mapping[str, Any], corpus_line: str) -> str:
         r = sec[arm]
         per = ", ".join(f"{s}: {_fmt(v, '.0f')}" for s, v in sorted(r["per_seed"].items()))
         lines.append(f"| {arm} | {r['reached']} of {r['seeds']} | {per} |")
+    if result.get("accounting"):
+        acc = result["accounting"]
+        costs = acc["execution_costs"]
+        lines += [
+            "",
+            "## Accounting: real's compute over each arm's for the same steps, at an LLM agent's cost ratios",
+            "",
+            f"Counts from each run's ledger, never wall time: C = generated + {acc['world_model_cost']:g} x scored by the",
+            "world model + e x executed, in generated rollouts (e = one execution's cost in generations). Above 1:",
+            "less compute than `real` for 32 steps. Whether the score is the same is the endpoints' question. The",
+            "W corpus's one-off cost is not in it (the line at the top).",
+            "",
+            "| arm | seeds | " + " | ".join(f"e = {e:g}" for e in costs) + " | final score − real (last step) |",
+            "|---|---|" + "---|" * len(costs) + "---|",
+        ]
+        finals = result.get("final_minus_real", {})
+        for arm, rows in acc["arms"].items():
+            cells = []
+            for e in costs:
+                r = rows[f"{e:g}"]
+                lo, hi = r["ci95"]
+                cells.append(f"{_fmt(r['mean'], '.2f')} [{_fmt(lo, '.2f')}, {_fmt(hi, '.2f')}]")
+            f = finals.get(arm)
+            seeds = max((rows[f"{e:g}"]["seeds"] for e in costs), default=0)
+            final = f"{_fmt(f['mean'])} [{_fmt(f['ci95'][0])}, {_fmt(f['ci95'][1])}]" if f else "-"
+            lines.append(f"| {arm} | {seeds} | " + " | ".join(cells) + f" | {final} |")
+        if acc.get("note"):
+            lines += ["", acc["note"]]
+    if result.get("live_ratio"):
+        lines += [
+            "",
+            "## The fusion's live predicted ratio beside the measured one",
+            "",
+            "Live: `value/ratio_vs_real`, mean over a run's steps (the fusion issue's figure, from the step's charged",
+            "costs, whose generation and world-model parts are wall time in this config: a diagnostic, not an",
+            "endpoint). Measured: real's execution to the per-seed target over the arm's, where both reached it.",
+            "",
+            "| arm | live (seeds) | measured (seeds) | seeds without a measured ratio |",
+            "|---|---|---|---|",
+        ]
+        for arm, r in result["live_ratio"].items():
+            lv, ms = r["live"], r["measured"]
+            lines.append(
+                f"| {arm} | {_fmt(lv['mean'], '.2f')} [{_fmt(lv['ci95'][0], '.2f')}, {_fmt(lv['ci95'][1], '.2f')}] "
+                f"({lv['seeds']}) | {_fmt(ms['mean'], '.2f')} [{_fmt(ms['ci95'][0], '.2f')}, "
+                f"{_fmt(ms['ci95'][1], '.2f')}] ({ms['seeds']}) | {', '.join(map(str, r['seeds_not_measured'])) or '-'} |"
+            )
     if result.get("world_model_on_anchors"):
         lines += [
             "",
