@@ -2,11 +2,20 @@
 
 import json
 import shutil
+import tarfile
 
 import pytest
 
 from wmrl_core.errors import ConfigError
-from wmrl_core.experiments.runner import Arm, as_arms, by_arm, check_settings, run_arms
+from wmrl_core.experiments.runner import (
+    Arm,
+    as_arms,
+    by_arm,
+    check_settings,
+    pack_unfinished,
+    run_arms,
+    unpack_unfinished,
+)
 from wmrl_core.metrics import read_metrics
 
 COMMON = ["steps=2", "eval.every=1", "eval.samples_per_task=4", "rollout.batch_tasks=4", "checkpoint.every=1"]
@@ -85,6 +94,44 @@ def test_an_archived_run_is_restored_on_a_wiped_machine_and_not_trained_again(sy
     assert again.restored and not again.trained and again.record == first.record
     with pytest.raises(ConfigError, match="samples: stored 4, now 8"):
         run_arms(synthetic_config, ARMS[:1], [0], runs_dir, **{**kw, "settings": {"samples": 8}})
+
+
+@pytest.mark.slow
+def test_a_packed_half_done_run_resumes_on_a_wiped_machine_and_its_pack_goes_once_finished(
+    synthetic_config, tmp_path, capsys
+):
+    archive, runs_dir = tmp_path / "archive", tmp_path / "runs"
+    run_arms(synthetic_config, ARMS[:1], [0], runs_dir, overrides=COMMON)  # 2 steps trained, nothing evaluated
+    (pack,) = pack_unfinished(runs_dir, archive)
+    assert pack == archive / "partial" / "real-seed0.tar.gz"
+    with tarfile.open(pack) as tar:
+        assert "real-seed0/checkpoints/last.pt" in tar.getnames()
+    shutil.rmtree(runs_dir)
+    longer = dict(overrides=[*COMMON, "steps=4"], evaluate=_final_reward, archive=archive)
+    (run,) = run_arms(synthetic_config, ARMS[:1], [0], runs_dir, **longer)
+    assert "real-seed0: resuming the half-done run packed in" in capsys.readouterr().out
+    assert run.trained and run.config.resume  # continued from step 2, not started again
+    steps = [r["step"] for r in read_metrics(run.run_dir) if "reward/train_mean" in r]
+    assert steps == sorted(set(steps)) and max(steps) == 4
+    assert not pack.exists() and (archive / "real-seed0" / "record.json").is_file()  # finished: the pack is gone
+    assert pack_unfinished(runs_dir, archive) == []  # nothing half-done is left to pack
+
+
+def test_unpack_keeps_a_newer_run_folder_and_refuses_a_foreign_pack(tmp_path):
+    archive, runs_dir = tmp_path / "archive", tmp_path / "runs"
+    (runs_dir / "real-seed0").mkdir(parents=True)
+    (runs_dir / "real-seed0" / "config.yaml").write_text("steps: 2\n")
+    (runs_dir / "real-seed0" / "record.json").write_text("{}\n")
+    (runs_dir / "wmrl-seed0").mkdir()
+    (runs_dir / "wmrl-seed0" / "config.yaml").write_text("steps: 2\n")
+    assert [p.name for p in pack_unfinished(runs_dir, archive)] == ["wmrl-seed0.tar.gz"]  # the evaluated one is done
+    assert not unpack_unfinished(archive, runs_dir, "wmrl-seed0")  # a folder already there is the newer state
+    shutil.rmtree(runs_dir / "wmrl-seed0")
+    assert unpack_unfinished(archive, runs_dir, "wmrl-seed0") and (runs_dir / "wmrl-seed0" / "config.yaml").is_file()
+    with tarfile.open(archive / "partial" / "real-seed1.tar.gz", "w:gz") as tar:
+        tar.add(runs_dir / "wmrl-seed0", arcname="wmrl-seed0")  # a pack named for one arm-seed holding another
+    with pytest.raises(ConfigError, match="not a pack of that arm-seed"):
+        unpack_unfinished(archive, runs_dir, "real-seed1")
 
 
 def test_an_untrained_arm_is_only_evaluated_and_report_only_returns_finished_runs(synthetic_config, tmp_path):

@@ -14,7 +14,9 @@ in its own run directory ``RUNS/<arm>-seed<seed>``. Run again with the same argu
   ``RUNS/settings.json`` (evaluation sizes, checkpoints: what is not in the training config);
 * with ``archive``, copies each finished arm-seed's small files (no checkpoint) to
   ``ARCHIVE/<arm>-seed<seed>`` and restores them into a run folder that lacks them, so that an
-  experiment longer than one machine's life continues on the next.
+  experiment longer than one machine's life continues on the next; a half-done arm-seed packed
+  by :func:`pack_unfinished` (checkpoints included) is unpacked into a missing run folder and
+  resumed, and its pack is deleted once the arm-seed is finished and archived.
 
 An optional ``evaluate(run) -> dict`` is called once per arm-seed after its training (or
 without training, for an arm with ``train=False``, e.g. the base policy); its JSON-able result
@@ -34,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import tarfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +53,10 @@ __all__ = [
     "as_arms",
     "by_arm",
     "check_settings",
+    "pack_unfinished",
+    "unpack_unfinished",
     "RECORD_FILE",
+    "PARTIAL_DIR",
     "ARCHIVED_FILES",
     "IGNORED_SETTINGS",
 ]
@@ -69,6 +75,8 @@ ARCHIVED_FILES = (
     RECORD_FILE,
 )
 """What of a finished arm-seed survives in an archive (no checkpoint: a few kB, fit for git)."""
+PARTIAL_DIR = "partial"
+"""Where in an archive :func:`pack_unfinished` keeps half-done arm-seeds, one ``<arm>-seed<seed>.tar.gz`` each."""
 IGNORED_SETTINGS = ("resume", "resume_allow_changes", "run_dir", "logging", "checkpoint")
 """Config keys (or whole sections) a finished arm-seed may differ in from what it would get now:
 where and how it was logged and checkpointed, not what it computed."""
@@ -194,6 +202,52 @@ def _read_json(path: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text())) if path.is_file() else {}
 
 
+def _pack_path(archive: Path, name: str) -> Path:
+    return archive / PARTIAL_DIR / f"{name}.tar.gz"
+
+
+def pack_unfinished(runs_dir: str | Path, archive: str | Path) -> list[Path]:
+    """Pack every half-done arm-seed of ``runs_dir`` into ``ARCHIVE/partial/<arm>-seed<seed>.tar.gz``.
+
+    Half-done: a run folder (``<arm>-seed<seed>``, with a ``config.yaml``) whose evaluation record
+    is missing and that the archive does not hold finished. The whole folder is packed, checkpoints
+    included, so that :func:`run_arms` on another machine resumes it where it stopped (its trainer
+    checks the stored settings) instead of starting it again. Written through a temporary file: an
+    interrupted pack leaves the previous one. Call it after stopping the experiment.
+
+    :return: the packs written, in name order.
+    """
+    runs_dir, archive = Path(runs_dir), Path(archive)
+    written = []
+    for folder in sorted(p for p in runs_dir.glob("*-seed*") if p.is_dir()):
+        if not (folder / "config.yaml").is_file() or (folder / RECORD_FILE).is_file():
+            continue
+        if (archive / folder.name / RECORD_FILE).is_file():
+            continue
+        pack = _pack_path(archive, folder.name)
+        pack.parent.mkdir(parents=True, exist_ok=True)
+        partial = pack.with_name(pack.name + ".partial")
+        with tarfile.open(partial, "w:gz") as tar:
+            tar.add(folder, arcname=folder.name)
+        partial.replace(pack)
+        written.append(pack)
+    return written
+
+
+def unpack_unfinished(archive: str | Path, runs_dir: str | Path, name: str) -> bool:
+    """Unpack ``ARCHIVE/partial/<name>.tar.gz`` into ``runs_dir`` when ``runs_dir/<name>`` does not
+    exist (a run folder already there is the newer state and is kept). Returns whether it unpacked."""
+    pack, target = _pack_path(Path(archive), name), Path(runs_dir) / name
+    if target.exists() or not pack.is_file():
+        return False
+    with tarfile.open(pack, "r:gz") as tar:
+        foreign = [m.name for m in tar.getmembers() if m.name != name and not m.name.startswith(name + "/")]
+        if foreign:
+            raise ConfigError(f"{pack} holds files outside {name}/ ({foreign[:3]}); it is not a pack of that arm-seed")
+        tar.extractall(Path(runs_dir), filter="data")
+    return True
+
+
 def run_arms(
     config: str | Path,
     arms: Mapping[str, Sequence[str] | None] | Iterable[Arm],
@@ -266,6 +320,12 @@ def run_arms(
                 return trained and (evaluate is None or (folder / RECORD_FILE).is_file())
 
             run = ArmRun(arm, seed, run_dir, cfg)
+            if archive is not None and reuse and not report_only and not finished(archive / run_dir.name):
+                if unpack_unfinished(archive, runs_dir, run_dir.name):
+                    print(
+                        f"[runner] {run_dir.name}: resuming the half-done run packed in {archive / PARTIAL_DIR}",
+                        flush=True,
+                    )
             if reuse and archive is not None and not finished(run_dir) and finished(archive / run_dir.name):
                 if has_checkpoint(run_dir / "checkpoints"):
                     raise ConfigError(
@@ -302,6 +362,7 @@ def run_arms(
             run.train_cpu_s = float(_read_json(run_dir / RUNNER_FILE).get("train_cpu_s", math.nan))
             if archive is not None and not run.restored and finished(run_dir):
                 _copy(run_dir, archive / run_dir.name, archived)
+                _pack_path(archive, run_dir.name).unlink(missing_ok=True)  # finished: the half-done pack is stale
             runs.append(run)
             if on_run is not None:
                 on_run(run)

@@ -78,3 +78,18 @@ def test_caches_round_trip_through_the_archive_and_never_overwrite_a_newer_one(t
     ee.restore_caches(archive, fresh_caches)  # a cache already in --runs is kept
     assert fresh_caches[0].read_text() == '{"key": "newer"}\n'
     ee.restore_caches(None, fresh_caches)  # no archive: nothing to do
+
+
+def test_pack_partial_packs_the_half_done_arm_seeds_and_the_caches(tmp_path, capsys):
+    runs, archive = tmp_path / "runs", tmp_path / "archive"
+    (runs / "real-seed1" / "checkpoints").mkdir(parents=True)
+    (runs / "real-seed1" / "config.yaml").write_text("steps: 32\n")
+    (runs / "real-seed1" / "checkpoints" / "last.pt").write_bytes(b"state")
+    (runs / "eval_cache.jsonl").write_text('{"key": "a"}\n')
+    assert ee.main(["--runs", str(runs), "--archive", str(archive), "--pack-partial"]) == 0
+    assert (archive / "partial" / "real-seed1.tar.gz").stat().st_size > 0
+    assert ee.archived_cache(archive, runs / "eval_cache.jsonl").is_file()
+    assert "1 half-done arm-seed(s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        ee.main(["--runs", str(runs), "--pack-partial"])
+    assert "--pack-partial needs --archive" in capsys.readouterr().err

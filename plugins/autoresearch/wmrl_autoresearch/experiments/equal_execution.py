@@ -35,7 +35,8 @@ same with or without it), again off for the uncached seeds. Charged training exe
 
 Resumable at every level: training resumes from its checkpoints, each evaluation is written to
 ``RUN_DIR/eval_stepNNN.json`` when done (an interrupted one replays its executed programs from the
-cache), finished arm-seeds are skipped; the config is frozen into ``RUNS/config.yaml`` and the
+cache), finished arm-seeds are skipped (``--pack-partial``, after stopping, packs the half-done ones
+and the caches into ``--archive``; the next start unpacks and resumes them); the config is frozen into ``RUNS/config.yaml`` and the
 evaluation settings into ``RUNS/settings.json`` at the first start, and other ones are refused.
 With ``--archive``, each finished arm-seed's small files (metrics, records, evaluations; no
 checkpoint) are copied there, to be committed, and restored into a later session's empty
@@ -64,7 +65,7 @@ import torch
 from wmrl_autoresearch.experiments import config_path
 from wmrl_autoresearch.experiments import equal_execution_analysis as analysis
 from wmrl_autoresearch.experiments import heldout_gain as hg
-from wmrl_core.experiments.runner import Arm, ArmRun, run_arms
+from wmrl_core.experiments.runner import Arm, ArmRun, pack_unfinished, run_arms
 from wmrl_core.metrics import read_metrics
 
 CONFIG = config_path("quickstart.yaml")
@@ -353,6 +354,18 @@ def analyse(args, runs: list[ArmRun]) -> str:
     return text
 
 
+def pack_partial(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--pack-partial``: what a stopped run did since its last finished arm-seed, into the archive."""
+    if args.archive is None:
+        parser.error("--pack-partial needs --archive (where the packs go, to be committed)")
+    packs = pack_unfinished(args.runs, args.archive)
+    archive_caches(args.archive, [args.cache or args.runs / "eval_cache.jsonl", args.runs / "train_cache.jsonl"])
+    for pack in packs:
+        print(f"[pack] {pack} ({pack.stat().st_size / 1e6:.1f} MB)", flush=True)
+    print(f"[pack] {len(packs)} half-done arm-seed(s) and the caches in {args.archive}; commit them", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None, prog: str = "wmrl experiment equal-execution") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=CONFIG, help="the main job's config")
@@ -366,7 +379,15 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment equal-execu
     parser.add_argument("--analyse", action="store_true", help="report the finished arm-seeds; run nothing")
     parser.add_argument("--quick", action="store_true", help="1 seed, 2 steps, 2 tasks x 2 programs, B=2 G=2")
     parser.add_argument("--override", nargs="*", default=[], help="extra key=value overrides of the base config")
+    parser.add_argument(
+        "--pack-partial",
+        action="store_true",
+        help="after stopping a run: pack its half-done arm-seeds (checkpoints included) and both caches into "
+        "--archive, to be committed; the next start on any machine unpacks and resumes them",
+    )
     args = parser.parse_args(argv)
+    if args.pack_partial:
+        return pack_partial(parser, args)
     args.plan = dict(QUICK if args.quick else FULL)
     args.samples, args.max_tasks = args.plan.pop("samples"), args.plan.pop("max_tasks", None)
     args.uncached_seeds = set(args.uncached_seeds)
