@@ -21,6 +21,8 @@ from wmrl_libero.runtime import libero_available
 from wmrl_core.testing import require
 
 SIX = range(6)
+ARMS = ["base", "noise_control", "real", "wmrl-progress", "raw-progress", "wmrl-partial-progress", "anchors-only"]
+"""The pre-registered arms, in run order."""
 TASK = 6  # LIBERO-10 task 6: the smallest object state (56), the fastest scene to build
 
 
@@ -87,15 +89,7 @@ def test_the_arms_and_the_preregistered_command_line():
     assert args.seeds == list(SIX) and args.steps == 24 and args.train_init == []
     assert "rollout.batch_tasks=4" in args.override and "rollout.group_size=4" in args.override
     arms = tr.arms(args)
-    assert list(arms) == [
-        "base",
-        "noise_control",
-        "real",
-        "wmrl-progress",
-        "raw-progress",
-        "wmrl-partial-progress",
-        "anchors-only",
-    ]
+    assert list(arms) == ARMS
     assert args.arms == list(arms)  # every arm runs by default, the anchors-only control among them
     assert arms["raw-progress"] == ["mode=world_model", "world_model.name=libero-progress"]  # raw: no anchors
     partial, full = arms["wmrl-partial-progress"], arms["wmrl-progress"]
@@ -165,15 +159,7 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     report = json.loads((tmp_path / "docs" / "transfer_resolving.json").read_text())
-    assert set(report["rates"]) == {
-        "base",
-        "noise_control",
-        "real",
-        "wmrl-progress",
-        "raw-progress",
-        "wmrl-partial-progress",
-        "anchors-only",
-    }
+    assert list(report["rates"]) == ARMS
     sim = {arm: v["0"] for arm, v in report["simulator_s"].items()}
     assert sim["base"] == sim["noise_control"] == 0.0
     assert min(sim["real"], sim["wmrl-progress"], sim["raw-progress"], sim["wmrl-partial-progress"]) > 0
