@@ -1,12 +1,18 @@
 """``wmrl experiment equal-execution --quick``: every arm end to end in real containers, the
 endpoints computed, and a second invocation that trains and evaluates nothing."""
 
+import argparse
 import json
 import subprocess
 import sys
 
 import pytest
+import torch
 from wmrl_autoresearch.experiments import equal_execution as ee
+from wmrl_autoresearch.experiments import heldout_gain as hg
+
+from wmrl_core.components import make_components
+from wmrl_core.plugins import build_registry
 
 COMMAND = [sys.executable, "-m", "wmrl_core.cli", "experiment", "equal-execution", "--quick"]
 
@@ -57,6 +63,30 @@ def test_quick_runs_every_arm_and_resumes_without_work(docker_ready, tmp_path):
     assert summary2["curves"] == summary["curves"]
     for cache in ("eval_cache.jsonl", "train_cache.jsonl"):  # the caches travel with the archive
         assert (tmp_path / "archive" / "caches" / f"{cache}.gz").stat().st_size > 0
+    # the evaluation's noise, measured: seed 0's initial policy again under fresh sampling noise
+    check = subprocess.run([*COMMAND, *paths, "--noise-check"], capture_output=True, text=True, timeout=600)
+    assert check.returncode == 0, check.stderr[-3000:]
+    assert "[noise] seed 0: shared" in check.stdout and (tmp_path / "archive" / "noise_check" / "seed0.json").is_file()
+    summary3 = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary3["this_invocation"] == {"trained": 0, "evaluations": 0}  # no arm trained or evaluated again
+    noise = summary3["evaluation_noise"]
+    assert noise["seeds"] == [0] and set(noise["per_seed"]) == {"0"}
+    shared = json.loads((tmp_path / "runs" / "real-seed0" / "eval_step000.json").read_text())
+    fresh = json.loads((tmp_path / "runs" / "noise_check" / "seed0.json").read_text())
+    assert fresh["sampling_seed"] == ee.EVAL_SEED + ee.FRESH_NOISE != shared["sampling_seed"]
+    assert "## The evaluation's noise, measured directly" in (tmp_path / "out" / "table.md").read_text()
+    # what the check evaluates is the seed's initial policy: the weights of its step-0 checkpoint
+    args = ee.eval_args(
+        argparse.Namespace(
+            config=tmp_path / "runs" / "config.yaml", uncached_seeds=set(), cache=None, samples=2, max_tasks=2
+        ),
+        0,
+    )
+    args.override = ["seed=0"]
+    pm = hg.plugin_manager()
+    rebuilt = make_components(hg.eval_config(args), build_registry(pm), pm).policy.state_dict()
+    kept = torch.load(tmp_path / "runs" / "real-seed0" / "checkpoints" / "step_000000.pt", weights_only=False)["policy"]
+    assert set(rebuilt) == set(kept) and all(torch.equal(rebuilt[k], kept[k]) for k in kept)
 
 
 def test_caches_round_trip_through_the_archive_and_never_overwrite_a_newer_one(tmp_path):

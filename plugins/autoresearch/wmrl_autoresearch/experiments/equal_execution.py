@@ -103,6 +103,12 @@ def arms(plan: dict[str, Any]) -> list[Arm]:
     return out
 
 
+FRESH_NOISE = 1000
+"""Offset of the evaluation-noise check's sampling seed (``EVAL_SEED + FRESH_NOISE + seed``): no
+evaluation of the benchmark draws from it (theirs are ``EVAL_SEED + seed``, seeds 0-5)."""
+NOISE_DIR = "noise_check"
+
+
 def eval_args(args, seed: int) -> argparse.Namespace:
     """What :func:`heldout_gain.evaluate_policy` reads: the frozen config, the evaluation size
     and the cache (``None`` for an uncached seed)."""
@@ -151,6 +157,47 @@ def evaluate_run(args, run: ArmRun, progress: dict[str, Any]) -> dict[str, Any]:
             flush=True,
         )
     return {"arm": run.arm.name, "seed": run.seed, "cached": run.seed not in args.uncached_seeds, "curve": curve}
+
+
+def noise_check_files(args) -> dict[int, Path]:
+    """The noise checks written so far, ``{seed: path}``: this run's, else the archive's."""
+    found: dict[int, Path] = {}
+    for folder in (args.archive / NOISE_DIR if args.archive is not None else None, args.runs / NOISE_DIR):
+        if folder is not None:
+            found.update({int(p.stem.removeprefix("seed")): p for p in folder.glob("seed*.json")})
+    return found
+
+
+def noise_check(args) -> dict[int, dict[str, Any]]:
+    """The evaluation's noise, measured directly (``/work/shared/EVIDENCE.md``): each seed's initial
+    policy (step 0, rebuilt from the frozen config at that seed: the same weights as its step-0
+    checkpoint) evaluated a second time, on the same 63 tasks x 4 programs, under fresh sampling
+    noise (``EVAL_SEED + FRESH_NOISE + seed``), beside its shared-noise evaluation (``real``'s
+    ``eval_step000.json``). Seeds whose step 0 is not evaluated yet are skipped. Each check is
+    written to ``RUNS/noise_check/seed<seed>.json`` (resumable) and copied to the archive.
+
+    :return: ``{seed: {"shared": summary, "fresh": summary}}`` (:func:`heldout_gain.summarize_eval`).
+    """
+    out = {}
+    kept = args.archive / NOISE_DIR if args.archive is not None else None
+    for seed in range(args.plan["seeds"]):
+        shared = args.runs / f"real-seed{seed}" / eval_file(0)
+        if not shared.is_file():
+            continue
+        path = args.runs / NOISE_DIR / f"seed{seed}.json"
+        if kept is not None and (kept / path.name).is_file() and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(kept / path.name, path)
+        check = eval_args(args, seed)
+        check.override = [f"seed={seed}"]  # the initial policy of this seed
+        label = f"noise check seed {seed} step 0"
+        fresh = hg.evaluate_policy(check, None, EVAL_SEED + FRESH_NOISE + seed, path, label)
+        if kept is not None:
+            kept.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, kept / path.name)
+        out[seed] = {"shared": hg.summarize_eval(json.loads(shared.read_text())), "fresh": hg.summarize_eval(fresh)}
+        print(f"[noise] seed {seed}: shared {out[seed]['shared']['mean']:.3f}, fresh {out[seed]['fresh']['mean']:.3f}")
+    return out
 
 
 def w_corpus_cost() -> dict[str, Any]:
@@ -331,6 +378,15 @@ def analyse(args, runs: list[ArmRun]) -> str:
             if arm.startswith("wmrl_") and by_seed  # the arms whose world model learns from the anchors
         }
     )
+    shared = {
+        s: folders.get(("real", s), args.runs / f"real-seed{s}") / eval_file(0) for s in range(args.plan["seeds"])
+    }
+    checks = {s: path for s, path in noise_check_files(args).items() if shared[s].is_file()}
+    if checks:
+        result["evaluation_noise"] = analysis.evaluation_noise(
+            {s: hg.summarize_eval(json.loads(shared[s].read_text())) for s in checks},
+            {s: hg.summarize_eval(json.loads(path.read_text())) for s, path in checks.items()},
+        )
     result["accounting"] = accounting(folders)
     result["live_ratio"] = analysis.live_and_measured_ratios(
         {
@@ -385,9 +441,17 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment equal-execu
         help="after stopping a run: pack its half-done arm-seeds (checkpoints included) and both caches into "
         "--archive, to be committed; the next start on any machine unpacks and resumes them",
     )
+    parser.add_argument(
+        "--noise-check",
+        action="store_true",
+        help="measure the evaluation's noise directly: each seed's initial policy evaluated again under fresh "
+        "sampling noise (252 executions a seed; trains and evaluates no arm), then the report",
+    )
     args = parser.parse_args(argv)
     if args.pack_partial:
         return pack_partial(parser, args)
+    if args.noise_check:
+        args.analyse = True  # train and evaluate no arm: only the noise check executes
     args.plan = dict(QUICK if args.quick else FULL)
     args.samples, args.max_tasks = args.plan.pop("samples"), args.plan.pop("max_tasks", None)
     args.uncached_seeds = set(args.uncached_seeds)
@@ -397,6 +461,8 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment equal-execu
     args.invocation = {"trained": 0, "evaluations": 0}
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
     runs = run(args)
+    if args.noise_check:
+        noise_check(args)
     analyse(args, runs)
     return 0
 

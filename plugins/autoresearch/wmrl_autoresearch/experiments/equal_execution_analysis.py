@@ -57,6 +57,7 @@ __all__ = [
     "declared_compute",
     "compute_at_cost_ratios",
     "live_and_measured_ratios",
+    "evaluation_noise",
     "write_report",
 ]
 
@@ -282,6 +283,32 @@ def compute_at_cost_ratios(
     return out
 
 
+def evaluation_noise(
+    shared: Mapping[int, Mapping[str, float]], fresh: Mapping[int, Mapping[str, float]]
+) -> dict[str, Any]:
+    r"""The evaluation's noise measured directly: one policy per seed evaluated twice, under the
+    shared and under fresh sampling noise (``{seed: {"mean", "se"}}`` each).
+
+    With :math:`e_s` = fresh − shared, ``sd`` is :math:`s_e`, the spread of a difference of two
+    evaluations of one policy with independent noise, and ``resolution95`` is
+    :math:`t_{0.975,\,n-1}\, s_e/\sqrt n`, the half-width the evaluation alone gives a mean
+    difference over :math:`n` seeds (paired arms share their noise, so theirs can only be smaller).
+    ``predicted_sd`` is what the bootstrap standard errors predict for :math:`s_e`:
+    :math:`\sqrt{\overline{se_{shared}^2 + se_{fresh}^2}}` over the seeds."""
+    seeds = sorted(set(shared) & set(fresh))
+    e = {s: float(fresh[s]["mean"]) - float(shared[s]["mean"]) for s in seeds}
+    _, half = mean_t_interval(list(e.values()))
+    sd = float(np.std(list(e.values()), ddof=1)) if len(e) > 1 else math.nan
+    predicted = [float(shared[s]["se"]) ** 2 + float(fresh[s]["se"]) ** 2 for s in seeds]
+    return {
+        "seeds": seeds,
+        "per_seed": e,
+        "sd": sd,
+        "resolution95": half if len(e) > 1 else math.nan,
+        "predicted_sd": float(np.sqrt(np.mean(predicted))) if predicted else math.nan,
+    }
+
+
 def live_and_measured_ratios(
     live: Mapping[str, Mapping[int, float]], to_target: Mapping[str, Mapping[int, float | None]]
 ) -> dict[str, Any]:
@@ -457,6 +484,18 @@ def table(result: Mapping[str, Any], corpus_line: str) -> str:
                 f"({lv['seeds']}) | {_fmt(ms['mean'], '.2f')} [{_fmt(ms['ci95'][0], '.2f')}, "
                 f"{_fmt(ms['ci95'][1], '.2f')}] ({ms['seeds']}) | {', '.join(map(str, r['seeds_not_measured'])) or '-'} |"
             )
+    if result.get("evaluation_noise"):
+        n = result["evaluation_noise"]
+        per = ", ".join(f"{s}: {_fmt(v)}" for s, v in sorted(n["per_seed"].items()))
+        lines += [
+            "",
+            "## The evaluation's noise, measured directly",
+            "",
+            "Each seed's initial policy evaluated again under fresh sampling noise (fresh − shared, per seed: "
+            f"{per}): sd {_fmt(n['sd'], '.3f')} (the bootstrap standard errors predict {_fmt(n['predicted_sd'], '.3f')}); "
+            f"the evaluation alone gives a mean difference over these {len(n['seeds'])} seeds ±{_fmt(n['resolution95'], '.3f')} "
+            "(95 % t) with independent noise, less for arms that share their noise.",
+        ]
     if result.get("world_model_on_anchors"):
         lines += [
             "",
