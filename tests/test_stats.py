@@ -10,6 +10,7 @@ from wmrl_core.experiments.stats import (
     mean_ci95,
     mean_t_interval,
     paired_bootstrap_se,
+    repeated_evaluation_noise,
     stratified_standard_error,
     wilson_interval,
     within_group_auroc,
@@ -120,3 +121,24 @@ def test_auroc_by_hand():
     assert auroc([1, 1, 0, 0], [0.1, 0.2, 0.8, 0.9]) == 0.0
     assert auroc([1, 0, 0], [0.5, 0.5, 0.1]) == pytest.approx(0.75)  # one win, one tie of two pairs
     assert math.isnan(auroc([1, 1], [0.1, 0.2]))
+
+
+def test_repeated_evaluation_noise_reads_one_policy_evaluated_twice():
+    shared = {0: 0.40, 1: 0.42, 2: 0.38}
+    fresh = {0: 0.41, 1: 0.40, 2: 0.39, 3: 0.5}
+    se_shared, se_fresh = {0: 0.01, 1: 0.02, 2: 0.01}, {0: 0.01, 1: 0.02, 2: 0.02, 3: 0.0}
+    n = repeated_evaluation_noise(shared, fresh, se_shared, se_fresh)  # seed 3 has no shared evaluation: left out
+    assert n["seeds"] == [0, 1, 2]
+    assert n["per_seed"] == {0: pytest.approx(0.01), 1: pytest.approx(-0.02), 2: pytest.approx(0.01)}
+    assert n["mean"] == pytest.approx(0.0)
+    assert n["sd"] == pytest.approx(math.sqrt(0.0003))  # (0.01² + 0.02² + 0.01²) / 2, mean 0
+    assert n["resolution95"] == pytest.approx(4.302653 * math.sqrt(0.0003) / math.sqrt(3), rel=1e-5)
+    assert n["predicted_sd"] == pytest.approx(math.sqrt((0.0002 + 0.0008 + 0.0005) / 3))
+
+
+def test_repeated_evaluation_noise_measures_no_spread_from_one_seed_or_without_standard_errors():
+    one = repeated_evaluation_noise({0: 0.40}, {0: 0.41}, {0: 0.01}, {0: 0.01})
+    assert one["per_seed"] == {0: pytest.approx(0.01)}
+    assert math.isnan(one["sd"]) and math.isnan(one["resolution95"])
+    six = repeated_evaluation_noise({s: 0.5 for s in range(6)}, {s: 0.5 + 0.01 * (s % 2) for s in range(6)})
+    assert six["sd"] > 0 and math.isnan(six["predicted_sd"])

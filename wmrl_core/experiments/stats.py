@@ -5,6 +5,8 @@ r"""The statistics every experiment reports, in one place.
 * :func:`stratified_standard_error`: the standard error of an evaluation's mean when the tasks
   are fixed and only the sampling of solutions within each task is noise.
 * :func:`wilson_interval`: a success rate's interval (scipy's Wilson score interval).
+* :func:`repeated_evaluation_noise`: the evaluation's own noise, measured by evaluating one
+  policy twice per seed under independent sampling noise.
 * :func:`paired_bootstrap_se`: the standard error of a weighted sum of means, resampling the
   same indices for every term, so that what two evaluations share cancels in their difference.
 * :func:`within_group_spearman`, :func:`within_group_auroc`, :func:`auroc`: how well scores
@@ -25,7 +27,7 @@ varied ones; counting them as "no ranking" keeps Spearman and AUROC on the same 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -33,6 +35,7 @@ import numpy as np
 __all__ = [
     "mean_ci95",
     "mean_t_interval",
+    "repeated_evaluation_noise",
     "stratified_standard_error",
     "wilson_interval",
     "paired_bootstrap_se",
@@ -60,6 +63,40 @@ def mean_t_interval(values: Sequence[float | None], confidence: float = 0.95) ->
         return float(v[0]), 0.0
     half = stats.t.ppf((1 + confidence) / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
     return float(v.mean()), float(half)
+
+
+def repeated_evaluation_noise(
+    shared: Mapping[Any, float],
+    fresh: Mapping[Any, float],
+    shared_se: Mapping[Any, float] | None = None,
+    fresh_se: Mapping[Any, float] | None = None,
+) -> dict[str, Any]:
+    r"""The evaluation's noise measured directly: one policy per seed evaluated twice, under the
+    noise the arms share and under fresh noise (``{seed: score}`` each; seeds in both are used).
+
+    With :math:`e_s` = fresh − shared, ``sd`` is :math:`s_e`, the spread of a difference of two
+    evaluations of one policy with independent noise, and ``resolution95`` is
+    :math:`t_{0.975,\,n-1}\, s_e/\sqrt n`, the half-width the evaluation alone gives a mean
+    difference over :math:`n` seeds (paired arms share their noise, so theirs can only be smaller).
+    Both are NaN with fewer than two seeds: one difference measures no spread.
+    ``predicted_sd``, given each evaluation's own standard error, is what those predict for
+    :math:`s_e`: :math:`\sqrt{\overline{se_{shared}^2 + se_{fresh}^2}}` over the seeds (else NaN)."""
+    seeds = sorted(set(shared) & set(fresh))
+    e = {s: float(fresh[s]) - float(shared[s]) for s in seeds}
+    mean, half = mean_t_interval(list(e.values()))
+    several = len(e) > 1
+    sd = float(np.std(list(e.values()), ddof=1)) if several else math.nan
+    predicted = math.nan
+    if seeds and shared_se is not None and fresh_se is not None:
+        predicted = float(np.sqrt(np.mean([float(shared_se[s]) ** 2 + float(fresh_se[s]) ** 2 for s in seeds])))
+    return {
+        "seeds": seeds,
+        "per_seed": e,
+        "mean": mean,
+        "sd": sd,
+        "resolution95": half if several else math.nan,
+        "predicted_sd": predicted,
+    }
 
 
 def mean_ci95(values: Sequence[float | None]) -> tuple[float, float]:

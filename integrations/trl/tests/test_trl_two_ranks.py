@@ -24,7 +24,13 @@ def test_two_ranks_agree(tiny_qwen2, tmp_path):
         *("--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"),
         *(str(script), str(tiny_qwen2), str(tmp_path)),
     ]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired as exc:
+        written = sorted(p.name for p in tmp_path.glob("rank*.json"))
+        tail = exc.stderr or b""  # bytes even with text=True
+        tail = (tail.decode(errors="replace") if isinstance(tail, bytes) else tail)[-3000:]
+        pytest.fail(f"the two ranks did not exit within 600 s; rank files written: {written}\n{tail}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     a, b = ranks

@@ -171,24 +171,3 @@ def test_live_ratio_beside_the_measured_one_counts_seeds_without_it():
     assert out["live"]["mean"] == pytest.approx(1.0) and out["live"]["seeds"] == 3
     assert out["measured"]["per_seed"] == {0: pytest.approx(2.5)}  # seed 1: real has no target; seed 2: not reached
     assert out["seeds_not_measured"] == [1, 2]
-
-
-def test_evaluation_noise_reads_one_policy_evaluated_twice():
-    shared = {0: {"mean": 0.40, "se": 0.01}, 1: {"mean": 0.42, "se": 0.02}, 2: {"mean": 0.38, "se": 0.01}}
-    fresh = {
-        0: {"mean": 0.41, "se": 0.01},
-        1: {"mean": 0.40, "se": 0.02},
-        2: {"mean": 0.39, "se": 0.02},
-        3: {"mean": 0.5, "se": 0.0},
-    }
-    n = an.evaluation_noise(shared, fresh)  # seed 3 has no shared evaluation: left out
-    assert n["seeds"] == [0, 1, 2] and n["per_seed"] == {
-        0: pytest.approx(0.01),
-        1: pytest.approx(-0.02),
-        2: pytest.approx(0.01),
-    }
-    assert n["sd"] == pytest.approx(math.sqrt(0.0003))  # (0.01² + 0.02² + 0.01²) / 2, mean 0
-    assert n["resolution95"] == pytest.approx(4.302653 * math.sqrt(0.0003) / math.sqrt(3), rel=1e-5)
-    assert n["predicted_sd"] == pytest.approx(math.sqrt((0.0002 + 0.0008 + 0.0005) / 3))
-    one = an.evaluation_noise({0: shared[0]}, {0: fresh[0]})
-    assert math.isnan(one["sd"]) and math.isnan(one["resolution95"])  # one seed: no spread measured

@@ -6,13 +6,11 @@ import math
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 from wmrl_libero.experiments import transfer_resolving as tr
 from wmrl_libero.experiments.resolving_analysis import (
     BASE_HELDOUT_SUCCESS,
     compute_floor,
-    measured_evaluation_noise,
     paired_difference,
     select_tasks,
 )
@@ -50,15 +48,6 @@ def test_paired_difference_ignores_the_order_of_seeds():
     arm, control = {s: 0.4 + 0.03 * s for s in SIX}, {s: 0.42 for s in SIX}
     shuffled = {s: arm[s] for s in (3, 1, 5, 0, 4, 2)}
     assert paired_difference(arm, control)["ci_half"] == paired_difference(shuffled, control)["ci_half"]
-
-
-def test_measured_evaluation_noise_reads_the_base_twice():
-    shared = {s: 0.5 for s in SIX}
-    fresh = {s: 0.5 + e for s, e in zip(SIX, (0.02, -0.02, 0.03, -0.03, 0.0, 0.0))}
-    n = measured_evaluation_noise(shared, fresh)
-    sd = float(np.std([0.02, -0.02, 0.03, -0.03, 0.0, 0.0], ddof=1))
-    assert n["sd"] == pytest.approx(sd) and n["mean"] == pytest.approx(0.0)
-    assert n["resolution95"] == pytest.approx(2.570582 * sd / math.sqrt(6), rel=1e-5)
 
 
 def _floor(partial, sim_partial, real_learns=True):

@@ -66,6 +66,7 @@ from wmrl_autoresearch.experiments import config_path
 from wmrl_autoresearch.experiments import equal_execution_analysis as analysis
 from wmrl_autoresearch.experiments import heldout_gain as hg
 from wmrl_core.experiments.runner import Arm, ArmRun, pack_unfinished, run_arms
+from wmrl_core.experiments.stats import repeated_evaluation_noise
 from wmrl_core.metrics import read_metrics
 
 CONFIG = config_path("quickstart.yaml")
@@ -383,9 +384,13 @@ def analyse(args, runs: list[ArmRun]) -> str:
     }
     checks = {s: path for s, path in noise_check_files(args).items() if shared[s].is_file()}
     if checks:
-        result["evaluation_noise"] = analysis.evaluation_noise(
-            {s: hg.summarize_eval(json.loads(shared[s].read_text())) for s in checks},
-            {s: hg.summarize_eval(json.loads(path.read_text())) for s, path in checks.items()},
+        before = {s: hg.summarize_eval(json.loads(shared[s].read_text())) for s in checks}
+        again = {s: hg.summarize_eval(json.loads(path.read_text())) for s, path in checks.items()}
+        result["evaluation_noise"] = repeated_evaluation_noise(
+            shared={s: v["mean"] for s, v in before.items()},
+            fresh={s: v["mean"] for s, v in again.items()},
+            shared_se={s: v["se"] for s, v in before.items()},
+            fresh_se={s: v["se"] for s, v in again.items()},
         )
     result["accounting"] = accounting(folders)
     result["live_ratio"] = analysis.live_and_measured_ratios(

@@ -57,7 +57,6 @@ __all__ = [
     "declared_compute",
     "compute_at_cost_ratios",
     "live_and_measured_ratios",
-    "evaluation_noise",
     "write_report",
 ]
 
@@ -281,32 +280,6 @@ def compute_at_cost_ratios(
             rows[f"{e:g}"] = _paired(ratios)
         out["arms"][arm] = rows
     return out
-
-
-def evaluation_noise(
-    shared: Mapping[int, Mapping[str, float]], fresh: Mapping[int, Mapping[str, float]]
-) -> dict[str, Any]:
-    r"""The evaluation's noise measured directly: one policy per seed evaluated twice, under the
-    shared and under fresh sampling noise (``{seed: {"mean", "se"}}`` each).
-
-    With :math:`e_s` = fresh − shared, ``sd`` is :math:`s_e`, the spread of a difference of two
-    evaluations of one policy with independent noise, and ``resolution95`` is
-    :math:`t_{0.975,\,n-1}\, s_e/\sqrt n`, the half-width the evaluation alone gives a mean
-    difference over :math:`n` seeds (paired arms share their noise, so theirs can only be smaller).
-    ``predicted_sd`` is what the bootstrap standard errors predict for :math:`s_e`:
-    :math:`\sqrt{\overline{se_{shared}^2 + se_{fresh}^2}}` over the seeds."""
-    seeds = sorted(set(shared) & set(fresh))
-    e = {s: float(fresh[s]["mean"]) - float(shared[s]["mean"]) for s in seeds}
-    _, half = mean_t_interval(list(e.values()))
-    sd = float(np.std(list(e.values()), ddof=1)) if len(e) > 1 else math.nan
-    predicted = [float(shared[s]["se"]) ** 2 + float(fresh[s]["se"]) ** 2 for s in seeds]
-    return {
-        "seeds": seeds,
-        "per_seed": e,
-        "sd": sd,
-        "resolution95": half if len(e) > 1 else math.nan,
-        "predicted_sd": float(np.sqrt(np.mean(predicted))) if predicted else math.nan,
-    }
 
 
 def live_and_measured_ratios(

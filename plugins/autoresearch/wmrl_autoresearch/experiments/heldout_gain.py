@@ -45,6 +45,7 @@ cannot mix two settings in one result; ``--samples`` and ``--max-tasks`` are kep
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import time
@@ -106,7 +107,11 @@ class _NoiseArmPlugin:
         )
 
 
+@functools.cache
 def plugin_manager():
+    """The installed plugins and the noise arm's environment, loaded once per process: an
+    experiment runs for hours, and entry points re-read at each evaluation would pick up (and can
+    fail on) a package installed while it runs."""
     return get_plugin_manager(extra_plugins=[_NoiseArmPlugin()])
 
 

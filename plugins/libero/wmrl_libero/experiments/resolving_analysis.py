@@ -19,7 +19,6 @@ __all__ = [
     "PAPER_TABLE3",
     "select_tasks",
     "paired_difference",
-    "measured_evaluation_noise",
     "compute_floor",
 ]
 
@@ -62,20 +61,6 @@ def paired_difference(
         "upper": mean + half,
         "above_zero": bool(mean - half > 0) if complete else None,
     }
-
-
-def measured_evaluation_noise(shared: Mapping[int, float], fresh: Mapping[int, float]) -> dict[str, Any]:
-    r"""The evaluation's own noise, measured: one policy (the base) evaluated twice per seed, under
-    the shared evaluation noise and under fresh noise. With :math:`e_s` = fresh minus shared,
-    ``sd`` is :math:`s_e` (the spread of a difference of two evaluations of one policy; 200 episodes
-    each) and ``resolution95`` is :math:`t_{0.975,\,n-1}\, s_e / \sqrt n`: the half-width a
-    mean difference over these ``n`` seeds would have from the evaluation alone, with independent
-    noise. Shared noise between arms can only make the paired arms' noise smaller."""
-    seeds = sorted(set(shared) & set(fresh))
-    e = [float(fresh[s]) - float(shared[s]) for s in seeds]
-    mean, half = mean_t_interval(e)
-    sd = float(np.std(e, ddof=1)) if len(e) > 1 else math.nan
-    return {"seeds": seeds, "per_seed": e, "mean": mean, "sd": sd, "resolution95": half}
 
 
 def compute_floor(

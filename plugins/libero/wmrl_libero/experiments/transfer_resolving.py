@@ -43,13 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_core.experiments.runner import ArmRun, run_arms
+from wmrl_core.experiments.stats import repeated_evaluation_noise
 from wmrl_core.metrics import read_metrics
 from wmrl_libero.experiments import transfer
 from wmrl_libero.experiments.resolving_analysis import (
     BASE_HELDOUT_SUCCESS,
     PAPER_TABLE3,
     compute_floor,
-    measured_evaluation_noise,
     paired_difference,
     select_tasks,
 )
@@ -255,8 +255,8 @@ def analyse(results: dict[str, dict[int, dict[str, Any]]], seeds_required: int =
         "minus_control": learning,
         "pattern": pattern,
         "world_model_credit": credit,
-        "evaluation_noise": measured_evaluation_noise(
-            _rates(results, "base"), _rates(results, "base", "heldout_fresh")
+        "evaluation_noise": repeated_evaluation_noise(
+            shared=_rates(results, "base"), fresh=_rates(results, "base", "heldout_fresh")
         ),
         "floor": floor,
     }
