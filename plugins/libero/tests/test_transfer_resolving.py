@@ -44,6 +44,14 @@ def test_paired_difference_is_a_t_interval_over_seeds():
     assert paired_difference({0: 0.6}, {0: 0.5})["above_zero"] is None  # one seed of six decides nothing
 
 
+def test_one_seed_is_reported_without_an_interval():
+    one = paired_difference({0: 0.6}, {0: 0.5})
+    assert one["ci_half"] == 0.0  # the t-interval of one value has no measurable spread ...
+    assert tr._pm(one) == "+10.0 (one seed, no interval)"  # ... so the page shows none, not "± 0.0"
+    two = tr._pm(paired_difference({0: 0.6, 1: 0.7}, {0: 0.5, 1: 0.602}))  # d = 0.100, 0.098
+    assert two == "+9.9 ± 1.3 [+8.6, +11.2]"  # t_{0.975,1} = 12.706, sd 0.0014
+
+
 def test_paired_difference_ignores_the_order_of_seeds():
     arm, control = {s: 0.4 + 0.03 * s for s in SIX}, {s: 0.42 for s in SIX}
     shuffled = {s: arm[s] for s in (3, 1, 5, 0, 4, 2)}

@@ -263,7 +263,13 @@ def analyse(results: dict[str, dict[int, dict[str, Any]]], seeds_required: int =
 
 
 def _pm(d: dict[str, Any]) -> str:
+    if len(d["seeds"]) < 2:  # one difference measures no spread: no interval, rather than one of zero width
+        return f"{100 * d['mean']:+.1f} (one seed, no interval)" if d["seeds"] else "-"
     return f"{100 * d['mean']:+.1f} ± {100 * d['ci_half']:.1f} [{100 * d['lower']:+.1f}, {100 * d['upper']:+.1f}]"
+
+
+def _points(x: float, spec: str = ".1f") -> str:
+    return "n/a" if math.isnan(x) else format(100 * x, spec)
 
 
 def markdown(result: dict[str, Any], meta: dict[str, Any]) -> str:
@@ -311,8 +317,8 @@ def markdown(result: dict[str, Any], meta: dict[str, Any]) -> str:
     f = result["floor"]
     lines += [
         "",
-        f"Evaluation noise, measured (base, fresh minus shared noise, per seed): sd {100 * n['sd']:.1f} points; "
-        f"resolution of a mean over the seeds ±{100 * n['resolution95']:.1f}.",
+        f"Evaluation noise, measured (base, fresh minus shared noise, per seed): sd {_points(n['sd'])} points; "
+        f"resolution of a mean over the seeds ±{_points(n['resolution95'])}.",
         "",
         f"Compute floor: {f['verdict']} (floor checkpoint minus `real`'s final: "
         f"{_pm(f['minus_real']) if f['minus_real']['seeds'] else '-'}; simulation ratio {f['simulation_ratio']:.2f}x).",
