@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -83,6 +84,38 @@ def test_ar_wants_preimport_reads_imports_only():
     assert not wants_preimport("import numpy\nprint('pandas')\n")
     assert not wants_preimport("from . import pandas\n")  # relative: not the library
     assert not wants_preimport("import pandas(\n")  # a syntax error: Python reports it, in a plain run
+
+
+class _FreedByTheCollector:
+    def __init__(self):
+        self.cycle = self  # only the cyclic collector frees it: mid-parse, on whichever thread
+
+    def __del__(self):
+        sum(range(50))  # Python code in a finalizer: where the interpreter may switch threads
+
+
+def test_ar_wants_preimport_is_safe_on_the_pool_threads():
+    # unguarded, CPython 3.11.7 fails this every time (5 of 5 tries; one thread alone, 0 errors in 600
+    # parses); the error also hit one sandbox run of the equal-execution benchmark
+    script = "\n".join(f"def f{i}(x):\n    return [a for a in (x, (x, (x, [x])))]" for i in range(300))
+    script += "\nimport pandas\n"
+    errors, answers = [], []
+
+    def parse_many():
+        for _ in range(15):
+            junk = [_FreedByTheCollector() for _ in range(50)]
+            del junk
+            try:
+                answers.append(wants_preimport(script))
+            except SystemError as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=parse_many) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and answers == [True] * 90
 
 
 @pytest.mark.filterwarnings("ignore:wmrl-autoresearch. LocalProcessSandbox is NOT ISOLATED")

@@ -24,6 +24,7 @@ whether its container was warm or not; others run as ``python3 /code/solution.py
 from __future__ import annotations
 
 import ast
+import threading
 
 __all__ = [
     "FIFO_NAME",
@@ -119,13 +120,20 @@ def runner_argv(fifo: str, script: str, modules=PREIMPORT_MODULES) -> list[str]:
     return ["python3", "-c", RUNNER_SOURCE, fifo, script, ",".join(modules), READY_MARKER.decode()]
 
 
+_AST_LOCK = threading.Lock()
+"""CPython 3.11 counts the AST constructor's recursion depth in interpreter-wide state, so two
+threads parsing at once (the sandbox pool's) can fail with ``SystemError: AST constructor recursion
+depth mismatch`` (python/cpython#106905); one parse at a time avoids it."""
+
+
 def wants_preimport(script: str) -> bool:
     """Whether ``script`` imports pandas or scikit-learn (``import``/``from`` statements, any depth).
 
     A script that does not parse is not run by the runner (Python reports its syntax error).
     """
     try:
-        tree = ast.parse(script)
+        with _AST_LOCK:
+            tree = ast.parse(script)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     for node in ast.walk(tree):
