@@ -15,7 +15,7 @@ from wmrl_core.experiments.noise import NoiseWorldModel
 from wmrl_core.grpo import entropy_bonus, rollout_entropy
 from wmrl_core.metrics import read_metrics
 from wmrl_core.plugins import build_registry, get_plugin_manager
-from wmrl_core.progress import TrainingProgress
+from wmrl_core.progress import SHOWN, TrainingProgress
 from wmrl_core.synthetic.policy import TabularSoftmaxPolicy
 from wmrl_core.trainer import train
 from wmrl_core.types import Task
@@ -161,6 +161,10 @@ def test_progress_is_a_plain_line_per_step_in_a_log_file():
     progress.update(3, {"reward/train_mean": 0.59, "policy/entropy": float("nan"), "compute/total_s": 832.0})
     progress.close()
     assert log.getvalue() == "real: step 3/12 reward=0.59 compute_s=832\n"  # NaN left out
+    wide = io.StringIO()  # every shown metric: longer than a log console's 80 columns, still one line
+    full = {key: 1234.5678 for key, _ in SHOWN}
+    TrainingProgress(total=12, label="wmrl", console=Console(file=wide, force_terminal=False)).update(3, full)
+    assert wide.getvalue().count("\n") == 1 and len(wide.getvalue()) > 80
     silent = io.StringIO()
     TrainingProgress(total=2, enabled=False, console=Console(file=silent)).update(1, {"reward/train_mean": 1.0})
     assert silent.getvalue() == ""

@@ -53,6 +53,17 @@ def test_reuse_false_trains_again_from_scratch(synthetic_config, tmp_path):
     assert again[0].trained and len([r for r in read_metrics(again[0].run_dir) if r["step"] > 0]) == 2
 
 
+def test_progress_names_the_arm_seed_then_shows_each_step_and_is_off_by_default(synthetic_config, tmp_path, capsys):
+    short = [*COMMON, "eval.every=0"]
+    (run,) = run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=short, progress=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "[runner] real-seed0: training"
+    assert [line.split()[:3] for line in lines[1:]] == [["real:", "step", "1/2"], ["real:", "step", "2/2"]]
+    assert run.config.logging.progress
+    (again,) = run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=short, report_only=True)
+    assert not again.config.logging.progress  # the default, for experiments of many short runs
+
+
 @pytest.mark.slow
 def test_a_half_done_run_resumes_from_its_checkpoint(synthetic_config, tmp_path):
     run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=COMMON)

@@ -63,7 +63,9 @@ class TrainingProgress:
     def update(self, step: int, record: dict[str, Any]) -> None:
         info = progress_info(record)
         if self._console is not None:
-            self._console.print(f"{self.label}: step {step}/{self.total} {info}".rstrip(), highlight=False)
+            self._console.print(
+                f"{self.label}: step {step}/{self.total} {info}".rstrip(), highlight=False, soft_wrap=True
+            )
             self._console.file.flush()
         elif self._progress is not None:
             self._progress.update(self._task, completed=step, info=info)

@@ -264,11 +264,12 @@ def run_arms(
     ignore: Sequence[str] = (),
     report_only: bool = False,
     plugin_manager: Callable[[], Any] | None = None,
+    progress: bool = False,
 ) -> list[ArmRun]:
     """Train (and evaluate) every arm for every seed, seeds outer, arms inner.
 
     Each run's config is ``config`` with ``[*overrides, *arm.overrides, seed=S, run_dir=D,
-    logging.progress=false]`` (plus ``resume=true`` when ``D`` holds a checkpoint to continue).
+    logging.progress=P]`` (plus ``resume=true`` when ``D`` holds a checkpoint to continue).
 
     :param config: the base YAML config.
     :param arms: :class:`Arm` s, or ``{name: overrides}`` with ``None`` for an untrained arm.
@@ -290,6 +291,8 @@ def run_arms(
     :param report_only: train and evaluate nothing; return the arm-seeds already finished.
     :param plugin_manager: a factory of the plugin manager every training uses (extra plugins);
         default: the installed plugins.
+    :param progress: ``P``: each training shows its steps (a line each in a log file), after a line
+        naming the arm-seed; for experiments of few long arm-seeds, off for many short ones.
     :return: one :class:`ArmRun` per finished arm-seed, in run order.
     :raises ConfigError: a finished arm-seed's stored config, or the stored ``settings``, differ
         from this call's; an arm-seed is half-done in ``runs_dir`` and finished in the archive.
@@ -312,7 +315,13 @@ def run_arms(
     for seed in seeds:
         for arm in arm_list:
             run_dir = runs_dir / f"{arm.name}-seed{seed}"
-            base = [*overrides, *arm.overrides, f"seed={seed}", f"run_dir={run_dir}", "logging.progress=false"]
+            base = [
+                *overrides,
+                *arm.overrides,
+                f"seed={seed}",
+                f"run_dir={run_dir}",
+                f"logging.progress={str(progress).lower()}",
+            ]
             cfg = load_config(config, base)
 
             def finished(folder: Path, arm: Arm = arm, cfg: TrainConfig = cfg) -> bool:
@@ -349,6 +358,8 @@ def run_arms(
                     resume = reuse and has_checkpoint(run_dir / "checkpoints")
                     if resume:
                         cfg = run.config = load_config(config, [*base, "resume=true"])
+                    if progress:
+                        print(f"[runner] {run_dir.name}: training{' (resumed)' if resume else ''}", flush=True)
                     started = time.process_time()
                     train(cfg, plugin_manager=plugin_manager() if plugin_manager else None)
                     book["train_cpu_s"] = float(book.get("train_cpu_s", 0.0)) + time.process_time() - started

@@ -82,7 +82,7 @@ ARMS: dict[str, list[str]] = {
     "noise_control": ["mode=wmrl", "fusion.method=rectified", *hg.ARMS["noise"]],
 }
 """Arm -> overrides on the main job's config, in run order within a seed."""
-COMMON = ["eval.every=0", "logging.progress=false", "logging.tensorboard=false"]
+COMMON = ["eval.every=0", "logging.tensorboard=false"]
 EVAL_SEED = hg.EVAL_SEED
 """Sampling seed of every evaluation of seed 0; seed ``s`` uses ``EVAL_SEED + s``."""
 FULL = {"seeds": 6, "steps": 32, "every": 4, "eval_steps": [0, 8, 16, 32], "real_extra": [3, 4], "samples": 4}
@@ -311,6 +311,7 @@ def run(args) -> list[ArmRun]:
             report_only=args.analyse,
             plugin_manager=hg.plugin_manager,
             ignore=["environment.cache"],  # where replays come from, not what a run computes
+            progress=True,
         )
     args.invocation = {k: progress[k] for k in ("trained", "evaluations")}
     return runs

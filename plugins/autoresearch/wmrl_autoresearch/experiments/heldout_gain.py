@@ -74,7 +74,7 @@ ARMS = {
 }
 """Arm -> config overrides on top of the main job's config, in run order within a seed (the noise
 arm first: it executes nothing in training)."""
-COMMON = ["eval.every=0", "logging.progress=false", "logging.tensorboard=false", "checkpoint.every=2"]
+COMMON = ["eval.every=0", "logging.tensorboard=false", "checkpoint.every=2"]
 EVAL_SEED = 7_000_003
 """Sampling seed of every evaluation (common random numbers)."""
 CHUNK_TASKS = 4
@@ -416,6 +416,7 @@ def run_seeds(args, before: dict[str, Any] | None) -> list[dict[str, Any]]:
         settings=settings(args),
         report_only=args.report_only,
         plugin_manager=plugin_manager,
+        progress=True,
     )
     return seeds
 

@@ -437,6 +437,7 @@ def run_experiment(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
             archive_files=(*EVALUATION_FILES, "train_cpu_s.txt"),
             ignore=WORKER_KEYS,
             report_only=args.report_only,
+            progress=True,
         )
     finally:
         environment.close()

@@ -198,6 +198,7 @@ def run_experiment(args: argparse.Namespace) -> dict[str, dict[int, dict[str, An
             archive_files=EVALUATIONS,
             ignore=transfer.WORKER_KEYS,
             report_only=args.report_only,
+            progress=True,
         )
     finally:
         environment.close()
