@@ -288,7 +288,9 @@ class LoggingConfig:
     tensorboard: bool = field(
         default=True, metadata={"help": "Write TensorBoard event files to ``run_dir/tensorboard``."}
     )
-    progress: bool = field(default=True, metadata={"help": "Show progress: a bar on a terminal, a line per step in a log file."})
+    progress: bool = field(
+        default=True, metadata={"help": "Show progress: a bar on a terminal, a line per step in a log file."}
+    )
     wandb_project: Optional[str] = field(
         default=None, metadata={"help": "Log to wandb under this project when set (needs ``pip install wandb``)."}
     )
