@@ -37,8 +37,7 @@ import numpy as np
 import torch
 
 from wmrl_autoresearch.llm import prompts as P
-from wmrl_autoresearch.llm.backends import check_backend
-from wmrl_autoresearch.llm.backends.transformers_backend import TransformersBackend
+from wmrl_autoresearch.llm.backends import check_backend, generation_stop_ids, make_backend
 from wmrl_autoresearch.llm.loading import (
     apply_lora,
     load_causal_lm,
@@ -195,31 +194,24 @@ class LLMCodeAgent(torch.nn.Module):
         if self.uses_lora:
             self.model = apply_lora(self.model, dict(lora))
 
-        stop_ids = self._stop_ids()
+        stop_ids = generation_stop_ids(self.model, self.tokenizer)
         # kept out of nn.Module registration: neither the engine nor a reference copy is a
         # trainable part, and neither belongs in state_dict()
         self.__dict__["_reference_model"] = None
-        if self.backend_name == "vllm":
-            from wmrl_autoresearch.llm.backends.vllm_backend import VLLMBackend
-
-            self.__dict__["backend"] = VLLMBackend(
-                model,
-                tokenizer=tokenizer or model,
-                dtype=self.dtype_,
-                seed=seed,
-                revision=revision,
-                trust_remote_code=trust_remote_code,
-                engine_kwargs=vllm,
-            )
-        else:
-            if vllm:
-                raise ValueError("kwarg `vllm` is only used with backend: vllm; remove it or set backend: vllm")
-            self.__dict__["backend"] = TransformersBackend(
-                lambda: self.model,
-                pad_id=self.tokenizer.pad_token_id,
-                stop_ids=stop_ids,
-                batch_size=generation_batch_size,
-            )
+        self.__dict__["backend"] = make_backend(
+            backend,
+            model,
+            local_model=lambda: self.model,
+            tokenizer=self.tokenizer,
+            tokenizer_name=tokenizer or model,
+            stop_ids=stop_ids,
+            batch_size=generation_batch_size,
+            dtype=self.dtype_,
+            seed=seed,
+            revision=revision,
+            trust_remote_code=trust_remote_code,
+            vllm=vllm,
+        )
         self.stop_ids = stop_ids
         self.n_invalid = 0  # answers without a usable script, since creation
         # nn.Module starts in train mode but from_pretrained returns eval mode: align them so
@@ -235,14 +227,6 @@ class LLMCodeAgent(torch.nn.Module):
             )
 
     # ------------------------------------------------------------------ prompts
-
-    def _stop_ids(self) -> set[int]:
-        ids: set[int] = set()
-        for src in (getattr(self._base_model().generation_config, "eos_token_id", None), self.tokenizer.eos_token_id):
-            if src is None:
-                continue
-            ids.update([int(src)] if isinstance(src, int) else [int(x) for x in src])
-        return ids
 
     def _base_model(self) -> Any:
         """The transformers model under any peft wrapper."""

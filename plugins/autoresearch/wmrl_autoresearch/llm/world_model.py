@@ -35,8 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wmrl_autoresearch.llm import prompts as P
-from wmrl_autoresearch.llm.backends import check_backend
-from wmrl_autoresearch.llm.backends.transformers_backend import TransformersBackend
+from wmrl_autoresearch.llm.backends import check_backend, make_backend
 from wmrl_autoresearch.llm.loading import load_causal_lm, load_tokenizer, resolve_device, resolve_dtype
 from wmrl_autoresearch.llm.parsing import parse_prediction
 from wmrl_autoresearch.llm.sampling import SamplingConfig
@@ -136,32 +135,24 @@ class LLMWorldModel:
             self.tokenizer = load_tokenizer(tokenizer or model, trust_remote_code=trust_remote_code, revision=revision)
             dev = resolve_device(device)
             dt = resolve_dtype(dtype, dev)
-            if backend == "vllm":
-                from wmrl_autoresearch.llm.backends.vllm_backend import VLLMBackend
-
-                self.backend = VLLMBackend(
-                    model,
-                    tokenizer=tokenizer or model,
-                    dtype=dt,
-                    seed=seed,
-                    revision=revision,
-                    trust_remote_code=trust_remote_code,
-                    engine_kwargs=vllm,
-                )
-            else:
-                if vllm:
-                    raise ValueError("kwarg `vllm` is only used with backend: vllm; remove it or set backend: vllm")
+            if backend != "vllm":
                 self.model = load_causal_lm(
                     model, device=dev, dtype=dt, trust_remote_code=trust_remote_code, revision=revision
                 )
                 self.model.requires_grad_(False)
-                eos = self.model.generation_config.eos_token_id
-                stop = set([eos] if isinstance(eos, int) else (eos or []))
-                if self.tokenizer.eos_token_id is not None:
-                    stop.add(self.tokenizer.eos_token_id)
-                self.backend = TransformersBackend(
-                    lambda: self.model, pad_id=self.tokenizer.pad_token_id, stop_ids=stop, batch_size=batch_size
-                )
+            self.backend = make_backend(
+                backend,
+                model,
+                local_model=(lambda: self.model) if self.model is not None else None,
+                tokenizer=self.tokenizer,
+                tokenizer_name=tokenizer or model,
+                batch_size=batch_size,
+                dtype=dt,
+                seed=seed,
+                revision=revision,
+                trust_remote_code=trust_remote_code,
+                vllm=vllm,
+            )
         else:
             self._attach(policy)
 
