@@ -52,6 +52,21 @@ def test_one_seed_is_reported_without_an_interval():
     assert two == "+9.9 ± 1.3 [+8.6, +11.2]"  # t_{0.975,1} = 12.706, sd 0.0014
 
 
+def test_an_arms_rate_has_no_interval_below_two_seeds():
+    assert tr._rate({}) == "- (no seed)"
+    assert tr._rate({0: 0.445}) == "44.5 (one seed, no interval)"  # not "44.5 ± 0.0"
+    # 0.40, 0.50: mean 0.45, sd 0.0707107, t(0.975, 1) = 12.706205
+    assert tr._rate({0: 0.40, 1: 0.50}) == f"45.0 ± {100 * 12.706205 * 0.0707107 / math.sqrt(2):.1f} (2 seeds)"
+
+
+def test_the_default_checkpoints_are_the_preregistered_relative_paths():
+    """The pre-registered command writes the defaults out; the short form must give the same
+    settings, or an archived arm-seed would not resume from it (nor on a machine with another root)."""
+    args = tr.parse_args([], "wmrl experiment libero-transfer-resolving")
+    assert args.base == "plugins/libero/checkpoints/small_vla_dagger_t0-9_h1024.pt"
+    assert args.wm == "plugins/libero/checkpoints/libero_wm_t0-9.pt"
+
+
 def test_paired_difference_ignores_the_order_of_seeds():
     arm, control = {s: 0.4 + 0.03 * s for s in SIX}, {s: 0.42 for s in SIX}
     shuffled = {s: arm[s] for s in (3, 1, 5, 0, 4, 2)}

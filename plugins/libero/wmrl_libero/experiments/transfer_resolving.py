@@ -97,6 +97,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     base = next(a for a in p._actions if a.dest == "base")
     base.required, base.default = False, "plugins/libero/checkpoints/small_vla_dagger_t0-9_h1024.pt"
     base.help = "base policy checkpoint (default: the shipped one)"
+    # relative to the repository root, like --base: an archived arm-seed records the path, and a
+    # session on another machine (another absolute root) must find the same settings to resume it
+    wm = next(a for a in p._actions if a.dest == "wm")
+    wm.default = "plugins/libero/checkpoints/libero_wm_t0-9.pt"
     p.set_defaults(
         arms=",".join(("base", "noise_control", *TRAINED)),
         seeds="0,1,2,3,4,5",
@@ -269,14 +273,22 @@ def _pm(d: dict[str, Any]) -> str:
     return f"{100 * d['mean']:+.1f} ± {100 * d['ci_half']:.1f} [{100 * d['lower']:+.1f}, {100 * d['upper']:+.1f}]"
 
 
+def _rate(rates: dict[int, float]) -> str:
+    """One arm's held-out success over its seeds: mean ± 95 % t half-width, none for one seed."""
+    from wmrl_core.experiments.stats import mean_ci95
+
+    if len(rates) < 2:
+        return f"{100 * next(iter(rates.values())):.1f} (one seed, no interval)" if rates else "- (no seed)"
+    m, h = mean_ci95(list(rates.values()))
+    return f"{100 * m:.1f} ± {100 * h:.1f} ({len(rates)} seeds)"
+
+
 def _points(x: float, spec: str = ".1f") -> str:
     return "n/a" if math.isnan(x) else format(100 * x, spec)
 
 
 def markdown(result: dict[str, Any], meta: dict[str, Any]) -> str:
     """The results page: the Table 3 comparison, the decision per arm, the floor, the noise."""
-    from wmrl_core.experiments.stats import mean_ci95
-
     lines = [
         f"# LIBERO-Long transfer, resolving ({meta['label'] or 'pre-registered run'})",
         "",
@@ -290,11 +302,10 @@ def markdown(result: dict[str, Any], meta: dict[str, Any]) -> str:
         "|---|---:|---|---|---|---:|",
     ]
     for arm, rates in result["rates"].items():
-        m, h = mean_ci95(list(rates.values()))
         d = result["minus_control"].get(arm)
         sim = result["simulator_s"].get(arm, {})
         lines.append(
-            f"| {arm} | {PAPER_TABLE3.get(arm, '-')} | {100 * m:.1f} ± {100 * h:.1f} ({len(rates)} seeds) | {_pm(d) if d else '-'} | "
+            f"| {arm} | {PAPER_TABLE3.get(arm, '-')} | {_rate(rates)} | {_pm(d) if d else '-'} | "
             f"{'-' if not d else {True: 'yes', False: 'no', None: 'incomplete'}[d['above_zero']]} | {sum(sim.values()) / max(len(sim), 1):.0f} |"
         )
     resolution = result["evaluation_noise"]["resolution95"]
