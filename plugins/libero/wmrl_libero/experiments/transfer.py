@@ -304,8 +304,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=2,
-        help="simulator worker processes of the evaluation and of every trained arm (more than the cores "
-        "keeps them busy: the workers step in lockstep)",
+        help="simulator worker processes of the evaluation and of every trained arm (they do not wait "
+        "for each other: each steps again as soon as its own step is done)",
     )
     p.add_argument("--override", action="append", default=[], help="config override for every trained arm")
     p.add_argument("--out", default="runs/libero_transfer")
