@@ -5,6 +5,8 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
+
 from wmrl_core import hookspecs
 from wmrl_core.contracts import STATUSES
 
@@ -50,18 +52,25 @@ def test_the_readme_test_command_is_the_one_ci_runs():
     assert len(readme.splitlines()) <= 150, "README.md is over 150 lines: move detail into docs/"
 
 
-def test_transfer_docs_table_is_the_reports_table():
-    """The LIBERO-Long table in the plugin's transfer page is spliced from the report between two
+@pytest.mark.parametrize(
+    "name, report",
+    [
+        ("transfer_full", "docs/results/libero/transfer_full.md"),
+        ("transfer_resolving", "docs/results/libero/transfer_resolving/transfer_resolving.md"),
+    ],
+)
+def test_transfer_docs_table_is_the_reports_table(name, report):
+    """A LIBERO-Long table in the plugin's transfer page is spliced from its report between two
     markers; a stale copy (the report regenerated, the page not) fails here. Fix: copy the report's
-    table rows."""
-    readme = (ROOT / "plugins/libero/docs/transfer.md").read_text()
-    begin, end = "<!-- transfer_full table: begin -->", "<!-- transfer_full table: end -->"
-    assert begin in readme and end in readme, "plugins/libero/docs/transfer.md lost the transfer_full table markers"
-    spliced = readme.split(begin, 1)[1].split(end, 1)[0].strip().splitlines()
-    report = (ROOT / "docs/results/libero/transfer_full.md").read_text().splitlines()
-    table = [line for line in report if line.startswith("|")]
-    assert spliced == table, (
-        "plugins/libero/docs/transfer.md's transfer_full table differs from docs/results/libero/transfer_full.md"
+    first table."""
+    page = (ROOT / "plugins/libero/docs/transfer.md").read_text()
+    begin, end = f"<!-- {name} table: begin -->", f"<!-- {name} table: end -->"
+    assert begin in page and end in page, f"plugins/libero/docs/transfer.md lost the {name} table markers"
+    spliced = page.split(begin, 1)[1].split(end, 1)[0].strip().splitlines()
+    first_table = re.search(r"(?:^\|.*\n)+", (ROOT / report).read_text(), re.MULTILINE)
+    assert first_table, f"{report} has no table"
+    assert spliced == first_table.group(0).strip().splitlines(), (
+        f"plugins/libero/docs/transfer.md's {name} table differs from {report}"
     )
 
 

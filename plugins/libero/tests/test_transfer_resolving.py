@@ -152,9 +152,19 @@ def test_analyse_reads_the_results_of_every_arm():
     assert credit["wmrl-progress - anchors-only"]["mean"] == pytest.approx(0.035)  # 115 - 108 successes of 200
     page = tr.markdown(out, {"label": "t", "command": "c", "machine": "m"})
     assert "| real | 38.3 |" in page and "- wmrl-progress - anchors-only: +3.5 ± 0.0" in page
+    assert "| real | 55.0 | 55.0 | 55.0 | 55.0 | 55.0 | 55.0 |" in page  # every seed reported
+    rebuilt = tr.markdown(out, {"label": "t", "command": "c", "machine": "m", "rebuilt_from_archive": True})
+    assert "m (this page rebuilt from the archived arm-seeds with `--report-only`)" in rebuilt
+
     without = tr.analyse({k: v for k, v in results.items() if k != "anchors-only"})
     assert without["world_model_credit"] == {}
     assert "- not run" in tr.markdown(without, {"label": "t", "command": "c", "machine": "m"})
+
+
+def test_the_per_seed_table_marks_a_missing_seed():
+    rows = tr.per_seed_table({"base": {0: 0.5, 1: 0.25}, "real": {1: 0.75}})
+    assert rows[2] == "| arm | seed 0 | seed 1 |"
+    assert rows[4:] == ["| base | 50.0 | 25.0 |", "| real | - | 75.0 |"]
 
 
 @pytest.mark.slow
