@@ -11,7 +11,6 @@ import torch
 from wmrl_core.config import FusionConfig
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion import (
-    FUSION_METHODS,
     AnchorsOnlyFuser,
     FusionInputs,
     FusionSettings,
@@ -19,6 +18,7 @@ from wmrl_core.fusion import (
     effective_advantages,
     fuse_step,
     fused_loss,
+    registered_fusers,
 )
 from wmrl_core.grpo import group_advantages
 
@@ -57,11 +57,11 @@ def test_the_plan_is_the_anchor_rows_by_one_and_the_world_model_rows_by_zero():
 
 
 def test_it_learns_nothing_and_is_in_the_table():
-    fuser = build_fuser("anchors_only", FusionConfig())
+    fuser = build_fuser("anchors_only", FusionConfig(method="anchors_only"))
     assert isinstance(fuser, AnchorsOnlyFuser) and fuser.state_dict() == {}
     fuser.fit(_inputs(np.zeros(6)))
     assert fuser.state_dict() == {}
-    assert FUSION_METHODS["anchors_only"].needs_anchors_every_step
+    assert registered_fusers().get("anchors_only").needs_anchors_every_step
 
 
 def test_the_gradient_does_not_move_with_the_world_model_rewards():

@@ -9,7 +9,7 @@ import pytest
 
 from wmrl_core import cli
 from wmrl_core.config import ComponentConfig, TrainConfig, flatten
-from wmrl_core.config_docs import help_text, markdown, sections
+from wmrl_core.config_docs import fusion_methods, help_text, markdown, sections
 
 ROOT = Path(__file__).resolve().parents[1]
 REGENERATE = "python -m wmrl_core.config_docs > docs/configuration.md"
@@ -35,7 +35,10 @@ def test_the_committed_configuration_reference_is_the_generated_one():
 
 
 def test_every_field_has_help_in_its_metadata():
-    for cls in _config_dataclasses():
+    from wmrl_core.fusion import registered_fusers
+
+    settings = [spec.settings_class() for spec in registered_fusers()]  # the fusion methods' settings
+    for cls in [*_config_dataclasses(), *settings]:
         for f in dataclasses.fields(cls):
             assert len(f.metadata.get("help", "")) > 10, f"{cls.__name__}.{f.name} has no help in its metadata"
 
@@ -44,9 +47,11 @@ def test_the_reference_lists_every_key_once_with_its_default():
     documented = [s.key for section in sections() for s in section.settings]
     assert sorted(documented) == sorted(_every_key())
     text = markdown()
-    fusion = next(s for section in sections() for s in section.settings if s.key == "fusion.lambda_level")
-    assert fusion.default == "0.999" and fusion.type == "float or null"
-    assert "| `fusion.lambda_level` | float or null | `0.999` | `rectified`: lambda is 0 unless" in text
+    rectified = next(m for m in fusion_methods() if m.name == "rectified")
+    level = next(s for s in rectified.settings if s.key == "fusion.kwargs.lambda_level")
+    assert level.default == "0.999" and level.type == "float or null"
+    assert "#### `rectified`" in text
+    assert "| `fusion.kwargs.lambda_level` | float or null | `0.999` | lambda is 0 unless" in text
     assert "| `mode` | `real`, `world_model`, `wmrl` | `wmrl` |" in text
     assert "| `environment.name` | str | `required` |" in text
 
@@ -62,4 +67,8 @@ def test_train_help_shows_every_setting_with_its_help_and_default(capsys):
         for s in section.settings:
             assert f"  {s.key} = {s.default}  ({s.type}" in out, s.key
             assert " ".join(s.help.replace("``", "").split()) in flat, f"`wmrl train --help` lacks the help of {s.key}"
-    assert "  fusion.method = rectified  (str; one of rectified, " in out
+    assert "  fusion.method = mse_weighted  (str)" in out
+    for method in fusion_methods():  # the installed plugins' and WMRL's own, each with its settings
+        assert f"    {method.name} (from {method.plugin}): " in out
+        for s in method.settings:
+            assert f"      {s.key} = {s.default}  ({s.type}" in out, (method.name, s.key)

@@ -6,8 +6,8 @@ KL included; off-policy (ratio != 1, clipping active) it does not, which is why 
 stays available.
 """
 
+import dataclasses
 import inspect
-import math
 import re
 import warnings
 from pathlib import Path
@@ -20,7 +20,6 @@ from wmrl_core.config import FusionConfig, load_config
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ConfigError
 from wmrl_core.fusion import (
-    FUSION_METHODS,
     Fuser,
     FusionSettings,
     LossTerm,
@@ -30,12 +29,16 @@ from wmrl_core.fusion import (
     effective_advantages,
     fuse_step,
     multi_term_loss,
+    registered_fusers,
 )
+from wmrl_core.plugins import get_plugin_manager
 from wmrl_core.step import update_step
 
 ROOT = Path(__file__).resolve().parents[1]
 AGGREGATIONS = ("token_mean", "sequence_mean")
-SECTION = FusionConfig(lambda_window=2, min_pairs=2, lambda_level=None)  # weights > 0 within the few steps below
+FUSERS = registered_fusers()
+METHODS = FUSERS.names()
+SMALL_WINDOWS = {"lambda_window": 2, "min_pairs": 2, "lambda_level": None}  # weights > 0 within the few steps below
 COMPONENTS = ["environment.name=synthetic-bandit", "policy.name=tabular-softmax", "mode=real"]
 
 
@@ -103,9 +106,15 @@ def _group_gradient(tokens: torch.Tensor, mask: torch.Tensor, aggregation: str) 
     return PolicyGradients(TokenPolicy(0), tokens, mask, aggregation)
 
 
+def _section(method: str) -> FusionConfig:
+    """``method``'s ``fusion`` section with those of :data:`SMALL_WINDOWS` that are its settings."""
+    known = {f.name for f in dataclasses.fields(FUSERS.get(method).settings_class())}
+    return FusionConfig(method=method, kwargs={k: v for k, v in SMALL_WINDOWS.items() if k in known})
+
+
 def _fitted(method: str, aggregation: str):
     """A calibrator and fuser of ``method`` after three earlier steps (so lambda and rho^2 are not 0)."""
-    calibrator, fuser = IsotonicDebiaser(), build_fuser(method, SECTION)
+    calibrator, fuser = IsotonicDebiaser(), build_fuser(method, _section(method))
     settings = FusionSettings(aggregation=aggregation)
     for s in range(3):
         group_ids, tokens, mask, real, wm, anchors, solutions = _batch(100 + s)
@@ -159,7 +168,7 @@ def _gradients(method: str, aggregation: str, shift: float):
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
-@pytest.mark.parametrize("method", list(FUSION_METHODS))
+@pytest.mark.parametrize("method", METHODS)
 def test_on_policy_the_effective_advantage_loss_has_the_fused_loss_gradient(method, aggregation):
     fused, g_exact, g_eff = _gradients(method, aggregation, shift=0.0)
     if method not in ("pooled", "anchors_only"):  # the world model gets weight: not a single-stream check
@@ -168,7 +177,7 @@ def test_on_policy_the_effective_advantage_loss_has_the_fused_loss_gradient(meth
     torch.testing.assert_close(g_eff, g_exact, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("method", list(FUSION_METHODS))
+@pytest.mark.parametrize("method", METHODS)
 def test_off_policy_only_mixed_sign_plans_need_the_exact_loss(method):
     """Ratios far from 1 (parameters moved by 0.5 sd), clipping active. A positive scale per
     row commutes with clipping, min(rho cA, clip(rho) cA) = c min(rho A, clip(rho) A) for c > 0,
@@ -183,12 +192,12 @@ def test_off_policy_only_mixed_sign_plans_need_the_exact_loss(method):
         assert relative < 1e-12
 
 
-@pytest.mark.parametrize("method", list(FUSION_METHODS))
+@pytest.mark.parametrize("method", METHODS)
 def test_every_method_is_a_fuser_that_checkpoints_itself(method):
     """A fuser rebuilt from its state_dict plans the next step exactly as the original does."""
     calibrator, fuser, settings = _fitted(method, "token_mean")
     assert isinstance(fuser, Fuser)
-    restored = build_fuser(method, SECTION)
+    restored = build_fuser(method, _section(method))
     restored.load_state_dict(fuser.state_dict())
     group_ids, tokens, mask, real, wm, anchors, solutions = _batch(9)
     common = dict(
@@ -206,7 +215,10 @@ def test_every_method_is_a_fuser_that_checkpoints_itself(method):
     a, b = fuse_step(fuser=fuser, **common), fuse_step(fuser=restored, **common)
     np.testing.assert_array_equal(a.advantages, b.advantages)
     assert a.record == pytest.approx(b.record, nan_ok=True)
-    assert (ROOT / FUSION_METHODS[method].module).is_file()
+    spec = FUSERS.get(method)
+    if spec.plugin == "wmrl_core.fusion.plugin":  # WMRL's own: one module each in wmrl_core/fusion/
+        module = str(spec.entry_point).partition(":")[0]
+        assert (ROOT / (module.replace(".", "/") + ".py")).is_file()
 
 
 def test_fuse_step_leaves_its_inputs_alone():
@@ -232,7 +244,7 @@ def test_fuse_step_leaves_its_inputs_alone():
 def test_update_step_is_short_and_names_no_method():
     source = inspect.getsource(update_step)
     assert len(source.splitlines()) <= 60
-    for name in FUSION_METHODS:
+    for name in METHODS:
         assert name not in source, name
 
 
@@ -241,7 +253,7 @@ def test_the_method_docs_and_the_cli_list_every_method():
     from wmrl_core.cli import build_parser
 
     help_text = build_parser()._subparsers._group_actions[0].choices["train"].format_help()  # type: ignore[union-attr]
-    for name in FUSION_METHODS:
+    for name in registered_fusers(get_plugin_manager(entry_points=False)).names():  # WMRL's own
         assert f"| `{name}` |" in docs, f"docs/method.md's table of fusion methods lacks `{name}`"
         assert name in help_text, name
 
@@ -249,7 +261,7 @@ def test_the_method_docs_and_the_cli_list_every_method():
 def test_an_unknown_method_is_refused_with_the_table_and_a_suggestion():
     with pytest.raises(ConfigError, match=re.escape("did you mean inverse_variance?")) as err:
         load_config(None, [*COMPONENTS, "fusion.method=inverse_varaince"])
-    for name in FUSION_METHODS:
+    for name in METHODS:
         assert name in str(err.value)
 
 
@@ -266,7 +278,7 @@ def test_old_section_names_are_read_with_a_warning_naming_the_new_one():
     # a key under both names: the new name wins
     with pytest.warns(FutureWarning):
         cfg = load_config(None, [*COMPONENTS, "denoise.method=pooled", "fusion.method=rectified"])
-    assert cfg.fusion.method == "rectified" and not math.isnan(cfg.fusion.lambda_window)
+    assert cfg.fusion.method == "rectified" and cfg.fusion.kwargs["lambda_window"] == 20
 
 
 def test_update_step_with_effective_advantages_moves_the_policy_as_the_exact_loss_does():

@@ -79,7 +79,9 @@ def test_lambda_estimates_read_a_gradient_moment_run(tmp_path):
 
     run = tmp_path / "run"
     overrides = ["steps=10", "checkpoint.every=10", "eval.every=0", "logging.progress=false"]
-    cfg = load_config(CONFIG, [f"run_dir={run}", "fusion.lambda_moments=gradient", *overrides])
+    cfg = load_config(
+        CONFIG, [f"run_dir={run}", "fusion.method=rectified", "fusion.kwargs.lambda_moments=gradient", *overrides]
+    )
     train(cfg)
     (row,) = lambda_estimates(run, [10], replications=200)
     assert 0.0 < row["lambda_star"] < 1.5

@@ -22,7 +22,7 @@ def test_summary_of_weights_hand_computed():
 @pytest.mark.parametrize("method", ["rectified", "shrinkage"])
 def test_the_noise_world_model_gets_no_weight_with_one_anchor_group_a_step(tmp_path, method):
     """anchors.fraction 0.05 of 20 groups: one anchor group a step, the hardest case. On these
-    8 seeds x 15 steps the plain James-Stein factor (fusion.lambda_level=null) gave weight above
+    8 seeds x 15 steps the plain James-Stein factor (fusion.kwargs.lambda_level=null) gave weight above
     0.1 on 9.2% of steps and one run a mean of 0.218; the floors are at most 5% of steps and no
     run mean above 0.05. The weight is what the method gives the world model (rectified: its
     lambda; shrinkage: (1 - alpha) lambda + alpha w_T)."""

@@ -99,12 +99,12 @@ def test_a_groups_rows_need_not_be_contiguous(monkeypatch):
     works from rewards alone (one that needs per-group policy gradients gets them from the trainer,
     which gathers them per group id)."""
     monkeypatch.syspath_prepend(str(ROOT / "tests"))
-    from wmrl_core.fusion import FUSION_METHODS
+    from wmrl_core.fusion import registered_fusers
     from wmrl_core.fusion.gradients import MissingGradientsError
 
     perm = np.random.default_rng(0).permutation(32)  # the batch's 8 groups of 4, interleaved
     checked = []
-    for method in FUSION_METHODS:
+    for method in registered_fusers().names():
         try:
             ordered = _fused_rows(method, None)
         except MissingGradientsError:

@@ -6,13 +6,14 @@ group rewarding arm 0 over arm 1 (advantages +1, -1) has token-mean GRPO loss
 ``(-rho_0 + rho_1) / 2 = -tanh(0.1)``; a group with the opposite order has ``+tanh(0.1)``.
 """
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from wmrl_core.config import TrainConfig
+from wmrl_core.config import FusionConfig, TrainConfig
 from wmrl_core.step import ScoredStep, TrainState, update_step
 from wmrl_core.types import Rollouts, Task
 
@@ -43,9 +44,14 @@ def rollouts() -> Rollouts:
 
 
 def config(mode: str, **fusion) -> TrainConfig:
+    """``mode`` with ``fusion``: the section's own fields, and the method's settings (``fusion.kwargs``)."""
     cfg = TrainConfig(mode=mode)
+    own = {f.name for f in dataclasses.fields(FusionConfig)}
     for key, value in fusion.items():
-        setattr(cfg.fusion, key, value)
+        if key in own:
+            setattr(cfg.fusion, key, value)
+        else:
+            cfg.fusion.kwargs[key] = value
     return cfg
 
 
@@ -128,7 +134,7 @@ def test_opposite_rewards_move_the_policy_the_other_way():
 
     r = update_step(policy, cfg, state, scored, step=1).record
 
-    # 2 anchor pairs < fusion.min_pairs = 4: rho^2 is taken as 0, so only the anchors count
+    # 2 anchor pairs < fusion.kwargs.min_pairs = 4: rho^2 is taken as 0, so only the anchors count
     assert (r["fusion/rho2"], r["fusion/w_real"]) == (0.0, pytest.approx(1.0))
     assert r["loss"] == pytest.approx(T * EPS_FACTOR, rel=1e-4)
     assert policy.theta.detach()[0] < 0.2 and policy.theta.detach()[1] > 0.0

@@ -89,7 +89,7 @@ def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, meth
         "logging.progress=false",
         "logging.tensorboard=false",
         f"fusion.method={method}",
-        "fusion.lambda_window=3",
+        *(["fusion.kwargs.lambda_window=3"] if method == "rectified" else []),
     ]  # the lambda window fills before the crash
     train(load_config(synthetic_config, [f"run_dir={full}", "steps=10", *common]))
     part = tmp_path / "part"

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from wmrl_core.config import TrainConfig, flatten
+from wmrl_core.config import LEGACY_FUSION_KEYS, TrainConfig, flatten
 from wmrl_core.errors import ConfigError, WMRLError
 from wmrl_core.faults import atomic_torch_save
 
@@ -79,7 +79,25 @@ def run_record(cfg: TrainConfig, run_id: str | None = None) -> dict[str, Any]:
     return {"id": run_id or uuid.uuid4().hex[:12], "config_hash": config_hash(flat), "config": flat}
 
 
+def _respell_legacy_fusion_keys(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old``, a checkpoint's flat config from before each fusion method had its own settings,
+    spelled as ``new`` is: ``fusion.KEY`` (:data:`~wmrl_core.config.LEGACY_FUSION_KEYS`) becomes
+    ``fusion.kwargs.KEY`` where the method reads it (``new`` has it, written out in full by
+    validation) and is dropped where it does not (the method ignored it)."""
+    flat = [f"fusion.{key}" for key in LEGACY_FUSION_KEYS]
+    if not any(key in old for key in flat):
+        return old
+    out = {k: v for k, v in old.items() if k not in flat}
+    for key in LEGACY_FUSION_KEYS:
+        if f"fusion.{key}" in old and f"fusion.kwargs.{key}" in new:
+            out[f"fusion.kwargs.{key}"] = old[f"fusion.{key}"]
+    if new.get("fusion.kwargs") == {} and not any(k.startswith("fusion.kwargs.") for k in out):
+        out["fusion.kwargs"] = {}  # a method without settings
+    return out
+
+
 def _changed(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    old = _respell_legacy_fusion_keys(old, new)
     missing = object()
     keys = sorted(set(old) | set(new))
     return {

@@ -109,7 +109,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     for col in ("plugin", "version", "kind", "name", "description"):
         table.add_column(col)
     for info in infos:
-        for kind, tbl in (*registry.tables().items(), ("experiment", registry.experiments)):
+        for kind, tbl in registry.listed_tables().items():
             for spec in tbl:
                 if spec.plugin == info.name:
                     table.add_row(info.name, info.version, kind, spec.name, spec.description)
@@ -147,19 +147,30 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+_TRAIN_SETTINGS = "(every setting and fusion method, read when help is printed)"
+
+
+class _TrainHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Writes ``wmrl train --help``'s epilog, every setting and the installed plugins' fusion methods,
+    only when the help is printed: building the parser for any command must not load every plugin."""
+
+    def add_text(self, text: str | None) -> None:
+        if text == _TRAIN_SETTINGS:
+            from wmrl_core.config_docs import help_text
+
+            text = f"example: {EXAMPLE}\n\n{help_text()}"
+        super().add_text(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="World-model reinforcement learning.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from wmrl_core.config_docs import help_text
-    from wmrl_core.fusion.methods import describe_methods
-
     p = sub.add_parser(
         "train",
         help="train from a YAML config with key=value overrides",
-        epilog=f"example: {EXAMPLE}\n\nfusion.method (how the real and world-model streams are fused):\n"
-        f"{describe_methods()}\n\n{help_text()}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_TRAIN_SETTINGS,
+        formatter_class=_TrainHelpFormatter,
     )
     p.add_argument("config", help="YAML config (see configs/)")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. grpo.lr=0.01 resume=true")

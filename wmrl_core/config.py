@@ -8,7 +8,7 @@ Every field carries its help as ``metadata["help"]`` (the way HF's and TRL's dat
 ``wmrl train --help`` and the generated ``docs/configuration.md`` read it
 (:mod:`wmrl_core.config_docs`). An enumerated field carries its vocabulary as
 ``metadata["choices"]``: a ``Literal``, or ``"module:NAME"``, the table where the values are
-defined (``FUSION_METHODS``, ``CALIBRATORS``...), imported when checked. :func:`check_choices`
+defined (``CALIBRATORS``...), imported when checked. :func:`check_choices`
 checks every one of them, with a close-match suggestion. The fields are annotated ``str``, not
 with the ``Literal``, because OmegaConf before 2.4 (which hydra, and so verl, pins) rejects
 ``Literal`` annotations.
@@ -17,7 +17,10 @@ Switching a component on the command line (``world_model.name=noise`` over a fil
 another world model) drops the file's ``world_model.kwargs``, as Hydra does when a config group
 is switched: they belong to the other component. ``world_model.kwargs.KEY=VALUE`` on the same
 command line still applies to the new one; ``world_model.kwargs={}`` (or ``=null``) drops the
-file's kwargs without switching.
+file's kwargs without switching. The same holds for ``fusion.method`` and ``fusion.kwargs``: the
+fusion method's own settings, a dataclass it registers (``wmrl_register_fusers``), which
+:func:`validate` builds from them. The settings that were flat keys of ``fusion`` before
+(:data:`LEGACY_FUSION_KEYS`) are still read, with a warning naming ``fusion.kwargs.KEY``.
 """
 
 from __future__ import annotations
@@ -30,12 +33,17 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Optional, get_args, get_origin
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from wmrl_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from wmrl_core.registry import FuserTable
 
 __all__ = ["TrainConfig", "load_config", "MODES", "COMPONENT_KEYS", "flatten", "choices", "check_choices"]
 
@@ -47,6 +55,17 @@ LEGACY_SECTIONS = {"denoise": "fusion", "debias": "calibration"}
 """Old section names, still read (with a warning naming the new one)."""
 COMPONENT_KEYS = ("environment", "policy", "world_model", "reward")
 """Config sections that name a component (``KEY.name``) and its factory's ``KEY.kwargs``."""
+LEGACY_FUSION_KEYS = (
+    "min_pairs",
+    "lambda_window",
+    "lambda_moments",
+    "lambda_level",
+    "lambda_min_groups",
+    "shrinkage_toward",
+    "shrinkage_window",
+)
+"""Settings of the built-in fusion methods that were flat keys of ``fusion`` before each method had
+its own settings; ``fusion.KEY`` is still read as ``fusion.kwargs.KEY``, with a warning."""
 
 
 @dataclass
@@ -115,14 +134,28 @@ class CalibrationConfig:
     calibrator: str = field(
         default="isotonic",
         metadata={
-            "help": "``isotonic`` (step function) or ``smoothed`` (isotonic levels joined strictly monotonically, "
-            "so calibration never ties scores the world model ranks apart; see ``wmrl_core/debias.py``).",
+            "help": "``isotonic`` (step function), ``smoothed`` (isotonic levels joined strictly monotonically, "
+            "so calibration never ties scores the world model ranks apart) or ``ranked`` (isotonic levels, ties "
+            "broken by the raw order within each group); see ``wmrl_core/debias.py``.",
             "choices": "wmrl_core.debias:CALIBRATORS",
         },
     )
     slope: float = field(
         default=0.01,
-        metadata={"help": "Tilt of the ``smoothed`` calibrator, in real-reward sds per world-model-score sd."},
+        metadata={
+            "help": "Tilt of the ``smoothed`` calibrator, in real-reward sds per world-model-score sd; spread of the "
+            "``ranked`` calibrator's tie-breaks, in real within-group sds."
+        },
+    )
+    advantage_scale: str = field(
+        default="own",
+        metadata={
+            "help": "With ``grpo.scale_advantages``, what the calibrated stream's group advantages are divided by: "
+            "``own`` (each group's own spread, as GRPO does) or ``real`` (the real rewards' pooled within-group "
+            "spread on earlier anchors, so a weak world model's advantages stay small; "
+            "``wmrl_core/fusion/engine.py``).",
+            "choices": "wmrl_core.fusion.engine:ADVANTAGE_SCALES",
+        },
     )
 
 
@@ -136,74 +169,28 @@ class FusionConfig:
         },
     )
     method: str = field(
-        default="rectified",
+        default="mse_weighted",
         metadata={
-            "help": "One of ``wmrl_core.fusion.FUSION_METHODS`` (``wmrl train --help`` lists them): ``rectified`` "
-            "(anchor gradient plus lambda times the calibrated gradient over all groups minus over the "
-            "anchor groups, unbiased for any lambda), ``shrinkage`` (rectified moved toward the inverse-variance "
-            "or calibrated update by an MSE-optimal alpha from earlier anchor groups' gradients), "
-            "``inverse_variance`` (convex combination weighted "
-            "by the explained variance), ``pooled`` (by share of samples), ``anchors_only`` (the anchors' real "
-            "advantages alone, lambda = 0: the control without the world model). One module each in "
-            "``wmrl_core/fusion/``.",
-            "choices": "wmrl_core.fusion.methods:FUSION_METHODS",
+            "help": "How the streams are fused: a method registered through ``wmrl_register_fusers`` (WMRL's own "
+            "are one module each in ``wmrl_core/fusion/``). Every registered method is listed below with its settings "
+            "(``wmrl train --help`` lists those of the installed plugins; ``wmrl plugins`` names them)."
         },
     )
-    min_pairs: int = field(
-        default=4,
-        metadata={"help": "``inverse_variance``: anchor pairs needed before the world model gets any weight."},
-    )
-    lambda_window: int = field(
-        default=20,
+    kwargs: dict[str, Any] = field(
+        default_factory=dict,
         metadata={
-            "help": "``rectified``: lambda is power-tuned on earlier steps' anchor groups, back to the "
-            "``lambda_window``-th most recent group whose calibrated advantages are not all zero."
-        },
-    )
-    lambda_moments: str = field(
-        default="solution",
-        metadata={
-            "help": "``rectified``: ``solution`` sums the advantages of a group's rollouts with equal solutions "
-            "(equal score vectors) before the moments that tune lambda; ``rollout`` treats every rollout "
-            "as distinct; ``gradient`` takes the slope from per-group policy gradients (whole, or "
-            "sketched with ``gradient_sketch_dim``; WMRL's own trainer only). See ``wmrl_core/fusion/rectified.py``.",
-            "choices": "wmrl_core.fusion.rectified:LAMBDA_MOMENTS",
-        },
-    )
-    lambda_level: Optional[float] = field(
-        default=0.999,
-        metadata={
-            "help": "``rectified``: lambda is 0 unless its slope passes a one-sided test at this level against "
-            "its variance were the world model independent of the real rewards (exact for any number of "
-            "anchor groups; 0.999 keeps a noise world model's weight at 0 with one anchor group a step); "
-            "``None``: no test, the plain positive-part James-Stein factor only."
-        },
-    )
-    lambda_min_groups: int = field(
-        default=2,
-        metadata={"help": "``rectified``: lambda is 0 until the window holds this many informative anchor groups."},
-    )
-    shrinkage_toward: str = field(
-        default="inverse_variance",
-        metadata={
-            "help": "``shrinkage``: the update the rectified one is shrunk toward, ``inverse_variance`` (the "
-            "convex combination) or ``calibrated`` (the calibrated-advantage gradient over all groups).",
-            "choices": "wmrl_core.fusion.shrinkage:SHRINKAGE_TARGETS",
-        },
-    )
-    shrinkage_window: int = field(
-        default=20,
-        metadata={
-            "help": "``shrinkage``: earlier steps' anchor groups whose per-group gradients estimate the shrinkage "
-            "weight alpha (cross-fitted: never this step's)."
+            "help": "The settings of ``method`` (its settings dataclass, listed with each method below), over "
+            "their defaults, e.g. ``fusion.kwargs.lambda_window=10``. Validated with the config and written out "
+            "in full, so ``config.yaml`` records every setting the method used. Switching ``method`` on the "
+            "command line drops the file's ``fusion.kwargs``, as for a component's kwargs."
         },
     )
     gradient_sketch_dim: Optional[int] = field(
         default=None,
         metadata={
-            "help": "Per-group gradients (``shrinkage``, ``lambda_moments=gradient``): ``None`` keeps them whole "
-            "(small policies); an int projects each onto this many fixed random directions (a sketch that "
-            "keeps inner products in expectation), for large policies."
+            "help": "Per-group gradients (``shrinkage``, ``fusion.kwargs.lambda_moments=gradient``): ``None`` keeps "
+            "them whole (small policies); an int projects each onto this many fixed random directions (a sketch "
+            "that keeps inner products in expectation), for large policies."
         },
     )
     loss: str = field(
@@ -459,8 +446,12 @@ def check_choices(node: Any, prefix: str = "") -> None:
             )
 
 
-def validate(cfg: TrainConfig) -> None:
-    """The enumerations (:func:`check_choices`), then what types alone cannot express."""
+def validate(cfg: TrainConfig, fusers: FuserTable | None = None) -> None:
+    """The enumerations (:func:`check_choices`), then what types alone cannot express; the fusion
+    method's settings are built from ``fusion.kwargs`` and written back in full.
+
+    :param fusers: the registered fusion methods (default: the installed plugins' and WMRL's own).
+    """
     check_choices(cfg)
     if cfg.mode != "real" and cfg.world_model is None:
         raise ConfigError(f"mode={cfg.mode} needs a world model: set world_model.name (or use mode=real)")
@@ -484,7 +475,7 @@ def validate(cfg: TrainConfig) -> None:
             f"checkpoint.at_steps must lie in [0, steps={cfg.steps}] (a checkpoint after the last step is never "
             f"written), got {bad}; drop them or raise steps"
         )
-    _validate_calibration_and_fusion(cfg)
+    _validate_calibration_and_fusion(cfg, fusers)
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
     if not cfg.grpo.lr > 0:
@@ -505,46 +496,33 @@ def validate(cfg: TrainConfig) -> None:
         )
 
 
-def _validate_calibration_and_fusion(cfg: TrainConfig) -> None:
-    """The ranges of the ``calibration`` and ``fusion`` sections, and the anchors a fusion method needs."""
-    from wmrl_core.fusion.methods import FUSION_METHODS
+def _validate_calibration_and_fusion(cfg: TrainConfig, fusers: FuserTable | None) -> None:
+    """The ranges of the ``calibration`` and ``fusion`` sections, the fusion method's settings
+    (``fusion.kwargs``, then written out in full) and the anchors the method needs."""
+    from wmrl_core.fusion.methods import fuser_settings, fusion_method_spec, registered_fusers
 
     fusion, calibration = cfg.fusion, cfg.calibration
-    if fusion.shrinkage_window < 3:
-        raise ConfigError(
-            f"fusion.shrinkage_window must be >= 3 anchor groups (the bias estimate needs pairs of groups), "
-            f"got {fusion.shrinkage_window}"
-        )
     if fusion.gradient_sketch_dim is not None and fusion.gradient_sketch_dim < 1:
         raise ConfigError(
             f"fusion.gradient_sketch_dim must be a positive int or null (whole gradients), got {fusion.gradient_sketch_dim}"
         )
-    if fusion.lambda_level is not None and not 0.5 <= fusion.lambda_level < 1.0:
-        raise ConfigError(
-            f"fusion.lambda_level must be in [0.5, 1) or null (the plain James-Stein factor), got {fusion.lambda_level}"
-        )
-    if not 2 <= fusion.lambda_min_groups <= fusion.lambda_window:
-        raise ConfigError(
-            f"fusion.lambda_min_groups must be in [2, fusion.lambda_window={fusion.lambda_window}], "
-            f"got {fusion.lambda_min_groups}"
-        )
-    if fusion.lambda_window < 2:
-        raise ConfigError(
-            f"fusion.lambda_window must be >= 2 informative anchor groups (a slope's variance needs two), "
-            f"got {fusion.lambda_window}"
-        )
     if calibration.slope < 0:
         raise ConfigError(f"calibration.slope must be >= 0, got {calibration.slope}")
+    fusers = fusers if fusers is not None else registered_fusers()
+    spec = fusion_method_spec(fusion.method, fusers)
+    # in full, defaults included: config.yaml and the checkpoint's record then hold every value the
+    # fuser used, so a resume compares settings, not spellings, and a changed default shows
+    fusion.kwargs = dataclasses.asdict(fuser_settings(spec, fusion.kwargs))
     if (
         cfg.mode == "wmrl"
         and fusion.enabled
-        and FUSION_METHODS[fusion.method].needs_anchors_every_step
+        and spec.needs_anchors_every_step
         and max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks)) < 1
     ):
-        others = [m for m, spec in FUSION_METHODS.items() if not spec.needs_anchors_every_step]
+        others = [s.name for s in fusers if not s.needs_anchors_every_step]
         raise ConfigError(
             f"fusion.method={fusion.method} needs at least one anchor group per step: raise anchors.fraction "
-            f"or set anchors.min_groups >= 1 (or use fusion.method={others[0]})"
+            f"or set anchors.min_groups >= 1{f' (or use fusion.method={others[0]})' if others else ''}"
         )
 
 
@@ -567,11 +545,57 @@ def _rename_legacy_sections(layer: DictConfig | ListConfig) -> None:
         layer[new] = section
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> TrainConfig:
+def _move_legacy_fusion_keys(layer: DictConfig | ListConfig) -> set[str]:
+    """Move the flat ``fusion.KEY`` of ``layer`` that are now a method's settings
+    (:data:`LEGACY_FUSION_KEYS`) to ``fusion.kwargs.KEY``, warning with the new spelling; a key
+    given both ways takes ``fusion.kwargs.KEY``. Returns the keys moved."""
+    section = layer.get("fusion") if isinstance(layer, DictConfig) else None
+    if not isinstance(section, DictConfig):
+        return set()
+    moved = [key for key in LEGACY_FUSION_KEYS if key in section]
+    if not moved:
+        return set()
+    warnings.warn(
+        f"fusion settings are now the method's, under `fusion.kwargs`: write "
+        f"{', '.join(f'`fusion.kwargs.{key}`' for key in moved)} (`fusion.KEY` is still read)",
+        FutureWarning,
+        stacklevel=4,
+    )
+    kwargs = section.get("kwargs")
+    kwargs = kwargs if isinstance(kwargs, DictConfig) else OmegaConf.create({})
+    for key in moved:
+        value = section.pop(key)
+        if key not in kwargs:
+            kwargs[key] = value
+    section["kwargs"] = kwargs
+    return set(moved)
+
+
+def _drop_legacy_keys_the_method_lacks(fusion: FusionConfig, legacy: set[str], fusers: FuserTable) -> None:
+    """Drop the keys of the old spelling (``legacy``) that ``fusion.method`` does not read: a saved
+    ``config.yaml`` holds every one of them, and each method read only its own and ignored the rest."""
+    if fusion.method not in fusers:
+        return  # validate names the unknown method
+    known = {f.name for f in dataclasses.fields(fusers.get(fusion.method).settings_class())}
+    fusion.kwargs = {k: v for k, v in fusion.kwargs.items() if k in known or k not in legacy}
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    base: dict | None = None,
+    *,
+    plugin_manager: pluggy.PluginManager | None = None,
+) -> TrainConfig:
     """Merge YAML file and ``key=value`` overrides onto the schema, then validate.
 
+    :param plugin_manager: whose plugins' fusion methods ``fusion.method`` may name (default: the
+        installed plugins' and WMRL's own); pass the one given to :func:`wmrl_core.trainer.train`.
     :raises ConfigError: for unknown keys, wrong types, missing required values.
     """
+    from wmrl_core.fusion.methods import registered_fusers
+
+    legacy: set[str] = set()
     try:
         schema = OmegaConf.structured(TrainConfig)
         layers: list[DictConfig | ListConfig] = [schema]
@@ -585,6 +609,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         command_line = OmegaConf.from_dotlist(list(overrides))
         for layer in (*layers[1:], command_line):
             _rename_legacy_sections(layer)
+            legacy |= _move_legacy_fusion_keys(layer)
         for layer in layers[1:]:
             _drop_kwargs_of_switched_components(layer, command_line)
         layers.append(command_line)
@@ -602,7 +627,10 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
             f"invalid config{f' at `{key}`' if key else ''}: {str(exc).splitlines()[0]}. "
             "Check the key's spelling and type: `wmrl train --help` lists every setting with its type and default."
         ) from None
-    validate(cfg)
+    fusers = registered_fusers(plugin_manager)
+    if legacy:
+        _drop_legacy_keys_the_method_lacks(cfg.fusion, legacy, fusers)
+    validate(cfg, fusers)
     return cfg
 
 
@@ -628,11 +656,12 @@ def _load_yaml(path: Path) -> DictConfig:
 
 def _drop_kwargs_of_switched_components(layer: DictConfig | ListConfig, command_line: DictConfig) -> None:
     """Remove ``KEY.kwargs`` from ``layer`` where the command line names another component at
-    ``KEY.name`` (those kwargs were written for the component the file names), or sets
-    ``KEY.kwargs={}`` or ``KEY.kwargs=null`` (meaning: none of the file's)."""
-    for key in COMPONENT_KEYS:
-        new = OmegaConf.select(command_line, f"{key}.name", default=None)
-        old = OmegaConf.select(layer, f"{key}.name", default=None)
+    ``KEY.name`` (another fusion method at ``fusion.method``; those kwargs were written for the one
+    the file names), or sets ``KEY.kwargs={}`` or ``KEY.kwargs=null`` (meaning: none of the file's)."""
+    named_by = {**{key: ("name", None) for key in COMPONENT_KEYS}, "fusion": ("method", FusionConfig.method)}
+    for key, (name, default) in named_by.items():
+        new = OmegaConf.select(command_line, f"{key}.{name}", default=None)
+        old = OmegaConf.select(layer, f"{key}.{name}", default=default)
         given = command_line.get(key)
         cleared = isinstance(given, DictConfig) and "kwargs" in given and not given["kwargs"]
         if cleared:

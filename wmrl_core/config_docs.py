@@ -6,7 +6,9 @@
 
 (``tests/test_configuration_docs.py`` fails when the committed file is stale). Both list every
 setting under its dotted key with its type, default, choices (:func:`wmrl_core.config.choices`)
-and help (``metadata["help"]``).
+and help (``metadata["help"]``), and every registered fusion method with the settings of its own
+dataclass (``fusion.kwargs.KEY``): ``--help`` the installed plugins' methods, the committed
+reference WMRL's own, so that it does not depend on what is installed.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ import sys
 import textwrap
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import MISSING
 
 from wmrl_core.config import TrainConfig, choices
 
-__all__ = ["Setting", "Section", "sections", "help_text", "markdown"]
+if TYPE_CHECKING:
+    from wmrl_core.registry import FuserTable
+
+__all__ = ["Setting", "Section", "FusionMethod", "sections", "fusion_methods", "help_text", "markdown"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,20 @@ class Section:
     key: str
     help: str
     default: str | None
+    settings: list[Setting]
+
+
+@dataclass(frozen=True)
+class FusionMethod:
+    """A registered fusion method, as ``fusion.method`` names it.
+
+    :param settings: its settings dataclass's fields, under ``fusion.kwargs.``.
+    """
+
+    name: str
+    description: str
+    plugin: str
+    needs_anchors_every_step: bool
     settings: list[Setting]
 
 
@@ -100,7 +119,7 @@ def _settings(cls: type, prefix: str) -> list[Setting]:
             type=_type_name(hints[f.name]),
             default=_yaml(_default(f)),
             choices=None if (c := choices(f)) is None else tuple(str(v) for v in c),
-            help=f.metadata["help"],
+            help=f.metadata.get("help", ""),  # a plugin's settings may lack it; the config's are tested
         )
         for f in dataclasses.fields(cls)
     ]
@@ -123,21 +142,63 @@ def sections() -> list[Section]:
     return out
 
 
+def fusion_methods(fusers: FuserTable | None = None) -> list[FusionMethod]:
+    """Every method of ``fusers`` (default: those the installed plugins register) with its settings."""
+    from wmrl_core.fusion.methods import registered_fusers
+
+    return [
+        FusionMethod(
+            spec.name,
+            spec.description,
+            spec.plugin,
+            spec.needs_anchors_every_step,
+            _settings(spec.settings_class(), "fusion.kwargs."),
+        )
+        for spec in (fusers if fusers is not None else registered_fusers())
+    ]
+
+
+def _builtin_fusers() -> FuserTable:
+    from wmrl_core.fusion.methods import registered_fusers
+    from wmrl_core.plugins import get_plugin_manager
+
+    return registered_fusers(get_plugin_manager(entry_points=False))
+
+
 def _plain(text: str) -> str:
     return text.replace("``", "")
 
 
-def help_text(width: int = 100) -> str:
-    """Every setting with its type, default, choices and help, for ``wmrl train --help``."""
+def _help_lines(settings: list[Setting], indent: int, width: int) -> list[str]:
+    lines = []
+    for s in settings:
+        one_of = f"; one of {', '.join(s.choices)}" if s.choices else ""
+        lines.append(f"{' ' * indent}{s.key} = {s.default}  ({s.type}{one_of})")
+        pad = " " * (indent + 4)
+        lines += textwrap.wrap(_plain(s.help), width, initial_indent=pad, subsequent_indent=pad)
+    return lines
+
+
+def help_text(width: int = 100, fusers: FuserTable | None = None) -> str:
+    """Every setting with its type, default, choices and help, and every fusion method of
+    ``fusers`` (default: the installed plugins') with its settings, for ``wmrl train --help``."""
     lines = ["settings (KEY=VALUE on the command line or KEY: VALUE in the YAML; docs/configuration.md too):"]
     for section in sections():
         title = section.key or "run"
         null = " (default null: none)" if section.default == "null" else ""
         lines += ["", *textwrap.wrap(f"{title}{null}: {_plain(section.help)}", width)]
-        for s in section.settings:
-            one_of = f"; one of {', '.join(s.choices)}" if s.choices else ""
-            lines.append(f"  {s.key} = {s.default}  ({s.type}{one_of})")
-            lines += textwrap.wrap(_plain(s.help), width, initial_indent=" " * 6, subsequent_indent=" " * 6)
+        lines += _help_lines(section.settings, 2, width)
+        if section.key == "fusion":
+            lines += ["", "  fusion methods (fusion.method=NAME; its settings as fusion.kwargs.KEY=VALUE):"]
+            for m in fusion_methods(fusers):
+                anchors = " Needs an anchor group every step." if m.needs_anchors_every_step else ""
+                lines += textwrap.wrap(
+                    f"{m.name} (from {m.plugin}): {_plain(m.description)}.{anchors}",
+                    width,
+                    initial_indent="    ",
+                    subsequent_indent="      ",
+                )
+                lines += _help_lines(m.settings, 6, width) or ["      (no settings)"]
     return "\n".join(lines)
 
 
@@ -146,10 +207,9 @@ def _md(text: str) -> str:
     return re.sub(r"``(.+?)``", r"`\1`", text).replace("|", "\\|")
 
 
-def markdown() -> str:
-    """``docs/configuration.md``: a table per section."""
-    from wmrl_core.fusion.methods import describe_methods
-
+def markdown(fusers: FuserTable | None = None) -> str:
+    """``docs/configuration.md``: a table per section; the fusion methods of ``fusers`` (default:
+    WMRL's own) each with a table of its settings."""
     out = [
         "# Configuration",
         "",
@@ -167,14 +227,36 @@ def markdown() -> str:
         out += ["", f"## {title}", "", _md(section.help)]
         if section.default == "null":
             out[-1] += f" Default: `null` (no `{section.key}`)."
+        out += _table(section.settings)
         if section.key == "fusion":
-            out += ["", "The fusion methods (`fusion.method`, `wmrl_core/fusion/methods.py`):", ""]
-            out += [f"- {_md(line.strip())}" for line in describe_methods().splitlines()]
-        out += ["", "| key | type | default | description |", "| --- | --- | --- | --- |"]
-        for s in section.settings:
-            kind = ", ".join(f"`{c}`" for c in s.choices) if s.choices else s.type
-            out.append(f"| `{s.key}` | {kind} | `{s.default}` | {_md(s.help)} |")
+            out += _fusion_methods_markdown(fusers if fusers is not None else _builtin_fusers())
     return "\n".join(out) + "\n"
+
+
+def _table(settings: list[Setting]) -> list[str]:
+    out = ["", "| key | type | default | description |", "| --- | --- | --- | --- |"]
+    for s in settings:
+        kind = ", ".join(f"`{c}`" for c in s.choices) if s.choices else s.type
+        out.append(f"| `{s.key}` | {kind} | `{s.default}` | {_md(s.help)} |")
+    return out
+
+
+def _fusion_methods_markdown(fusers: FuserTable) -> list[str]:
+    out = [
+        "",
+        "### Fusion methods",
+        "",
+        "What `fusion.method` may name: the methods registered through the `wmrl_register_fusers` hook (WMRL's",
+        "own below; `wmrl train --help` lists those of the installed plugins too). Each reads its own settings",
+        "from `fusion.kwargs`; the flat keys of earlier versions (`fusion.lambda_window`...) are still read as",
+        "`fusion.kwargs.KEY`, with a warning.",
+    ]
+    for m in fusion_methods(fusers):
+        anchors = " Needs an anchor group every step." if m.needs_anchors_every_step else ""
+        description = m.description[:1].upper() + m.description[1:]
+        out += ["", f"#### `{m.name}`", "", f"{_md(description)}.{anchors}"]
+        out += _table(m.settings) if m.settings else ["", "No settings: `fusion.kwargs` stays empty."]
+    return out
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""Online debiasing of world-model rewards with isotonic regression.
+r"""Online debiasing of world-model rewards with isotonic regression.
 
 The world model's reward ``w`` is assumed to be a monotone but otherwise unknown
 (nonlinear, biased) function of the real reward plus noise. The best monotone map
-:math:`\\hat f = \\arg\\min_{f\\uparrow} \\sum_j (r_j - f(w_j))^2` over the anchor pairs
+:math:`\hat f = \arg\min_{f\uparrow} \sum_j (r_j - f(w_j))^2` over the anchor pairs
 :math:`(w_j, r_j)` seen so far is refit after every step; calibrated rewards are
-:math:`\\hat f(w)`. The trainer calibrates a step's world-model rewards *before* adding that
+:math:`\hat f(w)`. The trainer calibrates a step's world-model rewards *before* adding that
 step's anchor pairs, so no anchor is used both to fit the map and to judge it. Before the first anchors the map is the identity; outside the seen range
 predictions are clipped to the nearest fitted value.
 
@@ -13,14 +13,23 @@ differ to the same value, and a group whose calibrated rewards are all equal has
 advantage, so calibration erases rankings the world model made. ``calibrator="smoothed"``
 keeps the isotonic levels but joins them strictly monotonically (:func:`smoothed_isotonic`):
 
-.. math:: \\tilde f(w) = \\operatorname{interp}\\big(w;\\ (\\bar w_b, \\hat f_b)_b\\big) + \\delta\\,(w - \\bar w),
-   \\qquad \\delta = \\text{slope}\\cdot \\operatorname{sd}(r)/\\operatorname{sd}(w),
+.. math:: \tilde f(w) = \operatorname{interp}\big(w;\ (\bar w_b, \hat f_b)_b\big) + \delta\,(w - \bar w),
+   \qquad \delta = \text{slope}\cdot \operatorname{sd}(r)/\operatorname{sd}(w),
 
 linear interpolation between the isotonic blocks :math:`b` (at the mean score
-:math:`\\bar w_b` of each block's pairs, with its level :math:`\\hat f_b`) plus a small tilt
+:math:`\bar w_b` of each block's pairs, with its level :math:`\hat f_b`) plus a small tilt
 that keeps scores outside the fitted range, or inside a single block, apart. Between block
 centres the interpolation is already strictly increasing; the tilt moves a value by at most
 ``slope`` standard deviations of the real reward per standard deviation of the score.
+
+``calibrator="ranked"`` keeps the isotonic levels and breaks the ties they leave inside a group
+by the raw scores' order within the group (:func:`ranked_isotonic`):
+
+.. math:: \tilde f(w_i) = \hat f(w_i) + \text{slope}\cdot\hat\sigma_W\,\frac{\operatorname{rank}_g(w_i) - (n_g+1)/2}{n_g},
+
+with :math:`\hat\sigma_W` the real rewards' pooled within-group standard deviation: a group the
+step function ties keeps the world model's order, at a spread of at most ``slope`` real
+within-group standard deviations, so a weak world model's tie-breaks stay small.
 """
 
 from __future__ import annotations
@@ -31,9 +40,9 @@ from typing import Any
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
-__all__ = ["IsotonicDebiaser", "smoothed_isotonic", "CALIBRATORS"]
+__all__ = ["IsotonicDebiaser", "smoothed_isotonic", "ranked_isotonic", "CALIBRATORS"]
 
-CALIBRATORS = ("isotonic", "smoothed")
+CALIBRATORS = ("isotonic", "smoothed", "ranked")
 
 
 def smoothed_isotonic(
@@ -56,14 +65,37 @@ def smoothed_isotonic(
     return base + (1.0 if increasing else -1.0) * delta * (x - float(x_fit.mean()))
 
 
+def ranked_isotonic(
+    levels: np.ndarray, x: np.ndarray, groups: np.ndarray, *, slope: float, y_scale: float, increasing: bool = True
+) -> np.ndarray:
+    r""":math:`\hat f(w_i) + \text{slope}\cdot y_{scale}(\operatorname{rank}_g(w_i) - (n_g+1)/2)/n_g` (module
+    docstring); ranks are average ranks (equal raw scores stay equal), reversed when decreasing.
+
+    :param levels: the isotonic map's values :math:`\hat f(x)` at ``x``.
+    :param groups: the group of each score.
+    """
+    from scipy.stats import rankdata
+
+    levels, x, groups = np.asarray(levels, dtype=np.float64), np.asarray(x, dtype=np.float64), np.asarray(groups)
+    out = levels.copy()
+    sign = 1.0 if increasing else -1.0
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        centered = (rankdata(x[idx]) - (idx.size + 1) / 2) / idx.size
+        out[idx] += sign * slope * y_scale * centered
+    return out
+
+
 class IsotonicDebiaser:
     """A monotone map from world-model reward to real reward, refit online.
 
     :param window: keep only the most recent ``window`` anchor pairs (``None``: all).
     :param increasing: ``True`` when a higher world-model reward means a higher real one.
-    :param calibrator: ``isotonic`` (the step function) or ``smoothed`` (strictly monotone,
-        see :func:`smoothed_isotonic`).
-    :param slope: the smoothed calibrator's tilt, in real-reward sds per score sd.
+    :param calibrator: ``isotonic`` (the step function), ``smoothed`` (strictly monotone,
+        see :func:`smoothed_isotonic`) or ``ranked`` (isotonic levels, ties broken by the raw
+        order within each group, :func:`ranked_isotonic`).
+    :param slope: the smoothed calibrator's tilt, in real-reward sds per score sd; the ranked
+        one's spread, in real within-group sds.
 
     Fitted attributes: ``n_pairs_``, ``x_`` / ``y_`` / ``groups_`` (the stored pairs and the
     group key of each), ``isotonic_`` (the scikit-learn estimator, ``None`` before data).
@@ -98,8 +130,8 @@ class IsotonicDebiaser:
     def update(self, world_model_rewards: np.ndarray, real_rewards: np.ndarray, groups: np.ndarray) -> None:
         """Add anchor pairs (NaNs dropped) and refit.
 
-        :param groups: int key of each pair's group (unique across steps), used by the
-            denoiser to compare rewards within groups.
+        :param groups: int key of each pair's group (unique across steps): fusers and the
+            ``ranked`` calibrator compare rewards within groups.
         """
         x = np.asarray(world_model_rewards, dtype=np.float64)
         y = np.asarray(real_rewards, dtype=np.float64)
@@ -129,8 +161,17 @@ class IsotonicDebiaser:
             iso.fit(self.x_, self.y_)
         self.isotonic_ = iso
 
-    def transform(self, world_model_rewards: np.ndarray) -> np.ndarray:
-        """Calibrated rewards; identity before any anchor pair; NaN stays NaN."""
+    def real_within_group_sd(self) -> float:
+        """The stored real rewards' pooled within-group standard deviation (NaN without a group of two)."""
+        from wmrl_core.grpo import pooled_within_group_sd
+
+        return pooled_within_group_sd(self.y_, self.groups_)
+
+    def transform(self, world_model_rewards: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+        """Calibrated rewards; identity before any anchor pair; NaN stays NaN.
+
+        :param groups: the group of each reward, which the ``ranked`` calibrator needs (``None``: one group).
+        """
         x = np.asarray(world_model_rewards, dtype=np.float64)
         if self.isotonic_ is None:
             return x.copy()
@@ -144,6 +185,16 @@ class IsotonicDebiaser:
                     x[finite],
                     slope=self.slope,
                     y_scale=float(self.y_.std()),
+                    increasing=self.increasing,
+                )
+            elif self.calibrator == "ranked":
+                scale = self.real_within_group_sd()
+                out[finite] = ranked_isotonic(
+                    self.isotonic_.predict(x[finite]),
+                    x[finite],
+                    np.zeros(x.shape, dtype=np.int64)[finite] if groups is None else np.asarray(groups)[finite],
+                    slope=self.slope,
+                    y_scale=scale if np.isfinite(scale) else float(self.y_.std()),
                     increasing=self.increasing,
                 )
             else:

@@ -22,6 +22,7 @@ per rollout, ``m_{i,t}`` the mask of existing tokens.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 
 __all__ = [
+    "pooled_within_group_sd",
     "group_advantages",
     "clipped_surrogate",
     "kl_k3",
@@ -39,6 +41,21 @@ __all__ = [
 ]
 
 LossAggregation = Literal["token_mean", "sequence_mean"]
+
+
+def pooled_within_group_sd(values: Sequence[float] | np.ndarray, group_ids: Sequence[int] | np.ndarray) -> float:
+    r""":math:`\hat\sigma_W = \sqrt{\sum_g\sum_{i\in g}(v_i - \bar v_g)^2 / \sum_g (n_g - 1)}`, the pooled
+    within-group standard deviation over groups with at least two finite values; NaN without any."""
+    v, g = np.asarray(values, dtype=np.float64), np.asarray(group_ids)
+    if v.shape != g.shape or v.ndim != 1:
+        raise ValueError(f"values {v.shape} and group_ids {g.shape} must be 1-D of equal length")
+    squares, dof = 0.0, 0
+    for gid in np.unique(g):
+        x = v[(g == gid) & np.isfinite(v)]
+        if x.size >= 2:
+            squares += float(np.sum((x - x.mean()) ** 2))
+            dof += x.size - 1
+    return math.sqrt(squares / dof) if dof else math.nan
 
 
 def group_advantages(

@@ -70,6 +70,13 @@ World model (factory called as ``factory(env=env, **kwargs)``)
     advantages (``fusion.method=inverse_variance``: a convex combination weighted by the
     explained within-group variance; see docs/method.md).
 
+Fusion method (factory called as ``factory(settings)``; registered by ``wmrl_register_fusers``)
+    A :class:`~wmrl_core.fusion.base.Fuser`: ``plan(inputs) -> FusionPlan`` (this step's loss
+    terms, from earlier steps' state only), ``fit(inputs)`` (learn from this step's anchors),
+    ``state_dict()``/``load_state_dict()`` (checkpointed, so resume is exact). ``settings`` is
+    the method's own settings dataclass, filled from ``fusion.kwargs`` and validated with the
+    config.
+
 Reward extractor (factory called as ``factory(env=env, **kwargs)``)
     ``__call__(task, outcome) -> float | None``: the reward of one outcome, real or
     predicted. ``None`` means "no reward" and becomes NaN (never 0); the engine drops such
@@ -83,7 +90,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from wmrl_core.registry import ComponentTable
+    from wmrl_core.registry import ComponentTable, FuserTable
 
 hookspec = pluggy.HookspecMarker("wmrl")
 
@@ -155,6 +162,28 @@ def wmrl_default_reward_extractor(environment_name: str) -> str | None:
     :param environment_name: the configured ``environment.name``.
     :return: a registered reward-extractor name, or ``None`` if this plugin does not know
         the environment.
+    """
+
+
+# --------------------------------------------------------------------------- fusion methods
+
+
+@hookspec
+def wmrl_register_fusers(table: FuserTable) -> None:
+    """Register fusion methods: how a step's real (anchor) and world-model streams become one update.
+
+    Call ``table.add(name, "pkg.module:factory", settings=SettingsDataclass, description=...,
+    needs_anchors_every_step=...)`` once per method. The name is what users write as
+    ``fusion.method``. ``settings`` (a dataclass, or ``"pkg.module:Settings"`` imported lazily;
+    ``wmrl_core.registry.NoSettings`` when the method has none) is built from ``fusion.kwargs``
+    when the config is validated: an unknown key or a wrong type is refused, and its
+    ``__post_init__`` raises ``ValueError`` for values out of range. Its fields' ``metadata["help"]``
+    is what ``wmrl train --help`` and ``docs/configuration.md`` show. The factory is called as
+    ``factory(settings)`` and returns a fresh :class:`~wmrl_core.fusion.base.Fuser`. Set
+    ``needs_anchors_every_step=True`` when the estimator is undefined on a step without anchor
+    groups (the config then refuses settings that allow such steps).
+
+    :param table: the fusion-method table of the registry.
     """
 
 

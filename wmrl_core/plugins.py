@@ -26,11 +26,15 @@ ENTRY_POINT_GROUP = "wmrl"
 BUILTIN_PLUGINS = (
     "wmrl_core.builtin_rewards",
     "wmrl_core.experiments.noise",
+    "wmrl_core.fusion.plugin",
     "wmrl_core.synthetic.plugin",
     "wmrl_core.vowels",
 )
 
-_REGISTRATION_HOOKS = {k.hook: k.table for k in COMPONENT_KINDS} | {"wmrl_register_experiments": "experiments"}
+_REGISTRATION_HOOKS = {k.hook: k.table for k in COMPONENT_KINDS} | {
+    "wmrl_register_experiments": "experiments",
+    "wmrl_register_fusers": "fusers",
+}
 
 
 def get_plugin_manager(
@@ -116,7 +120,7 @@ def describe_plugins(pm: pluggy.PluginManager, registry: Registry) -> list[Plugi
         dist = dists.get(name)
         version = dist.version if dist is not None else own_version
         info = PluginInfo(name=name, version=version, module=getattr(plugin, "__name__", repr(plugin)))
-        for kind, table in (*registry.tables().items(), ("experiment", registry.experiments)):
+        for kind, table in registry.listed_tables().items():
             names = [spec.name for spec in table if spec.plugin == name]
             if names:
                 info.components[kind] = names

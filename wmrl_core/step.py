@@ -27,6 +27,7 @@ from wmrl_core.fusion import Fuser, FusionSettings, PolicyGradients, build_fuser
 from wmrl_core.fusion.value import value_record
 from wmrl_core.grpo import entropy_bonus, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
+from wmrl_core.registry import FuserTable
 from wmrl_core.types import Rollouts
 
 __all__ = ["TrainState", "ScoredStep", "StepUpdate", "update_step", "fusion_method"]
@@ -75,8 +76,17 @@ class TrainState:
     ``environment``, ``world_model`` and ``reference`` are ``None`` or absent where there is nothing."""
 
     @classmethod
-    def create(cls, cfg: TrainConfig, policy: Any, *, environment: Any = None, world_model: Any = None) -> TrainState:
-        """The state of a fresh run of ``cfg`` training ``policy`` (on ``environment`` with ``world_model``)."""
+    def create(
+        cls,
+        cfg: TrainConfig,
+        policy: Any,
+        *,
+        environment: Any = None,
+        world_model: Any = None,
+        fusers: FuserTable | None = None,
+    ) -> TrainState:
+        """The state of a fresh run of ``cfg`` training ``policy`` (on ``environment`` with ``world_model``);
+        its fuser is made from ``fusers`` (the run's registry's; default: the installed plugins')."""
         optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=cfg.grpo.lr)
         reference = None
         if cfg.grpo.kl_coef and not callable(getattr(policy, "reference_log_probs", None)):
@@ -88,7 +98,7 @@ class TrainState:
         return cls(
             optimizer=optimizer,
             debiaser=IsotonicDebiaser.from_config(cfg.calibration),
-            fuser=build_fuser(fusion_method(cfg), cfg.fusion),
+            fuser=build_fuser(fusion_method(cfg), cfg.fusion, fusers),
             ledger=ComputeLedger(),
             anchor_sampler=anchor_sampler,
             task_rng=np.random.default_rng([cfg.seed, 0x7A5]),

@@ -463,7 +463,9 @@ def _start(
             )
         train_tasks = split_tasks(c, cfg.rollout.task_split, "rollout.task_split")
         eval_tasks = _eval_tasks(c, cfg.eval.split, cfg.eval.max_tasks)
-        state = TrainState.create(cfg, c.policy, environment=c.environment, world_model=c.world_model)
+        state = TrainState.create(
+            cfg, c.policy, environment=c.environment, world_model=c.world_model, fusers=registry.fusers
+        )
         if saved is not None:
             state.load_state_dict(saved)
     except BaseException:

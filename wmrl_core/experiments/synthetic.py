@@ -63,10 +63,10 @@ SYNTHETIC_ARMS: dict[str, list[str]] = {
     "wmrl_shrinkage_calibrated": [
         "mode=wmrl",
         "fusion.method=shrinkage",
-        "fusion.shrinkage_toward=calibrated",
+        "fusion.kwargs.shrinkage_toward=calibrated",
         f"steps={WMRL_STEPS}",
     ],
-    "wmrl_gradient_lambda": ["mode=wmrl", "fusion.lambda_moments=gradient", f"steps={WMRL_STEPS}"],
+    "wmrl_gradient_lambda": ["mode=wmrl", "fusion.kwargs.lambda_moments=gradient", f"steps={WMRL_STEPS}"],
     "wmrl_independent_wm_shrinkage": [
         "mode=wmrl",
         "world_model.kwargs.quality=independent",
@@ -80,7 +80,7 @@ SYNTHETIC_ARMS: dict[str, list[str]] = {
         f"steps={WMRL_STEPS}",
     ],
     # lambda tuned on per-rollout advantage moments, duplicates counted apart
-    "wmrl_rollout_moments": ["mode=wmrl", "fusion.lambda_moments=rollout", f"steps={WMRL_STEPS}"],
+    "wmrl_rollout_moments": ["mode=wmrl", "fusion.kwargs.lambda_moments=rollout", f"steps={WMRL_STEPS}"],
     "wmrl_no_debias": ["mode=wmrl", "calibration.enabled=false", f"steps={WMRL_STEPS}"],
     "wmrl_no_denoise": ["mode=wmrl", "fusion.enabled=false", f"steps={WMRL_STEPS}"],
     "wmrl_independent_wm": ["mode=wmrl", "world_model.kwargs.quality=independent", f"steps={WMRL_STEPS}"],

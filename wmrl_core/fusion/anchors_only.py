@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
 from wmrl_core.fusion.pooled import PooledFuser
+from wmrl_core.registry import NoSettings
 
-__all__ = ["AnchorsOnlyFuser"]
+__all__ = ["AnchorsOnlyFuser", "anchors_only_fuser"]
 
 
 class AnchorsOnlyFuser(PooledFuser):
@@ -29,3 +30,8 @@ class AnchorsOnlyFuser(PooledFuser):
             LossTerm(0.0, step.advantages, ~step.is_anchor),
         )
         return FusionPlan(terms=terms, w_real=1.0, w_world_model=0.0, n_effective=float(step.n_real), lam=0.0)
+
+
+def anchors_only_fuser(settings: NoSettings) -> AnchorsOnlyFuser:
+    """The ``anchors_only`` method's factory (registered in :mod:`wmrl_core.fusion.plugin`); it has no settings."""
+    return AnchorsOnlyFuser()

@@ -74,12 +74,14 @@ class FusionInputs:
     :param n_real: anchor rollouts with a real reward.
     :param n_world_model: other rollouts with a (calibrated) world-model reward.
     :param pairs: ``(world_model, real, group_keys)`` of every anchor pair the calibrator holds,
-        this step's included.
+        this step's included (the last ``step_pairs`` of them).
     :param calibrated: whether the world-model rewards were calibrated (else raw).
     :param solutions: the rows' solutions (for fusers that merge equal ones), or ``None``.
     :param group_gradient: :math:`h(A)` over given rows at the step's parameters
         (:class:`~wmrl_core.fusion.gradients.PolicyGradients`), for fusers that weigh by gradients;
         ``None`` where the trainer provides none.
+    :param step_pairs: how many of ``pairs`` this step's anchors added (a fuser that must not read
+        its own step's anchors leaves them out).
     """
 
     advantages: np.ndarray
@@ -93,6 +95,7 @@ class FusionInputs:
     calibrated: bool
     solutions: Sequence[Any] | None = None
     group_gradient: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    step_pairs: int = 0
 
 
 @dataclass(frozen=True)

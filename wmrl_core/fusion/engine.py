@@ -41,7 +41,18 @@ from wmrl_core.fusion.inverse_variance import cross_fitted_calibration
 from wmrl_core.grpo import LossAggregation, group_advantages
 from wmrl_core.metrics import nanmean
 
-__all__ = ["FusionSettings", "FusedStep", "fuse_step", "fused_loss", "tied_group_share", "within_group_error"]
+ADVANTAGE_SCALES = ("own", "real")
+
+__all__ = [
+    "ADVANTAGE_SCALES",
+    "calibrated_advantages",
+    "FusionSettings",
+    "FusedStep",
+    "fuse_step",
+    "fused_loss",
+    "tied_group_share",
+    "within_group_error",
+]
 
 
 @dataclass(frozen=True)
@@ -53,12 +64,16 @@ class FusionSettings:
     :param anchored: anchors and world-model rewards are mixed (``mode=wmrl``): the calibrator
         learns from the anchors and calibration metrics are reported.
     :param calibrate: apply the calibrator to the world-model rewards (``calibration.enabled``).
+    :param advantage_scale: with ``scale_advantages``, what the calibrated stream's advantages are
+        divided by: ``own`` (each group's own spread, as GRPO does) or ``real`` (the real rewards'
+        pooled within-group spread on earlier anchors, :func:`calibrated_advantages`).
     """
 
     aggregation: LossAggregation = "token_mean"
     scale_advantages: bool = True
     anchored: bool = True
     calibrate: bool = True
+    advantage_scale: str = "own"
 
     @classmethod
     def from_config(cls, cfg: Any) -> FusionSettings:
@@ -69,6 +84,7 @@ class FusionSettings:
             scale_advantages=cfg.grpo.scale_advantages,
             anchored=anchored,
             calibrate=anchored and cfg.calibration.enabled,
+            advantage_scale=cfg.calibration.advantage_scale,
         )
 
 
@@ -118,6 +134,22 @@ def within_group_error(predicted: np.ndarray, real: np.ndarray, group_ids: np.nd
         if idx.size >= 2:
             errors.append((predicted[idx] - predicted[idx].mean()) - (real[idx] - real[idx].mean()))
     return float(np.sqrt(np.mean(np.concatenate(errors) ** 2))) if errors else math.nan
+
+
+def calibrated_advantages(
+    calibrated: np.ndarray, group_ids: np.ndarray, *, scale: bool, real_sd: float, advantage_scale: str = "own"
+) -> np.ndarray:
+    r"""The calibrated stream's group advantages: :math:`(c_i - \bar c_g)/\hat\sigma` with
+    :math:`\hat\sigma` the group's own spread (``own``, GRPO's rule) or ``real_sd``, the real rewards'
+    pooled within-group spread (``real``). Dividing by its own spread re-inflates a calibration
+    that has learnt the world model is weak (a nearly flat map) to unit-size advantages; on the
+    real scale a weak world model's advantages stay small. ``real`` falls back to ``own`` while
+    ``real_sd`` is unknown (NaN or 0: no anchor group with spread yet)."""
+    if advantage_scale not in ADVANTAGE_SCALES:
+        raise ValueError(f"advantage_scale={advantage_scale!r} is unknown; use one of {', '.join(ADVANTAGE_SCALES)}")
+    if not scale or advantage_scale == "own" or not (np.isfinite(real_sd) and real_sd > 0):
+        return group_advantages(calibrated, group_ids, scale=scale)
+    return group_advantages(calibrated, group_ids, scale=False) / real_sd
 
 
 def _rewarded(rewards: np.ndarray, rows: np.ndarray) -> int:
@@ -179,11 +211,14 @@ def fuse_step(
     is_anchor = anchor_groups[group_ids]
     anchor_idx = np.flatnonzero(is_anchor)
 
-    calibrated = calibrator.transform(wm) if settings.calibrate and calibrator.n_pairs_ else wm.copy()
-    anchor_pairs = None
+    calibrated = calibrator.transform(wm, group_ids) if settings.calibrate and calibrator.n_pairs_ else wm.copy()
+    real_sd = calibrator.real_within_group_sd() if calibrator.n_pairs_ else math.nan  # earlier anchors only
+    anchor_pairs, step_pairs = None, 0
     if settings.anchored and anchor_idx.size:
         group_keys = step * len(anchor_groups) + group_ids  # unique across steps
         calibrator.update(wm[anchor_idx], real[anchor_idx], group_keys[anchor_idx])
+        added = int(np.sum(np.isfinite(wm[anchor_idx]) & np.isfinite(real[anchor_idx])))
+        step_pairs = min(added, calibrator.n_pairs_)  # the last pairs the calibrator holds
         anchor_pairs = {
             "step": step,
             "group": group_ids[anchor_idx].tolist(),
@@ -193,9 +228,17 @@ def fuse_step(
         }
 
     rewards = np.where(is_anchor, real, calibrated)
+    calibrated_adv = calibrated_advantages(
+        calibrated,
+        group_ids,
+        scale=settings.scale_advantages,
+        real_sd=real_sd,
+        advantage_scale=settings.advantage_scale if settings.anchored else "own",
+    )
+    real_adv = group_advantages(np.where(is_anchor, real, np.nan), group_ids, scale=settings.scale_advantages)
     inputs = FusionInputs(
-        advantages=group_advantages(rewards, group_ids, scale=settings.scale_advantages),
-        calibrated_advantages=group_advantages(calibrated, group_ids, scale=settings.scale_advantages),
+        advantages=np.where(is_anchor, real_adv, calibrated_adv),
+        calibrated_advantages=calibrated_adv,
         is_anchor=is_anchor,
         group_ids=group_ids,
         anchor_share=float(anchor_groups.mean()) if anchor_groups.size else 0.0,
@@ -205,6 +248,7 @@ def fuse_step(
         calibrated=settings.calibrate,
         solutions=solutions,
         group_gradient=group_gradient,
+        step_pairs=step_pairs,
     )
     plan = fuser.plan(inputs)
     fuser.fit(inputs)
@@ -221,6 +265,7 @@ def fuse_step(
         "fusion/n_real": inputs.n_real,
         "fusion/n_world_model": inputs.n_world_model,
         "calibration/tied_group_share": tied_group_share(calibrated, group_ids, ~is_anchor) if anchored else math.nan,
+        "calibration/real_within_group_sd": real_sd,
         "calibration/within_group_error_raw": within_group_error(wm, real, group_ids),
         "calibration/within_group_error_calibrated": (
             within_group_error(calibrated, real, group_ids) if anchored else math.nan

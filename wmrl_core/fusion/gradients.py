@@ -60,7 +60,7 @@ def require_gradients(group_gradient: GroupGradient | None, who: str) -> GroupGr
         raise MissingGradientsError(
             f"{who} needs per-group policy gradients, which this trainer does not pass to fuse_step "
             "(WMRL's own trainer does; the TRL and verl integrations do not): use fusion.method=rectified "
-            "with fusion.lambda_moments=solution there"
+            "with fusion.kwargs.lambda_moments=solution there"
         )
     return group_gradient
 
@@ -73,7 +73,7 @@ def refuse_gradient_fusers(fuser: Any, trainer: str) -> None:
 
         raise ConfigError(
             f"{trainer} does not compute per-group policy gradients, which this fusion needs "
-            f"({type(fuser).__name__}): set fusion.method=rectified and fusion.lambda_moments=solution "
+            f"({type(fuser).__name__}): set fusion.method=rectified and fusion.kwargs.lambda_moments=solution "
             "(or train with WMRL's own trainer, `wmrl train`)"
         )
 

@@ -43,7 +43,7 @@ near 0 and the update becomes plain GRPO on the anchors; with no evidence at all
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,8 @@ from sklearn.isotonic import IsotonicRegression
 from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
 
 __all__ = [
+    "InverseVarianceSettings",
+    "inverse_variance_fuser",
     "FusionWeights",
     "inverse_variance_weights",
     "explained_within_group_variance",
@@ -198,3 +200,15 @@ class InverseVarianceFuser:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         return None
+
+
+@dataclass
+class InverseVarianceSettings:
+    """``fusion.kwargs`` of ``fusion.method=inverse_variance``."""
+
+    min_pairs: int = field(default=4, metadata={"help": "anchor pairs needed before the world model gets any weight."})
+
+
+def inverse_variance_fuser(settings: InverseVarianceSettings) -> InverseVarianceFuser:
+    """The ``inverse_variance`` method's factory (registered in :mod:`wmrl_core.fusion.plugin`)."""
+    return InverseVarianceFuser(min_pairs=settings.min_pairs)

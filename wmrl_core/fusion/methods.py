@@ -1,105 +1,103 @@
-"""The table of fusion methods: config validation, the CLI (``wmrl train --help``) and the
-docs (docs/method.md, checked by ``tests/test_fusion_interface.py``) all read :data:`FUSION_METHODS`.
+"""Fusion methods by name, from the registry: config validation, the engine, the CLI and the docs
+read the methods the plugins register (``wmrl_register_fusers``; WMRL's own in
+:mod:`wmrl_core.fusion.plugin`), never a list kept here.
 
-A new method is one module in ``wmrl_core/fusion/`` with a class that follows
-:class:`~wmrl_core.fusion.base.Fuser`, and one entry here.
+A new method is one module with a class that follows :class:`~wmrl_core.fusion.base.Fuser`, a
+settings dataclass and a factory, and one ``table.add`` in a plugin's ``wmrl_register_fusers``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
-from wmrl_core.fusion.anchors_only import AnchorsOnlyFuser
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from wmrl_core.errors import ConfigError, close_match_hint
 from wmrl_core.fusion.base import Fuser
-from wmrl_core.fusion.inverse_variance import InverseVarianceFuser
-from wmrl_core.fusion.pooled import PooledFuser
-from wmrl_core.fusion.rectified import RectifiedFuser
-from wmrl_core.fusion.shrinkage import ShrinkageFuser
 
-__all__ = ["FusionMethod", "FUSION_METHODS", "build_fuser", "describe_methods"]
+if TYPE_CHECKING:
+    import pluggy
+
+    from wmrl_core.registry import FuserSpec, FuserTable
+
+__all__ = ["registered_fusers", "fusion_method_spec", "fuser_settings", "build_fuser"]
+
+KWARGS_KEY = "fusion.kwargs"
 
 
-@dataclass(frozen=True)
-class FusionMethod:
-    """One fusion method.
+def registered_fusers(plugin_manager: pluggy.PluginManager | None = None) -> FuserTable:
+    """The fusion methods that the plugins of ``plugin_manager`` register (default: the installed
+    plugins and WMRL's own), collected now: never when ``wmrl_core`` is imported."""
+    from wmrl_core.plugins import build_registry, get_plugin_manager
 
-    :param name: its ``fusion.method`` value.
-    :param summary: one line for the CLI and the docs.
-    :param module: where its derivation lives.
-    :param build: makes a fresh fuser from the ``fusion`` config section.
-    :param needs_anchors_every_step: the estimator is undefined on a step without anchor groups.
+    return build_registry(plugin_manager or get_plugin_manager()).fusers
+
+
+def fusion_method_spec(method: str, fusers: FuserTable) -> FuserSpec:
+    """The registration of ``fusion.method=method``.
+
+    :raises ConfigError: naming the closest registered method and all of them.
     """
-
-    name: str
-    summary: str
-    module: str
-    build: Callable[[Any], Fuser]
-    needs_anchors_every_step: bool = False
-
-
-def _rectified(f: Any) -> RectifiedFuser:
-    return RectifiedFuser(
-        window=f.lambda_window, moments=f.lambda_moments, level=f.lambda_level, min_groups=f.lambda_min_groups
+    if method in fusers:
+        return fusers.get(method)
+    close = difflib.get_close_matches(method, fusers.names(), n=1)
+    raise ConfigError(
+        f"fusion.method={method!r} is unknown{f' (did you mean {close[0]}?)' if close else ''}; use one of "
+        f"{', '.join(fusers.names()) or 'none'} (the methods the installed plugins register: `wmrl plugins` "
+        "lists them), or install the plugin that provides it"
     )
 
 
-FUSION_METHODS: dict[str, FusionMethod] = {
-    m.name: m
-    for m in (
-        FusionMethod(
-            name="rectified",
-            summary="anchor gradient plus lambda times (calibrated gradient over all groups minus over the "
-            "anchor groups): unbiased for any lambda, lambda power-tuned on earlier anchors",
-            module="wmrl_core/fusion/rectified.py",
-            build=lambda f: _rectified(f),
-            needs_anchors_every_step=True,
-        ),
-        FusionMethod(
-            name="shrinkage",
-            summary="the rectified update moved toward the inverse-variance (or calibrated) one by alpha, "
-            "the MSE-optimal weight estimated from earlier anchor groups' gradients; alpha = 0 unless the "
-            "anchors show the world model ranking within groups",
-            module="wmrl_core/fusion/shrinkage.py",
-            build=lambda f: ShrinkageFuser(
-                rectified=_rectified(f), toward=f.shrinkage_toward, window=f.shrinkage_window, min_pairs=f.min_pairs
-            ),
-            needs_anchors_every_step=True,
-        ),
-        FusionMethod(
-            name="inverse_variance",
-            summary="convex combination of the two streams weighted by their inverse variances "
-            "(the world model's explained within-group variance on the anchors)",
-            module="wmrl_core/fusion/inverse_variance.py",
-            build=lambda f: InverseVarianceFuser(min_pairs=f.min_pairs),
-        ),
-        FusionMethod(
-            name="pooled",
-            summary="both streams weighted by their share of rewarded rollouts, no estimate of the "
-            "world model's quality (the ablation; what modes real and world_model use)",
-            module="wmrl_core/fusion/pooled.py",
-            build=lambda f: PooledFuser(),
-        ),
-        FusionMethod(
-            name="anchors_only",
-            summary="GRPO on the anchor groups' real advantages alone (lambda = 0, the world model unused): "
-            "the control with WMRL's executions and no world model",
-            module="wmrl_core/fusion/anchors_only.py",
-            build=lambda f: AnchorsOnlyFuser(),
-            needs_anchors_every_step=True,
-        ),
-    )
-}
+def fuser_settings(spec: FuserSpec, kwargs: Mapping[str, Any]) -> Any:
+    """The settings of the fusion method ``spec`` from ``fusion.kwargs``: its settings dataclass
+    with ``kwargs`` over the defaults, type-checked through OmegaConf as the rest of the config is.
+
+    :raises ConfigError: for a key the method does not have (with the closest one and all of them),
+        a value of the wrong type, or one its ``__post_init__`` refuses, naming ``fusion.kwargs.KEY``.
+    """
+    from wmrl_core.config import check_choices
+
+    cls = spec.settings_class()
+    known = [f.name for f in dataclasses.fields(cls)]
+    for key in kwargs:
+        if key not in known:
+            raise ConfigError(
+                f"{KWARGS_KEY}.{key} is not a setting of fusion.method={spec.name}."
+                f"{close_match_hint(str(key), known)} Its settings: {', '.join(known) or 'none (leave fusion.kwargs empty)'}"
+            )
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(cls), dict(kwargs))
+        values = cast(dict[str, Any], OmegaConf.to_container(merged))
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        raise ConfigError(
+            f"invalid {KWARGS_KEY}.{key} for fusion.method={spec.name}: {str(exc).splitlines()[0]}"
+        ) from None
+    try:
+        settings = cls(**values)
+    except ValueError as exc:
+        # the settings' own checks name their field first: make it the key a user writes
+        message = str(exc)
+        if message.split(" ", 1)[0] in known:
+            raise ConfigError(f"{KWARGS_KEY}.{message} (fusion.method={spec.name})") from None
+        raise ConfigError(f"{KWARGS_KEY} of fusion.method={spec.name}: {message}") from None
+    check_choices(settings, f"{KWARGS_KEY}.")
+    return settings
 
 
-def build_fuser(method: str, section: Any) -> Fuser:
-    """A fresh fuser of ``method`` configured by the ``fusion`` section ``section``."""
-    if method not in FUSION_METHODS:
-        raise ValueError(f"fusion method {method!r} is unknown; use one of {', '.join(FUSION_METHODS)}")
-    return FUSION_METHODS[method].build(section)
+def build_fuser(method: str, section: Any, fusers: FuserTable | None = None) -> Fuser:
+    """A fresh fuser of ``method`` configured by the ``fusion`` section ``section``.
 
+    ``section.kwargs`` are ``section.method``'s settings, so they configure ``method`` only when it is
+    ``section.method``; another method (``pooled``, which modes ``real`` and ``world_model`` train
+    with) gets its defaults.
 
-def describe_methods() -> str:
-    """``name: summary`` lines, one per method."""
-    return "\n".join(f"  {m.name}: {m.summary}" for m in FUSION_METHODS.values())
+    :param fusers: the registered methods (default: :func:`registered_fusers`).
+    """
+    spec = fusion_method_spec(method, fusers if fusers is not None else registered_fusers())
+    kwargs = section.kwargs if method == section.method else {}
+    return spec.make(fuser_settings(spec, kwargs))

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
+from wmrl_core.registry import NoSettings
 
-__all__ = ["pooled_weights", "PooledFuser"]
+__all__ = ["pooled_weights", "PooledFuser", "pooled_fuser"]
 
 
 def pooled_weights(n_real: int, n_world_model: int, any_anchor: bool) -> tuple[float, float]:
@@ -50,3 +51,8 @@ class PooledFuser:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         return None
+
+
+def pooled_fuser(settings: NoSettings) -> PooledFuser:
+    """The ``pooled`` method's factory (registered in :mod:`wmrl_core.fusion.plugin`); it has no settings."""
+    return PooledFuser()

@@ -236,12 +236,12 @@ def snapshot_report(run_dir: str | Path, steps: list[int], replications: int = 4
 
 
 def lambda_estimates(run_dir: str | Path, steps: list[int], replications: int = 4000) -> list[dict[str, float]]:
-    r"""At each checkpoint of a run trained with ``fusion.lambda_moments=gradient`` (whose fuser keeps
+    r"""At each checkpoint of a run trained with ``fusion.kwargs.lambda_moments=gradient`` (whose fuser keeps
     both the advantage moments and the groups' gradient vectors): the exact trace-optimal
     :math:`\lambda^*` (:func:`fusion_gradient_errors`' simulation) beside the window's slope from the
     advantage (solution) moments and from the per-group gradients, unclipped and as used
     (:math:`\tilde\lambda`: the test and the shrinkage)."""
-    from wmrl_core.fusion import RectifiedFuser
+    from wmrl_core.fusion.rectified import RectifiedFuser, rectified_settings
 
     run_dir = Path(run_dir)
     cfg, env, wm = _run(run_dir)
@@ -253,7 +253,8 @@ def lambda_estimates(run_dir: str | Path, steps: list[int], replications: int = 
     for step in steps:
         ckpt, probs, calibrator = _snapshot(run_dir, step)
         state = ckpt["fuser"].get("rectified", ckpt["fuser"])
-        fuser = RectifiedFuser(window=cfg.fusion.lambda_window, moments="gradient", level=cfg.fusion.lambda_level)
+        lam = rectified_settings(cfg.fusion)
+        fuser = RectifiedFuser(window=lam.lambda_window, moments="gradient", level=lam.lambda_level)
         fuser.load_state_dict(state)
         k = max(cfg.anchors.min_groups, round(cfg.anchors.fraction * cfg.rollout.batch_tasks))
         _, _, h_r, h_c = simulate_group_gradients(
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
         "--lambdas",
         action="store_true",
         help="instead: exact lambda* against the run's advantage- and gradient-moment lambda "
-        "(a run with fusion.lambda_moments=gradient)",
+        "(a run with fusion.kwargs.lambda_moments=gradient)",
     )
     args = parser.parse_args(argv)
     if args.lambdas:

@@ -56,7 +56,13 @@ from wmrl_core.config import load_config
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ConfigError
 from wmrl_core.fusion import PolicyGradients
-from wmrl_core.fusion.rectified import RectifiedFuser, gradient_slope_terms, solution_keys, solution_moments
+from wmrl_core.fusion.rectified import (
+    RectifiedFuser,
+    gradient_slope_terms,
+    rectified_settings,
+    solution_keys,
+    solution_moments,
+)
 from wmrl_core.grpo import group_advantages
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.trainer import component_call, execute, extract_rewards, split_tasks
@@ -380,8 +386,8 @@ def analyse(samples: list[GroupSample], cfg: Any, args: argparse.Namespace) -> d
     rng = np.random.default_rng([cfg.seed, 0x5B])
     lam_star = trace_optimal_lambda(h_r, h_c)
     lo, hi = bootstrap_lambda_interval(h_r, h_c, replications=args.bootstrap, rng=rng)
-    fusion = cfg.fusion
-    settings = {"level": fusion.lambda_level, "min_groups": fusion.lambda_min_groups}
+    lam = rectified_settings(cfg.fusion)
+    settings = {"level": lam.lambda_level, "min_groups": lam.lambda_min_groups}
     per_k = {}
     for k in args.k:
         est = subset_estimates(samples, k, args.subsets, rng, **settings)
@@ -469,7 +475,8 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment lambda-esti
         parser.error(f"--groups must be >= 2 and --sketch-dim >= 1, got {args.groups}, {args.sketch_dim}")
     overrides = [*COMMON, f"environment.cache={args.cache}", *args.override]
     cfg = load_config(args.config, [*overrides, *([f"seed={args.seed}"] if args.seed is not None else [])])
-    args.k = args.k or [cfg.fusion.lambda_window, 5]
+    lam = rectified_settings(cfg.fusion)
+    args.k = args.k or [lam.lambda_window, 5]
     bad = [k for k in args.k if not 2 <= k <= args.groups]
     if bad:
         parser.error(f"--k {bad}: each k must be in [2, --groups={args.groups}]")
@@ -489,8 +496,8 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment lambda-esti
             "subsets": args.subsets,
             "bootstrap": args.bootstrap,
             "sketch_dim": args.sketch_dim,
-            "level": cfg.fusion.lambda_level,
-            "min_groups": cfg.fusion.lambda_min_groups,
+            "level": lam.lambda_level,
+            "min_groups": lam.lambda_min_groups,
         },
         **info,
     }
