@@ -1,0 +1,201 @@
+"""The engine's defaults on the synthetic bandit: which calibration keeps the world model's
+rankings, and the floors of the default fusion (``mse_weighted``). Pre-registered in
+``PREREGISTRATION.md`` beside this file; results in ``docs/results/synthetic/fusion_defaults/``.
+
+    python experiments/fusion_defaults/synthetic.py calibration --runs runs/fusion_defaults
+    python experiments/fusion_defaults/synthetic.py floors --runs runs/fusion_defaults
+    python experiments/fusion_defaults/synthetic.py report --runs runs/fusion_defaults \\
+        --out docs/results/synthetic/fusion_defaults
+
+Resumable: finished runs are read back (the kit's :func:`~wmrl_core.experiments.runner.run_arms`),
+and a run whose stored config differs from the plan is refused. ``report`` trains nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl_core.experiments.package_data import synthetic_config
+from wmrl_core.experiments.runner import run_arms
+from wmrl_core.experiments.stats import mean_t_interval
+from wmrl_core.experiments.synthetic import compute_to_reach, smoothed_final
+from wmrl_core.metrics import read_metrics
+from wmrl_core.synthetic.noise_weight import summarize_weights
+
+CONFIG = synthetic_config()
+COMMON = ["checkpoint.every=0", "logging.tensorboard=false"]
+
+# Calibration: every calibrator and advantage scale, under the gate (mse_weighted) and without it
+# (inverse_variance), on three world models. Development seeds, disjoint from the floors'.
+CALIBRATION_SEEDS = list(range(100, 106))
+WORLD_MODELS = {
+    "benign": ["world_model.kwargs.quality=miscalibrated"],
+    "decoy": ["world_model.kwargs.quality=confident_decoy"],
+    "noise": ["world_model.name=noise", "steps=30", "eval.every=0"],
+}
+CALIBRATORS = ("isotonic", "smoothed", "ranked")
+SCALES = ("own", "real")
+FUSIONS = ("mse_weighted", "inverse_variance")
+RANKED_SLOPE = 0.5
+"""The ``ranked`` calibrator's tie-break spread, in real within-group sds (``smoothed`` keeps its 0.01 tilt)."""
+
+
+def calibration_arms() -> dict[str, list[str]]:
+    arms = {}
+    for wm, wm_overrides in WORLD_MODELS.items():
+        for fusion in FUSIONS:
+            for calibrator in CALIBRATORS:
+                for scale in SCALES:
+                    slope = [f"calibration.slope={RANKED_SLOPE}"] if calibrator == "ranked" else []
+                    arms[f"{wm}-{fusion}-{calibrator}-{scale}"] = [
+                        f"fusion.method={fusion}",
+                        f"calibration.calibrator={calibrator}",
+                        f"calibration.advantage_scale={scale}",
+                        *slope,
+                        *wm_overrides,
+                    ]
+    return arms
+
+
+# The floors of the issue, on fresh seeds, with the defaults as shipped.
+NOISE_SEEDS = list(range(1000, 1020))
+DECOY_SEEDS = list(range(2000, 2010))
+BENIGN_SEEDS = list(range(3000, 3010))
+NOISE_FRACTIONS = {"1 anchor group": 0.05, "2 anchor groups": 0.1}  # of batch_tasks = 20
+DECOY_TOLERANCE = 0.005
+BENIGN_TARGET, BENIGN_RATIO_FLOOR = 0.95, 1.10
+
+
+def floor_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
+    """(group, arms, seeds) of every floor."""
+    noise = {
+        f"noise-f{fraction:g}": [
+            "world_model.name=noise",
+            f"anchors.fraction={fraction}",
+            "steps=30",
+            "eval.every=0",
+        ]
+        for fraction in NOISE_FRACTIONS.values()
+    }
+    decoy = {
+        "decoy-real": ["mode=real", "steps=60"],
+        "decoy-default": ["world_model.kwargs.quality=confident_decoy", "steps=120"],
+    }
+    benign = {
+        "benign-real": ["mode=real", "steps=60"],
+        "benign-inverse_variance": ["fusion.method=inverse_variance", "steps=120"],
+        "benign-default": ["steps=120"],
+    }
+    return [("noise", noise, NOISE_SEEDS), ("decoy", decoy, DECOY_SEEDS), ("benign", benign, BENIGN_SEEDS)]
+
+
+def _train(arms: dict[str, list[str]], seeds: Sequence[int], runs: Path, report_only: bool) -> dict[tuple[str, int], Path]:
+    done = run_arms(CONFIG, arms, seeds, runs, overrides=COMMON, report_only=report_only)
+    return {(r.arm.name, r.seed): r.run_dir for r in done}
+
+
+def _curve(records: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    return [(r["compute/total_s"], r["eval/true_reward"]) for r in records if r.get("eval/true_reward") is not None]
+
+
+def _mean(records: list[dict[str, Any]], key: str) -> float:
+    values = [float(r[key]) for r in records if r.get(key) is not None and math.isfinite(float(r[key]))]
+    return float(np.mean(values)) if values else math.nan
+
+
+def run_summary(run_dir: Path) -> dict[str, Any]:
+    """What one run shows: its final reward, the calibration's ties and the world model's weight."""
+    records = [r for r in read_metrics(run_dir) if r.get("step", 0) > 0 or r.get("eval/true_reward") is not None]
+    curve = _curve(records)
+    training = [r for r in records if "fusion/w_world_model" in r]
+    weights = [float(r["fusion/w_world_model"]) for r in training]
+    opened = [r["step"] for r in training if r.get("fusion/gate_open") == 1.0]
+    return {
+        "final": smoothed_final(curve) if curve else math.nan,
+        "curve": curve,
+        "weights": weights,
+        "mean_weight": float(np.mean(weights)) if weights else math.nan,
+        "tied_group_share": _mean(training, "calibration/tied_group_share"),
+        "error_calibrated": _mean(training, "calibration/within_group_error_calibrated"),
+        "error_raw": _mean(training, "calibration/within_group_error_raw"),
+        "gate_opened_at": opened[0] if opened else None,
+    }
+
+
+def calibration(runs: Path, report_only: bool = False) -> dict[str, Any]:
+    folders = _train(calibration_arms(), CALIBRATION_SEEDS, runs / "calibration", report_only)
+    out: dict[str, Any] = {}
+    for (arm, seed), folder in folders.items():
+        out.setdefault(arm, {})[seed] = run_summary(folder)
+    return out
+
+
+def floors(runs: Path, report_only: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for group, arms, seeds in floor_plan():
+        folders = _train(arms, seeds, runs / "floors" / group, report_only)
+        for (arm, seed), folder in folders.items():
+            out.setdefault(arm, {})[seed] = run_summary(folder)
+    return out
+
+
+def noise_floor(results: dict[str, Any]) -> dict[str, Any]:
+    rows = {}
+    for label, fraction in NOISE_FRACTIONS.items():
+        by_seed = results.get(f"noise-f{fraction:g}", {})
+        summary = summarize_weights({f"seed{s}": r["weights"] for s, r in by_seed.items()})
+        summary["gate_opened"] = sum(r["gate_opened_at"] is not None for r in by_seed.values())
+        summary["met"] = bool(by_seed) and summary["share_above"] <= 0.05 and summary["worst_run_mean"] <= 0.05
+        rows[label] = summary
+    return rows
+
+
+def decoy_floor(results: dict[str, Any]) -> dict[str, Any]:
+    real, default = results.get("decoy-real", {}), results.get("decoy-default", {})
+    seeds = sorted(set(real) & set(default))
+    rows = {s: {"real": real[s]["final"], "default": default[s]["final"]} for s in seeds}
+    met = bool(seeds) and all(r["default"] >= r["real"] - DECOY_TOLERANCE for r in rows.values())
+    return {"per_seed": rows, "met": met, "seeds": len(seeds)}
+
+
+def benign_floor(results: dict[str, Any]) -> dict[str, Any]:
+    real, iv, default = (results.get(f"benign-{a}", {}) for a in ("real", "inverse_variance", "default"))
+    rows = {}
+    for s in sorted(set(real) & set(iv) & set(default)):
+        target = BENIGN_TARGET * real[s]["final"]
+        c_iv, c_default = compute_to_reach(iv[s]["curve"], target), compute_to_reach(default[s]["curve"], target)
+        ratio = c_default / c_iv if c_iv and c_default else math.inf  # unreached by the default: a failure
+        rows[s] = {"target": target, "inverse_variance_s": c_iv, "default_s": c_default, "ratio": ratio}
+    ratios = [r["ratio"] for r in rows.values()]
+    mean, half = mean_t_interval(ratios) if ratios and all(map(math.isfinite, ratios)) else (math.inf, math.nan)
+    upper = mean + half if math.isfinite(mean) else math.inf
+    return {"per_seed": rows, "mean": mean, "half_width": half, "upper": upper, "met": upper <= BENIGN_RATIO_FLOOR}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("calibration", "floors", "report"))
+    parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults"))
+    parser.add_argument("--out", type=Path, default=None, help="report: where the page and its JSON go")
+    args = parser.parse_args(argv)
+    if args.what == "report":
+        sys.path.insert(0, str(Path(__file__).parent))
+        from report import write_report
+
+        write_report(calibration(args.runs, True), floors(args.runs, True), args.out or Path("."))
+        return 0
+    result = calibration(args.runs) if args.what == "calibration" else floors(args.runs)
+    print(json.dumps({k: {s: v["final"] for s, v in by.items()} for k, by in result.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
