@@ -41,3 +41,34 @@ def test_value_summary_averages_the_defined_steps():
     records = [{"step": 0}, {"value/n_eff": 10.0, "value/ratio_vs_real": 2.0, "value/ratio_vs_anchors": float("nan")}]
     records.append({"value/n_eff": 20.0, "value/ratio_vs_real": 4.0, "value/ratio_vs_anchors": 1.5})
     assert value_summary(records) == {"value/n_eff": 15.0, "value/ratio_vs_real": 3.0, "value/ratio_vs_anchors": 1.5}
+
+
+def test_world_model_earned_reads_the_gate_the_weight_and_the_effective_rollouts():
+    from wmrl_core.fusion.value import world_model_earned
+
+    records = [
+        {"step": 0, "eval/true_reward": 0.5},
+        {
+            "step": 1,
+            "anchors/groups": 1,
+            "fusion/w_world_model": 0.0,
+            "fusion/gate_open": 0.0,
+            "fusion/n_real": 4,
+            "fusion/n_effective": 4.0,
+        },
+        {
+            "step": 2,
+            "anchors/groups": 1,
+            "fusion/w_world_model": 0.6,
+            "fusion/gate_open": 1.0,
+            "fusion/n_real": 4,
+            "fusion/n_effective": 12.0,
+        },
+    ]
+    earned = world_model_earned(records)
+    assert earned == {"gate_opened_at": 2, "steps": 2, "mean_weight": 0.3, "effective_per_executed": 2.0}
+    no_gate = [{**r, "fusion/gate_open": None} for r in records]
+    assert world_model_earned(no_gate)["gate_opened_at"] == 2  # the first step with weight
+    shut = [{**r, "fusion/w_world_model": 0.0, "fusion/gate_open": 0.0} for r in records]
+    assert world_model_earned(shut)["gate_opened_at"] is None
+    assert world_model_earned([{"step": 1, "loss": 0.0}]) == {}  # mode=real: nothing to report

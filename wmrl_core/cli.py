@@ -46,6 +46,18 @@ def summary_lines(summary: dict, caveat: str | None = None) -> list[str]:
             lines.append(
                 f"{key}: {_with_se(first, key)} at step {first['step']} -> {_with_se(last, key)} at step {last['step']}"
             )
+    earned = summary.get("world_model_earned") or {}
+    if earned:
+        opened = earned["gate_opened_at"]
+        lines.append(
+            (
+                f"world model: weight from step {opened} of {earned['steps']}"
+                if opened is not None
+                else f"world model: weight 0 on all {earned['steps']} steps (this run is GRPO on its anchor groups)"
+            )
+            + f"; mean weight {earned['mean_weight']:.3f}; {earned['effective_per_executed']:.2f} effective rollouts "
+            "per executed one"
+        )
     value = summary.get("value") or {}
     if value:
         lines.append(

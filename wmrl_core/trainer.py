@@ -42,7 +42,7 @@ from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, ScoresParti
 from wmrl_core.errors import ComponentError, ConfigError, TrainedOnNothingError, WMRLError
 from wmrl_core.experiments.stats import stratified_standard_error
 from wmrl_core.faults import CallTimedOut, StepFaults, atomic_write_text, call_with_deadline, raise_if_disk_full
-from wmrl_core.fusion.value import value_summary
+from wmrl_core.fusion.value import value_summary, world_model_earned
 from wmrl_core.ledger import measured_cost_s
 from wmrl_core.metrics import MetricsWriter, nanmean, read_metrics, strict_json
 from wmrl_core.plots import plot_run
@@ -566,6 +566,7 @@ def _summary(
         "wall_s_this_invocation": wall_s,
         "final": last,
         "value": value_summary(records),  # run averages of n_eff and the predicted compute ratios
+        "world_model_earned": world_model_earned(records) if cfg.mode == "wmrl" else {},
         "usable_rewards": usable,
     }
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["predicted_compute_ratios", "value_record", "value_summary", "VALUE_KEYS"]
+__all__ = ["predicted_compute_ratios", "value_record", "value_summary", "world_model_earned", "VALUE_KEYS"]
 
 VALUE_KEYS = ("value/n_eff", "value/ratio_vs_real", "value/ratio_vs_anchors")
 
@@ -89,3 +89,32 @@ def value_summary(records: list[dict[str, Any]]) -> dict[str, float]:
     from wmrl_core.metrics import nanmean
 
     return {key: nanmean(r.get(key) for r in records if key in r) for key in VALUE_KEYS}
+
+
+def world_model_earned(records: list[dict[str, Any]]) -> dict[str, Any]:
+    r"""What the world model earned over a run's training steps (``mode=wmrl``; empty otherwise):
+
+    * ``gate_opened_at``: the first step whose fusion gave it weight (``fusion/gate_open``, or a
+      weight above 0 for fusers without a gate); ``None`` if none did;
+    * ``mean_weight``: its mean weight :math:`\bar w_W` (``fusion/w_world_model``);
+    * ``effective_per_executed``: :math:`\sum_t n_{\text{eff},t} / \sum_t n_{R,t}`, the real rollouts
+      the updates were worth per anchor rollout executed (1: the world model added nothing).
+    """
+    from wmrl_core.metrics import nanmean
+
+    steps = [r for r in records if r.get("fusion/w_world_model") is not None and r.get("anchors/groups") is not None]
+    if not steps:
+        return {}
+    opened = [
+        r["step"]
+        for r in steps
+        if (r["fusion/gate_open"] == 1.0 if r.get("fusion/gate_open") is not None else r["fusion/w_world_model"] > 0)
+    ]
+    n_real = sum(float(r.get("fusion/n_real") or 0.0) for r in steps)
+    n_eff = sum(float(r.get("fusion/n_effective") or 0.0) for r in steps if r.get("fusion/n_real"))
+    return {
+        "gate_opened_at": opened[0] if opened else None,
+        "steps": len(steps),
+        "mean_weight": nanmean(r["fusion/w_world_model"] for r in steps),
+        "effective_per_executed": n_eff / n_real if n_real else math.nan,
+    }
