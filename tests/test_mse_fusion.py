@@ -3,6 +3,7 @@ stream on the real rewards' scale (wmrl_core/fusion/engine.py): hand-computed ca
 
 import numpy as np
 import pytest
+import torch
 
 from wmrl_core.debias import IsotonicDebiaser, ranked_isotonic
 from wmrl_core.fusion import FusionSettings, fuse_step
@@ -43,7 +44,9 @@ def test_calibrated_advantages_on_the_real_scale():
 
 def test_ranked_calibrator_breaks_ties_by_raw_order_within_groups():
     levels = np.array([0.5, 0.5, 0.5, 0.2, 0.2])
-    out = ranked_isotonic(levels, np.array([3.0, 1.0, 2.0, 5.0, 4.0]), np.array([0, 0, 0, 1, 1]), slope=0.3, y_scale=1.0)
+    out = ranked_isotonic(
+        levels, np.array([3.0, 1.0, 2.0, 5.0, 4.0]), np.array([0, 0, 0, 1, 1]), slope=0.3, y_scale=1.0
+    )
     assert out[1] < out[2] < out[0] and out[4] < out[3]
     np.testing.assert_allclose(out[:3].mean(), 0.5)  # the group's level is kept
     assert np.max(np.abs(out - levels)) <= 0.3 / 2 + 1e-12
@@ -119,3 +122,22 @@ def test_settings_are_validated():
         MSEWeightedSettings(window=2)
     with pytest.raises(ValueError, match="level"):
         MSEWeightedSettings(level=0.0)
+
+
+def test_a_world_model_declaring_its_validation_ranking_gives_the_gate_capped_evidence(tmp_path):
+    from wmrl_core.config import load_config
+    from wmrl_core.experiments.package_data import synthetic_config
+    from wmrl_core.step import TrainState
+
+    class Declaring:
+        validation = {"rank_correlation": 0.5, "groups": 400}
+
+    cfg = load_config(synthetic_config(), [f"run_dir={tmp_path}"])
+    policy = torch.nn.Linear(2, 2)
+    gate = TrainState.create(cfg, policy, world_model=Declaring()).fuser.gate
+    assert gate.prior_wealth_ == pytest.approx(np.sqrt(1 / 0.05)) and not gate.open_
+    off = load_config(synthetic_config(), [f"run_dir={tmp_path}", "fusion.kwargs.validation_prior=false"])
+    assert TrainState.create(off, policy, world_model=Declaring()).fuser.gate.prior_wealth_ == 1.0
+    Declaring.validation = {"rank_correlation": 0.5}
+    with pytest.raises(ValueError, match="groups"):
+        TrainState.create(cfg, policy, world_model=Declaring())

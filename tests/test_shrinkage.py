@@ -207,5 +207,7 @@ def test_trainers_without_gradients_refuse_gradient_fusers_when_built():
     with pytest.raises(ConfigError, match="fusion.method=rectified"):
         refuse_gradient_fusers(build_fuser("shrinkage", FusionConfig()), "TRL")
     with pytest.raises(ConfigError, match="lambda_moments=solution"):
-        refuse_gradient_fusers(build_fuser("rectified", FusionConfig(method="rectified", kwargs={"lambda_moments": "gradient"})), "TRL")
+        refuse_gradient_fusers(
+            build_fuser("rectified", FusionConfig(method="rectified", kwargs={"lambda_moments": "gradient"})), "TRL"
+        )
     refuse_gradient_fusers(build_fuser("rectified", FusionConfig()), "TRL")  # advantage moments: fine

@@ -49,6 +49,10 @@ Policy (factory called as ``factory(env=env, **kwargs)``; usually a ``torch.nn.M
 World model (factory called as ``factory(env=env, **kwargs)``)
     ``predict(tasks, solutions) -> list[Outcome | float]``: one batched call predicting the
     outcome of every solution. Optional: ``cost: CostModel``, ``close()``,
+    ``validation: {"rank_correlation": float, "groups": int}`` (a within-group rank correlation
+    with real rewards measured on data the world model was not fitted on, over that many groups:
+    the default fusion's gate counts it as capped pseudo-evidence, never enough to give the world
+    model weight without anchors),
     ``learn_from_anchors(tasks, solutions, outcomes) -> None`` (a world model that keeps
     learning: in ``wmrl`` mode the trainer calls it once per step, right after the anchor
     groups are executed, with those tasks, solutions and real outcomes of every status; the

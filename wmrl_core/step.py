@@ -95,10 +95,14 @@ class TrainState:
         anchor_sampler = AnchorSampler(
             fraction=fraction, min_groups=0 if cfg.mode == "world_model" else cfg.anchors.min_groups, seed=cfg.seed
         )
+        fuser = build_fuser(fusion_method(cfg), cfg.fusion, fusers)
+        validation = getattr(world_model, "validation", None) if cfg.mode == "wmrl" else None
+        if validation is not None and callable(getattr(fuser, "set_validation_prior", None)):
+            fuser.set_validation_prior(validation)
         return cls(
             optimizer=optimizer,
             debiaser=IsotonicDebiaser.from_config(cfg.calibration),
-            fuser=build_fuser(fusion_method(cfg), cfg.fusion, fusers),
+            fuser=fuser,
             ledger=ComputeLedger(),
             anchor_sampler=anchor_sampler,
             task_rng=np.random.default_rng([cfg.seed, 0x7A5]),

@@ -99,6 +99,13 @@ class MSEWeightedSettings:
     min_pairs: int = field(
         default=4, metadata={"help": "Anchor pairs needed before the inverse-variance weight is estimated."}
     )
+    validation_prior: bool = field(
+        default=True,
+        metadata={
+            "help": "Gate: credit a rank correlation the world model declares from data it was not fitted on "
+            "(its ``validation`` attribute), as capped pseudo-evidence that alone never opens the gate."
+        },
+    )
     bias_horizon: float = field(
         default=10.0,
         metadata={
@@ -149,10 +156,13 @@ class MSEWeightedFuser:
         max_bet: float = 0.5,
         window: int = 20,
         min_pairs: int = 4,
+        validation_prior: bool = True,
         bias_horizon: float = 10.0,
     ):
-        MSEWeightedSettings(level, close_level, close_below, max_bet, window, min_pairs, bias_horizon)  # validates
-        self.bias_horizon = bias_horizon
+        MSEWeightedSettings(  # validates
+            level, close_level, close_below, max_bet, window, min_pairs, validation_prior, bias_horizon
+        )
+        self.bias_horizon, self.validation_prior = bias_horizon, validation_prior
         self.gate = AgreementGate(level=level, close_level=close_level, close_below=close_below, max_bet=max_bet)
         self.window = window
         self.inverse_variance = InverseVarianceFuser(min_pairs=min_pairs)
@@ -163,6 +173,23 @@ class MSEWeightedFuser:
         x, y, g = step.pairs
         end = len(x) - min(step.step_pairs, len(x))
         return x[:end], y[:end], g[:end]
+
+    def set_validation_prior(self, validation: Any) -> None:
+        """The world model's declared out-of-sample ranking, ``{"rank_correlation": r, "groups": n}``, into
+        the gate (:meth:`AgreementGate.set_prior`) unless ``validation_prior`` is off.
+
+        :raises ValueError: naming what is missing or out of range.
+        """
+        if not self.validation_prior:
+            return
+        try:
+            rank_correlation, groups = float(validation["rank_correlation"]), int(validation["groups"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"a world model's `validation` must be a mapping with a float `rank_correlation` and an int `groups` "
+                f"(measured on data it was not fitted on), got {validation!r}"
+            ) from exc
+        self.gate.set_prior(rank_correlation, groups)
 
     def _step_groups(self, step: FusionInputs) -> list[tuple[np.ndarray, np.ndarray]]:
         """This step's anchor groups as (raw world-model scores, real rewards)."""
