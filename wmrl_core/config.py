@@ -132,7 +132,7 @@ class CalibrationConfig:
         default=None, metadata={"help": "Keep only the last ``window`` anchor pairs (``None``: all)."}
     )
     calibrator: str = field(
-        default="isotonic",
+        default="smoothed",
         metadata={
             "help": "``isotonic`` (step function), ``smoothed`` (isotonic levels joined strictly monotonically, "
             "so calibration never ties scores the world model ranks apart) or ``ranked`` (isotonic levels, ties "

@@ -218,8 +218,10 @@ def write_report(calibration: dict[str, Any], floor_results: dict[str, Any], out
     (out / "summary.json").write_text(
         json.dumps(
             {
-                "calibration": {k: {s: {kk: vv for kk, vv in r.items() if kk != "curve"} for s, r in v.items()}
-                                for k, v in calibration.items()},
+                "calibration": {
+                    k: {s: {kk: vv for kk, vv in r.items() if kk != "curve"} for s, r in v.items()}
+                    for k, v in calibration.items()
+                },
                 "archive_replay": archive,
                 "noise_floor": noise_floor(floor_results),
                 "decoy_floor": decoy_floor(floor_results),

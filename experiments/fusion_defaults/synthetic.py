@@ -97,7 +97,9 @@ def floor_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
     return [("noise", noise, NOISE_SEEDS), ("decoy", decoy, DECOY_SEEDS), ("benign", benign, BENIGN_SEEDS)]
 
 
-def _train(arms: dict[str, list[str]], seeds: Sequence[int], runs: Path, report_only: bool) -> dict[tuple[str, int], Path]:
+def _train(
+    arms: dict[str, list[str]], seeds: Sequence[int], runs: Path, report_only: bool
+) -> dict[tuple[str, int], Path]:
     done = run_arms(CONFIG, arms, seeds, runs, overrides=COMMON, report_only=report_only)
     return {(r.arm.name, r.seed): r.run_dir for r in done}
 

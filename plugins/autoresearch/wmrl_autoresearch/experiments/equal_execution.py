@@ -95,10 +95,20 @@ def eval_steps(arm: str, plan: dict[str, Any]) -> list[int]:
     return sorted({*plan["eval_steps"], *(plan["real_extra"] if arm == "real" else [])})
 
 
+def plan_arms(plan: dict[str, Any]) -> dict[str, list[str]]:
+    """The plan's arms (``plan["arms"]``, for a study that reuses this benchmark), else :data:`ARMS`."""
+    return plan.get("arms", ARMS)
+
+
+def plan_seeds(plan: dict[str, Any]) -> list[int]:
+    """The plan's seeds in run order (``plan["seed_list"]``), else ``0 .. seeds - 1``."""
+    return list(plan.get("seed_list", range(plan["seeds"])))
+
+
 def arms(plan: dict[str, Any]) -> list[Arm]:
-    """The eight arms, each keeping a checkpoint at its evaluated steps."""
+    """The plan's arms, each keeping a checkpoint at its evaluated steps."""
     out = []
-    for name, overrides in ARMS.items():
+    for name, overrides in plan_arms(plan).items():
         kept = ",".join(map(str, eval_steps(name, plan)))
         out.append(Arm(name, (*overrides, f"checkpoint.at_steps=[{kept}]")))
     return out
@@ -181,7 +191,7 @@ def noise_check(args) -> dict[int, dict[str, Any]]:
     """
     out = {}
     kept = args.archive / NOISE_DIR if args.archive is not None else None
-    for seed in range(args.plan["seeds"]):
+    for seed in plan_seeds(args.plan):
         shared = args.runs / f"real-seed{seed}" / eval_file(0)
         if not shared.is_file():
             continue
@@ -293,9 +303,9 @@ def run(args) -> list[ArmRun]:
     overrides = [*COMMON, f"steps={plan['steps']}", f"checkpoint.every={plan['every']}"]
     if args.quick:
         overrides += QUICK_OVERRIDES
-    all_steps = sorted({s for a in ARMS for s in eval_steps(a, plan)})
+    all_steps = sorted({s for a in plan_arms(plan) for s in eval_steps(a, plan)})
     runs: list[ArmRun] = []
-    for seed in range(plan["seeds"]):  # seeds outer, as run_arms orders them; the cache is per seed
+    for seed in plan_seeds(plan):  # seeds outer, as run_arms orders them; the cache is per seed
         cache = [] if seed in args.uncached_seeds else [f"environment.cache={args.train_cache}"]
         runs += run_arms(
             args.config,
@@ -363,7 +373,7 @@ def accounting(folders: dict[tuple[str, int], Path]) -> dict[str, Any]:
 
 def analyse(args, runs: list[ArmRun]) -> str:
     """The report over the finished arm-seeds (any number of seeds per arm)."""
-    curves: dict[str, dict[int, list]] = {name: {} for name in ARMS}
+    curves: dict[str, dict[int, list]] = {name: {} for name in plan_arms(args.plan)}
     folders = {}
     for r in runs:
         curves[r.arm.name][r.seed] = r.record["curve"]
@@ -381,7 +391,7 @@ def analyse(args, runs: list[ArmRun]) -> str:
         }
     )
     shared = {
-        s: folders.get(("real", s), args.runs / f"real-seed{s}") / eval_file(0) for s in range(args.plan["seeds"])
+        s: folders.get(("real", s), args.runs / f"real-seed{s}") / eval_file(0) for s in plan_seeds(args.plan)
     }
     checks = {s: path for s, path in noise_check_files(args).items() if shared[s].is_file()}
     if checks:

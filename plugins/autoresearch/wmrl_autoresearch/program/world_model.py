@@ -326,6 +326,9 @@ class LearnedWorldModel:
         of the shipped corpus only (``[W]``: the world-model families, so it never saw the RL training
         families R nor the held-out E; :mod:`wmrl_autoresearch.tasks.families`); ``None``: every family.
     :param failure_reward: the reward a failed execution teaches (the ``autoresearch-score`` penalty).
+    :param validation: ``{"rank_correlation": r, "groups": n}``, a within-task rank correlation measured
+        on executions the model was not fitted on (e.g. program-grouped cross-validation on its own
+        families), declared to the default fusion's gate as capped pseudo-evidence; ``None``: none.
     """
 
     def __init__(
@@ -338,8 +341,10 @@ class LearnedWorldModel:
         shrinkage: float = 32.0,
         failure_reward: float = -1.0,
         fit_families: Sequence[str] | None = None,
+        validation: dict[str, Any] | None = None,
     ):
         self.model: Any
+        self.validation = dict(validation) if validation is not None else None
         path = Path(checkpoint) if checkpoint else None
         if path is not None and not path.is_file():
             raise FileNotFoundError(

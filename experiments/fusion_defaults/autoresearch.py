@@ -1,0 +1,75 @@
+"""The engine's new defaults on AutoResearch, pre-registered (``PREREGISTRATION_AUTORESEARCH.md``
+beside this file): the equal-execution benchmark's machinery
+(:mod:`wmrl_autoresearch.experiments.equal_execution`: the main job's config, the same W/R/E split
+and world model, offline evaluation of kept checkpoints on all 63 E tasks with common random numbers,
+execution caches, archive and resume) with this study's arms, seeds and evaluation steps.
+
+    python experiments/fusion_defaults/autoresearch.py --runs runs/fusion_defaults_ar \\
+        --archive docs/results/autoresearch/fusion_defaults/archive
+    python experiments/fusion_defaults/autoresearch.py ... --pack-partial   # after stopping: keep half-done arm-seeds
+
+Resumable at every level (finished arm-seeds are read back, half-done ones resume from their
+checkpoints or from the packs in the archive); settings (arms, seeds, steps) are frozen into
+``RUNS/settings.json`` at the first start and other ones are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from wmrl_autoresearch.experiments import equal_execution as ee
+from wmrl_autoresearch.experiments import heldout_gain as hg
+
+LEARN = ["world_model.kwargs.learn_from_anchors=true"]
+ARMS: dict[str, list[str]] = {
+    "real": ["mode=real"],
+    "anchors_only": ["mode=wmrl", "fusion.method=anchors_only", "world_model.name=noise"],
+    "default": ["mode=wmrl", *LEARN],
+    "inverse_variance": ["mode=wmrl", "fusion.method=inverse_variance", *LEARN],
+    "world_model": ["mode=world_model", *LEARN],
+    "default_noise_wm": ["mode=wmrl", "world_model.name=noise"],
+}
+"""Arm -> overrides on the main job's config (the defaults as shipped: ``fusion.method=mse_weighted``
+and the chosen calibration), in run order within a seed."""
+SEEDS = list(range(10, 20))
+"""Fresh seeds: the equal-execution page used 0-5 (and evaluation seeds ``EVAL_SEED + 0..5``, its noise
+check ``EVAL_SEED + 1000..1005``)."""
+PLAN = {
+    "seeds": len(SEEDS),
+    "seed_list": SEEDS,
+    "steps": 32,
+    "every": 2,
+    "eval_steps": [0, 2, 4, 8, 16, 32],
+    "real_extra": [12, 24],
+    "arms": ARMS,
+}
+SAMPLES = 4
+"""Programs sampled per E task at each evaluation (63 tasks x 4 = 252 executions)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=ee.CONFIG, help="the main job's config")
+    parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults_ar"))
+    parser.add_argument("--archive", type=Path, default=Path("docs/results/autoresearch/fusion_defaults/archive"))
+    parser.add_argument("--pack-partial", action="store_true", help="after stopping: pack half-done arm-seeds")
+    args = parser.parse_args(argv)
+    if args.pack_partial:
+        return ee.pack_partial(parser, args)
+    args.plan, args.samples, args.max_tasks = dict(PLAN), SAMPLES, None
+    args.uncached_seeds, args.quick, args.analyse, args.noise_check = set(), False, False, False
+    args.cache, args.train_cache = args.runs / "eval_cache.jsonl", args.runs / "train_cache.jsonl"
+    args.config = hg.freeze_config(args.config, [], args.runs / "config.yaml")
+    args.invocation = {"trained": 0, "evaluations": 0}
+    torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
+    runs = ee.run(args)
+    print(f"[done] {len(runs)} of {len(SEEDS) * len(ARMS)} arm-seeds finished", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
