@@ -6,6 +6,7 @@ execution caches, archive and resume) with this study's arms, seeds and evaluati
 
     python experiments/fusion_defaults/autoresearch.py --runs runs/fusion_defaults_ar \\
         --archive docs/results/autoresearch/fusion_defaults/archive
+    python experiments/fusion_defaults/autoresearch.py ... --noise-check    # then the evaluation's own noise
     python experiments/fusion_defaults/autoresearch.py ... --pack-partial   # after stopping: keep half-done arm-seeds
 
 Resumable at every level (finished arm-seeds are read back, half-done ones resume from their
@@ -20,7 +21,6 @@ import sys
 from pathlib import Path
 
 import torch
-
 from wmrl_autoresearch.experiments import equal_execution as ee
 from wmrl_autoresearch.experiments import heldout_gain as hg
 
@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults_ar"))
     parser.add_argument("--archive", type=Path, default=Path("docs/results/autoresearch/fusion_defaults/archive"))
     parser.add_argument("--pack-partial", action="store_true", help="after stopping: pack half-done arm-seeds")
+    parser.add_argument(
+        "--noise-check",
+        action="store_true",
+        help="after the runs: each seed's initial policy evaluated again under fresh sampling noise",
+    )
     args = parser.parse_args(argv)
     if args.pack_partial:
         return ee.pack_partial(parser, args)
@@ -68,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
     runs = ee.run(args)
     print(f"[done] {len(runs)} of {len(SEEDS) * len(ARMS)} arm-seeds finished", flush=True)
+    if args.noise_check:
+        ee.noise_check(args)
     return 0
 
 

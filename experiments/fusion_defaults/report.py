@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from autoresearch_archive import replay_archive  # type: ignore[import-not-found]
 from synthetic import (  # type: ignore[import-not-found]
     BENIGN_RATIO_FLOOR,
@@ -22,6 +21,7 @@ from synthetic import (  # type: ignore[import-not-found]
     decoy_floor,
     noise_floor,
 )
+
 from wmrl_core.experiments.stats import mean_t_interval
 
 COMMANDS = """```

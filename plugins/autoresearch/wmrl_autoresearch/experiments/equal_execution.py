@@ -390,9 +390,7 @@ def analyse(args, runs: list[ArmRun]) -> str:
             if arm.startswith("wmrl_") and by_seed  # the arms whose world model learns from the anchors
         }
     )
-    shared = {
-        s: folders.get(("real", s), args.runs / f"real-seed{s}") / eval_file(0) for s in plan_seeds(args.plan)
-    }
+    shared = {s: folders.get(("real", s), args.runs / f"real-seed{s}") / eval_file(0) for s in plan_seeds(args.plan)}
     checks = {s: path for s, path in noise_check_files(args).items() if shared[s].is_file()}
     if checks:
         before = {s: hg.summarize_eval(json.loads(shared[s].read_text())) for s in checks}
