@@ -28,6 +28,7 @@ COMMANDS = """```
 python experiments/fusion_defaults/synthetic.py calibration --runs runs/fusion_defaults
 python experiments/fusion_defaults/synthetic.py floors --runs runs/fusion_defaults
 python experiments/fusion_defaults/synthetic.py report --runs runs/fusion_defaults --out docs/results/synthetic/fusion_defaults
+python experiments/fusion_defaults/synthetic.py report --from-archive --out docs/results/synthetic/fusion_defaults  # from runs.json.gz
 ```"""
 
 
@@ -189,6 +190,39 @@ def plot(floor_results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def verdicts(calibration: dict[str, Any], floor_results: dict[str, Any]) -> list[str]:
+    """The pre-registered readings first, one line each."""
+    calibrator, scale, _ = calibration_choice(calibration)
+    noise, decoy, benign = noise_floor(floor_results), decoy_floor(floor_results), benign_floor(floor_results)
+    lines = ["## Verdicts (pre-registered)", "", f"- Calibration default: `{calibrator}`, advantage scale `{scale}`."]
+    for label, row in noise.items():
+        lines.append(
+            f"- Noise world model, {label} a step: {'met' if row['met'] else '**not met**'} (steps above 0.1: "
+            f"{row['share_above']:.1%}; worst run's mean weight {row['worst_run_mean']:.3f}; gates opened "
+            f"{row['gate_opened']} of {row['runs']})."
+        )
+    lines += [
+        f"- Confident decoy reaches `real`'s final on every seed: {'met' if decoy['met'] else '**not met**'}.",
+        f"- Benign world model, compute to target / `inverse_variance`: {benign['mean']:.3f} ± "
+        f"{benign['half_width']:.3f}, upper bound {benign['upper']:.3f}: {'met' if benign['met'] else '**not met**'}.",
+    ]
+    if not all(row["met"] for row in noise.values()):
+        lines += [
+            "",
+            "**Why a noise floor can fail.** The gate bounds the share of runs that ever give a useless world "
+            "model weight (5% a run), not the weight after a false opening: once open, the weight is "
+            "`min(w_IV, w_MSE)`, and on the run that opened by chance the same chance correlation makes "
+            "`w_IV` large (19 world-model groups for each anchor group). With 20 runs a floor of *no* run's "
+            "mean above 0.05 then fails whenever one or two gates open early, which a 5% level allows. A "
+            "candidate fix tried after these results on development seeds 0-19 and 0-5 (the weight read only "
+            "from anchor groups after the opening, and ρ̂² minus its expectation under independence) still "
+            "left one of 20 runs at 0.074 and slowed the benign world model (ratio 1.06, upper bound 1.20): "
+            "not adopted. The levers left are a smaller level (slower opening everywhere) and more anchor "
+            "groups a step, which meets the floor here (2 groups: no gate opened).",
+        ]
+    return lines
+
+
 def write_report(calibration: dict[str, Any], floor_results: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     archive = replay_archive()
@@ -200,6 +234,8 @@ def write_report(calibration: dict[str, Any], floor_results: dict[str, Any], out
         "declared per call, so it does not depend on the machine's load. Rebuilt from the runs by:",
         "",
         COMMANDS,
+        "",
+        *verdicts(calibration, floor_results),
         "",
         *calibration_section(calibration, archive),
         "",
@@ -213,15 +249,18 @@ def write_report(calibration: dict[str, Any], floor_results: dict[str, Any], out
         "separate pre-registered run (`docs/results/autoresearch/fusion_defaults/`).",
         "- The default's settings (gate level, tilts, bias horizon) were chosen on synthetic seeds 0-5; the floors "
         "use fresh seeds, the calibration choice seeds 100-105.",
+        "- The calibration choice rests on two synthetic world models and a replay; on the synthetic bandit the "
+        "step function (`isotonic`) ended highest under `mse_weighted` although it ties 17% of groups; the rule "
+        "written beforehand excluded it for those ties, and on AutoResearch it erases the ranking of 42% of "
+        "anchor groups.",
+        "- Final rewards are at 60 steps (part 1) and 120 steps (the decoy and benign floors); nothing here "
+        "measures a world model that drifts during a run.",
     ]
     (out / "README.md").write_text("\n".join(text) + "\n")
     (out / "summary.json").write_text(
         json.dumps(
             {
-                "calibration": {
-                    k: {s: {kk: vv for kk, vv in r.items() if kk != "curve"} for s, r in v.items()}
-                    for k, v in calibration.items()
-                },
+                "calibration_choice": dict(zip(("calibrator", "advantage_scale"), calibration_choice(calibration)[:2])),
                 "archive_replay": archive,
                 "noise_floor": noise_floor(floor_results),
                 "decoy_floor": decoy_floor(floor_results),

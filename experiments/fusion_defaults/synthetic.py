@@ -6,6 +6,7 @@ rankings, and the floors of the default fusion (``mse_weighted``). Pre-registere
     python experiments/fusion_defaults/synthetic.py floors --runs runs/fusion_defaults
     python experiments/fusion_defaults/synthetic.py report --runs runs/fusion_defaults \\
         --out docs/results/synthetic/fusion_defaults
+    python experiments/fusion_defaults/synthetic.py report --from-archive --out docs/results/synthetic/fusion_defaults
 
 Resumable: finished runs are read back (the kit's :func:`~wmrl_core.experiments.runner.run_arms`),
 and a run whose stored config differs from the plan is refused. ``report`` trains nothing.
@@ -14,6 +15,7 @@ and a run whose stored config differs from the plan is refused. ``report`` train
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import sys
@@ -72,6 +74,8 @@ BENIGN_SEEDS = list(range(3000, 3010))
 NOISE_FRACTIONS = {"1 anchor group": 0.05, "2 anchor groups": 0.1}  # of batch_tasks = 20
 DECOY_TOLERANCE = 0.005
 BENIGN_TARGET, BENIGN_RATIO_FLOOR = 0.95, 1.10
+ARCHIVE_NAME = "runs.json.gz"
+"""Every run's summary (curve, weights, ties), beside the page."""
 
 
 def floor_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
@@ -186,13 +190,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=("calibration", "floors", "report"))
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults"))
-    parser.add_argument("--out", type=Path, default=None, help="report: where the page and its JSON go")
+    parser.add_argument("--out", type=Path, default=None, help="report: where the page and its archive go")
+    parser.add_argument(
+        "--from-archive", action="store_true", help="report: rebuild the page from OUT/runs.json.gz, without the runs"
+    )
     args = parser.parse_args(argv)
     if args.what == "report":
         sys.path.insert(0, str(Path(__file__).parent))
         from report import write_report
 
-        write_report(calibration(args.runs, True), floors(args.runs, True), args.out or Path("."))
+        out = args.out or Path(".")
+        archive = out / ARCHIVE_NAME
+        if args.from_archive:
+            kept = json.loads(gzip.decompress(archive.read_bytes()))
+            results = [{arm: {int(s): r for s, r in by.items()} for arm, by in part.items()} for part in kept]
+        else:  # what each run showed, kept so that the page can be rebuilt without the runs
+            results = [calibration(args.runs, True), floors(args.runs, True)]
+            out.mkdir(parents=True, exist_ok=True)
+            archive.write_bytes(gzip.compress(json.dumps(results).encode(), mtime=0))
+        write_report(*results, out)
         return 0
     result = calibration(args.runs) if args.what == "calibration" else floors(args.runs)
     print(json.dumps({k: {s: v["final"] for s, v in by.items()} for k, by in result.items()}, indent=1))
