@@ -62,12 +62,12 @@ def test_each_mode_writes_a_complete_run_directory(synthetic_config, tmp_path, m
         assert key in records[-1], key
     assert json.loads((run / "summary.json").read_text())["final"]["step"] == 12
     last = records[-1]
-    if mode == "wmrl":  # rectified (the default): the real stream always has weight 1, the world model lambda
-        assert last["fusion/w_real"] == 1.0 and last["fusion/w_world_model"] == last["fusion/lambda"]
-        assert 0.0 <= last["fusion/lambda"] <= 1.0 and last["fusion/n_effective"] >= last["fusion/n_real"]
+    assert math.isclose(last["fusion/w_real"] + last["fusion/w_world_model"], 1.0)
+    if mode == "wmrl":  # mse_weighted (the default): a convex combination behind the gate
+        assert last["fusion/gate_open"] in (0.0, 1.0) and 0.0 <= last["fusion/w_world_model"] <= 1.0
+        assert last["fusion/w_world_model"] == 0.0 or last["fusion/gate_open"] == 1.0
+        assert last["fusion/n_effective"] >= last["fusion/n_real"]
         assert 0.0 <= last["calibration/tied_group_share"] <= 1.0
-    else:
-        assert math.isclose(last["fusion/w_real"] + last["fusion/w_world_model"], 1.0)
     executed = last["compute/execution_items"]
     if mode == "real":
         assert executed == 12 * 20 * 8 and last["compute/world_model_calls"] == 0
@@ -113,7 +113,14 @@ def test_resume_reproduces_an_uninterrupted_run(synthetic_config, tmp_path, meth
 @pytest.mark.slow
 def test_a_checkpoint_that_names_its_fuser_rectified_resumes_exactly(synthetic_config, tmp_path):
     """wmrl 0.1 wrote the fuser's state under ``rectified``; TrainState.load_state_dict still reads it."""
-    common = ["steps=6", "checkpoint.every=3", "eval.every=2", "logging.progress=false", "logging.tensorboard=false"]
+    common = [
+        "steps=6",
+        "checkpoint.every=3",
+        "eval.every=2",
+        "logging.progress=false",
+        "logging.tensorboard=false",
+        "fusion.method=rectified",
+    ]
     full = tmp_path / "full"
     train(load_config(synthetic_config, [f"run_dir={full}", *common]))
     part = tmp_path / "part"
@@ -187,6 +194,7 @@ def test_wmrl_beats_world_model_only_on_the_truth(synthetic_config, tmp_path):
 
 @pytest.mark.slow
 def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic_config, tmp_path):
+    from wmrl_core.config import CalibrationConfig
     from wmrl_core.debias import IsotonicDebiaser
 
     train(
@@ -203,7 +211,7 @@ def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic
     )
     rows = [json.loads(line) for line in (tmp_path / "run" / "anchor_pairs.jsonl").read_text().splitlines()]
     assert rows[0]["calibrated"] == rows[0]["world_model"]  # no earlier pairs: the identity
-    earlier = IsotonicDebiaser()
+    earlier = IsotonicDebiaser.from_config(CalibrationConfig())  # the default calibration
     for previous, row in zip(rows, rows[1:]):
         earlier.update(np.array(previous["world_model"]), np.array(previous["real"]), np.zeros(len(previous["real"])))
         np.testing.assert_allclose(row["calibrated"], earlier.transform(np.array(row["world_model"])))
@@ -211,7 +219,7 @@ def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic
 
 @pytest.mark.parametrize("quality, low, high", [("independent", 0.0, 0.15), ("perfect", 0.5, 1.0)])
 @pytest.mark.slow
-def test_lambda_follows_the_world_models_usefulness(synthetic_config, tmp_path, quality, low, high):
+def test_the_world_models_weight_follows_its_usefulness(synthetic_config, tmp_path, quality, low, high):
     train(
         load_config(
             synthetic_config,
@@ -225,7 +233,7 @@ def test_lambda_follows_the_world_models_usefulness(synthetic_config, tmp_path, 
             ],
         )
     )
-    late = [r["fusion/lambda"] for r in read_metrics(tmp_path / "run")[11:]]
+    late = [r["fusion/w_world_model"] for r in read_metrics(tmp_path / "run")[11:]]
     assert low <= np.mean(late) <= high
 
 
