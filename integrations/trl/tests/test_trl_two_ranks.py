@@ -42,4 +42,5 @@ def test_two_ranks_agree(tiny_qwen2, tmp_path):
     # seed-0 draw puts anchors on both ranks
     assert a["executed_here"] + b["executed_here"] == 8 * 8
     assert a["executed_here"] > 0 and b["executed_here"] > 0
-    assert a["steps"][-1]["record"]["fusion/lambda"] > 0  # the world model earned weight, identically on both
+    # the default fusion's gate read every anchor group, identically on both ranks
+    assert a["steps"][-1]["record"]["fusion/gate_groups"] == 8 * 2
