@@ -97,8 +97,9 @@ class TrainState:
         )
         fuser = build_fuser(fusion_method(cfg), cfg.fusion, fusers)
         validation = getattr(world_model, "validation", None) if cfg.mode == "wmrl" else None
-        if validation is not None and callable(getattr(fuser, "set_validation_prior", None)):
-            fuser.set_validation_prior(validation)
+        set_prior = getattr(fuser, "set_validation_prior", None)  # the fusers that gate on evidence
+        if validation is not None and callable(set_prior):
+            set_prior(validation)
         return cls(
             optimizer=optimizer,
             debiaser=IsotonicDebiaser.from_config(cfg.calibration),

@@ -24,6 +24,7 @@ fuser first asks for a gradient, so fusers that need none cost nothing.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, cast
@@ -40,6 +41,9 @@ __all__ = [
     "MissingGradientsError",
     "require_gradients",
     "refuse_gradient_fusers",
+    "anchor_group_gradients",
+    "gradients_state",
+    "gradients_from_state",
 ]
 
 GroupGradient = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -152,3 +156,26 @@ class PolicyGradients:
         if self.sketch_dim is not None:
             return count_sketch(pieces, self.sketch_dim, self.seed)
         return torch.cat([g.detach().reshape(-1).to("cpu", torch.float64) for g in pieces]).numpy()
+
+
+def anchor_group_gradients(step: Any, gradient: GroupGradient) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:math:`(h^R_g, h^C_g)` of each anchor group of a step (a
+    :class:`~wmrl_core.fusion.base.FusionInputs`): its gradient with the real advantages and with the
+    calibrated ones, over the group's rows."""
+    out = []
+    for g in np.unique(step.group_ids[step.is_anchor]):
+        rows = step.is_anchor & (step.group_ids == g)
+        out.append((gradient(step.advantages, rows), gradient(step.calibrated_advantages, rows)))
+    return out
+
+
+def gradients_state(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[list[list[float]]]:
+    """Kept ``(h^R, h^C)`` pairs as lists, for a fuser's ``state_dict``."""
+    return [[h_r.tolist(), h_c.tolist()] for h_r, h_c in pairs]
+
+
+def gradients_from_state(
+    state: Sequence[Sequence[Sequence[float]]], window: int
+) -> deque[tuple[np.ndarray, np.ndarray]]:
+    """:func:`gradients_state`'s lists back as a window of at most ``window`` pairs."""
+    return deque(((np.asarray(r), np.asarray(c)) for r, c in state), maxlen=window)

@@ -64,6 +64,7 @@ import numpy as np
 
 from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
 from wmrl_core.fusion.gate import AgreementGate
+from wmrl_core.fusion.gradients import anchor_group_gradients, gradients_from_state, gradients_state
 from wmrl_core.fusion.inverse_variance import InverseVarianceFuser
 from wmrl_core.fusion.shrinkage import WindowMoments, window_moments
 
@@ -248,21 +249,17 @@ class MSEWeightedFuser:
         self.gate = planned if planned is not None else self._gate_after(step)
         if step.group_gradient is None:
             return
-        for g in np.unique(step.group_ids[step.is_anchor]):
-            rows = step.is_anchor & (step.group_ids == g)
-            self._gradients.append(
-                (step.group_gradient(step.advantages, rows), step.group_gradient(step.calibrated_advantages, rows))
-            )
+        self._gradients.extend(anchor_group_gradients(step, step.group_gradient))
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "gate": self.gate.state_dict(),
-            "gradients": [[h_r.tolist(), h_c.tolist()] for h_r, h_c in self._gradients],
+            "gradients": gradients_state(self._gradients),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.gate.load_state_dict(state["gate"])
-        self._gradients = deque(((np.asarray(r), np.asarray(c)) for r, c in state["gradients"]), maxlen=self.window)
+        self._gradients = gradients_from_state(state["gradients"], self.window)
 
 
 def mse_weighted_fuser(settings: MSEWeightedSettings) -> MSEWeightedFuser:

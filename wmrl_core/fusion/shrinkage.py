@@ -74,7 +74,12 @@ from typing import Any
 import numpy as np
 
 from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
-from wmrl_core.fusion.gradients import require_gradients
+from wmrl_core.fusion.gradients import (
+    anchor_group_gradients,
+    gradients_from_state,
+    gradients_state,
+    require_gradients,
+)
 from wmrl_core.fusion.inverse_variance import InverseVarianceFuser
 from wmrl_core.fusion.rectified import RectifiedFuser, RectifiedSettings, rectified_fuser
 
@@ -240,19 +245,17 @@ class ShrinkageFuser:
         """The rectified fuser's window, and this step's anchor groups' gradients for later steps."""
         self.rectified.fit(step)
         gradient = require_gradients(step.group_gradient, "fusion.method=shrinkage")
-        for g in np.unique(step.group_ids[step.is_anchor]):
-            rows = step.is_anchor & (step.group_ids == g)
-            self._gradients.append((gradient(step.advantages, rows), gradient(step.calibrated_advantages, rows)))
+        self._gradients.extend(anchor_group_gradients(step, gradient))
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "rectified": self.rectified.state_dict(),
-            "gradients": [[h_r.tolist(), h_c.tolist()] for h_r, h_c in self._gradients],
+            "gradients": gradients_state(self._gradients),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rectified.load_state_dict(state["rectified"])
-        self._gradients = deque(((np.asarray(r), np.asarray(c)) for r, c in state["gradients"]), maxlen=self.window)
+        self._gradients = gradients_from_state(state["gradients"], self.window)
 
 
 @dataclass
