@@ -135,13 +135,13 @@ def test_reward_manager_errors_name_the_fix():
 @pytest.mark.parametrize(
     "loss_agg_mode, aggregation", [("token-mean", "token_mean"), ("seq-mean-token-mean", "sequence_mean")]
 )
-@pytest.mark.parametrize("method", ["rectified", "inverse_variance", "pooled"])
+@pytest.mark.parametrize("method", ["mse_weighted", "rectified", "inverse_variance", "pooled"])
 def test_estimator_writes_wmrl_engines_advantages(method, loss_agg_mode, aggregation):
     from wmrl_verl import WMRLAdvantageEstimator
 
     cfg = _cfg(f"fusion.method={method}")
     estimator = WMRLAdvantageEstimator(cfg, loss_agg_mode=loss_agg_mode)
-    calibrator, fuser = IsotonicDebiaser(), build_fuser(method, cfg.fusion)
+    calibrator, fuser = IsotonicDebiaser.from_config(cfg.calibration), build_fuser(method, cfg.fusion)
     for step in range(1, 5):
         mask, uids, wm, _ = _batch(seed=step)
         anchor_groups = np.array([True, False, False, True])
