@@ -51,12 +51,49 @@ SAMPLES = 4
 """Programs sampled per E task at each evaluation (63 tasks x 4 = 252 executions)."""
 
 
+def write_page(runs: list, out: Path) -> None:
+    """The results page from the finished arm-seeds: the pre-registered endpoints, every seed."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from autoresearch_endpoints import page
+
+    from wmrl_core.fusion.value import world_model_earned
+    from wmrl_core.metrics import read_metrics
+
+    curves: dict[str, dict[int, list]] = {}
+    earned: dict[str, dict[int, dict]] = {}
+    for run in runs:
+        curves.setdefault(run.arm.name, {})[run.seed] = run.record["curve"]
+        records = read_metrics(run.run_dir)
+        weights = [float(r["fusion/w_world_model"]) for r in records if r.get("fusion/w_world_model") is not None]
+        earned.setdefault(run.arm.name, {})[run.seed] = {**world_model_earned(records), "weights": weights}
+    text = [
+        "# The new defaults on AutoResearch (issue 51, item 6)",
+        "",
+        "[Pre-registration](../../../../experiments/fusion_defaults/PREREGISTRATION_AUTORESEARCH.md), committed "
+        "before the first seed. Built from the archive beside this page by "
+        "`python experiments/fusion_defaults/autoresearch.py --report`; the run itself: the same command without "
+        "`--report` (resumable).",
+        "",
+        *page(curves, earned, len(SEEDS)),
+        "",
+        "What it does not show: a program policy on tabular tasks, not an LLM agent; one anchor group a step.",
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "README.md").write_text("\n".join(text) + "\n")
+    print("\n".join(text), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=ee.CONFIG, help="the main job's config")
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults_ar"))
     parser.add_argument("--archive", type=Path, default=Path("docs/results/autoresearch/fusion_defaults/archive"))
     parser.add_argument("--pack-partial", action="store_true", help="after stopping: pack half-done arm-seeds")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="train nothing: write the page (docs/results/autoresearch/fusion_defaults) from the finished arm-seeds",
+    )
     parser.add_argument(
         "--noise-check",
         action="store_true",
@@ -66,13 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.pack_partial:
         return ee.pack_partial(parser, args)
     args.plan, args.samples, args.max_tasks = dict(PLAN), SAMPLES, None
-    args.uncached_seeds, args.quick, args.analyse, args.noise_check = set(), False, False, False
+    args.uncached_seeds, args.quick, args.noise_check = set(), False, False
+    args.analyse = args.report
     args.cache, args.train_cache = args.runs / "eval_cache.jsonl", args.runs / "train_cache.jsonl"
     args.config = hg.freeze_config(args.config, [], args.runs / "config.yaml")
     args.invocation = {"trained": 0, "evaluations": 0}
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
     runs = ee.run(args)
     print(f"[done] {len(runs)} of {len(SEEDS) * len(ARMS)} arm-seeds finished", flush=True)
+    if args.report:
+        write_page(runs, args.archive.parent)
+        return 0
     if args.noise_check:
         ee.noise_check(args)
     return 0
