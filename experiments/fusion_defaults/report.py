@@ -118,6 +118,11 @@ def calibration_section(results: dict[str, Any], archive: dict[str, Any]) -> lis
     ]
     for name, row in archive.items():
         out.append(f"| `{name}` | {row['tied']:.1%} | {row['kept']:.3f} | {row['agreement']:.3f} |")
+    out += [
+        "",
+        "A user's domain, added afterwards and not pre-registered: [the calibrators on the README's digit "
+        "plugin](user_domain.md).",
+    ]
     return out
 
 
