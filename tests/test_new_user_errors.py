@@ -125,7 +125,7 @@ def steps_in(run: Path) -> list[int]:
 # ----------------------------------------------------------------- run identity and resume
 
 
-def test_fresh_run_moves_old_checkpoints_aside_and_resume_never_crosses_runs(capsys, synthetic_config, tmp_path):
+def test_fresh_run_moves_the_old_run_aside_and_resume_never_crosses_runs(capsys, synthetic_config, tmp_path):
     run = tmp_path / "R"
     rc, _, _ = wmrl_train(capsys, synthetic_config, "mode=real", "seed=5", f"run_dir={run}", *FAULTY_ENV)
     assert rc == 0 and (run / "checkpoints" / "step_000004.pt").exists()
@@ -135,9 +135,9 @@ def test_fresh_run_moves_old_checkpoints_aside_and_resume_never_crosses_runs(cap
         *FAULTY_ENV, "environment.kwargs.fault=interrupt", "environment.kwargs.raise_at=4",
     )  # fmt: skip
     assert rc == 130
-    moved = sorted(tmp_path.glob("R/checkpoints.replaced-*"))
-    assert len(moved) == 1 and (moved[0] / "step_000004.pt").exists()
-    assert f"moved them to {moved[0]}" in err
+    moved = sorted(tmp_path.glob("R/previous-*"))
+    assert len(moved) == 1 and (moved[0] / "checkpoints" / "step_000004.pt").exists()
+    assert f"moved it to {moved[0]}" in err
     assert "no checkpoint of this run was written yet" in err and "is kept" not in err
     # resuming it must not continue seed 5's policy: there is no checkpoint of seed 7's run
     rc, _, err = wmrl_train(

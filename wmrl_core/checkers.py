@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from wmrl_core.contracts import STATUSES, Environment, Policy, WorldModel, is_rewarded, required_methods
@@ -26,7 +27,9 @@ __all__ = [
     "check_reward_extractor",
     "check_rollouts",
     "check_rollout_counts",
+    "check_group_ids",
     "check_outcomes",
+    "check_ok_scores",
     "check_tasks",
     "check_log_probs",
 ]
@@ -208,16 +211,19 @@ def check_rollout_counts(rollouts: Any, n_tasks: int, group_size: int, who: str 
         )
 
 
-def check_rollouts(rollouts: Any, n_tasks: int, group_size: int, who: str = "policy") -> None:
-    """What the trainer relies on in a policy's ``generate`` output."""
+def check_rollouts(
+    rollouts: Any, n_tasks: int, group_size: int, who: str = "policy", tasks: Sequence[Task] | None = None
+) -> None:
+    """What the trainer relies on in a policy's ``generate`` output: the counts, the group ids
+    (:func:`check_group_ids`) and the (N, T) log-probability and mask tensors.
+
+    :param tasks: the tasks ``generate`` was given, when known: then each of them must be one group's task.
+    """
     if not isinstance(rollouts, Rollouts):
         raise ContractError(f"{who}: generate() must return wmrl_core.types.Rollouts, got {type(rollouts).__name__}")
     n = n_tasks * group_size
     check_rollout_counts(rollouts, n_tasks, group_size, who)
-    if len(rollouts.group_ids) != n:
-        raise ContractError(
-            f"{who}: generate() returned {len(rollouts.group_ids)} group_ids for {n_tasks} tasks x {group_size}; expected {n}"
-        )
+    check_group_ids(rollouts, n_tasks, group_size, who, tasks)
     lp, mask = rollouts.old_log_probs, rollouts.mask
     if (
         not (isinstance(lp, torch.Tensor) and isinstance(mask, torch.Tensor))
@@ -230,6 +236,54 @@ def check_rollouts(rollouts: Any, n_tasks: int, group_size: int, who: str = "pol
         )
     if lp.requires_grad:
         warnings.warn("old_log_probs requires grad; generate should run under torch.no_grad()", stacklevel=2)
+
+
+def check_group_ids(
+    rollouts: Rollouts, n_tasks: int, group_size: int, who: str = "policy", tasks: Sequence[Task] | None = None
+) -> None:
+    """``rollouts.group_ids`` against ``rollouts.tasks``: N integers in ``0..B-1``, each id held by
+    ``group_size`` rows that share one task (rows need not be contiguous), and, when ``tasks`` (the
+    B tasks given to ``generate``) is known, each of them the task of one group. A wrong id would
+    index the anchor mask out of range, or silently train one group's advantages on several tasks."""
+    n = n_tasks * group_size
+    ids = np.asarray(rollouts.group_ids)
+    fix = (
+        f"give the G={group_size} rows of the i-th task the id i (0..{n_tasks - 1}), e.g. "
+        f"np.repeat(np.arange(len(tasks)), group_size)"
+    )
+    head = f"{who}: generate() returned group_ids"
+    if ids.shape != (n,):
+        raise ContractError(f"{head} of shape {ids.shape} for {n_tasks} tasks x {group_size}; expected ({n},): {fix}")
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise ContractError(f"{head} of dtype {ids.dtype}; they are integers 0..{n_tasks - 1}: {fix}")
+    outside = sorted({int(g) for g in ids if not 0 <= g < n_tasks})
+    if outside:
+        raise ContractError(f"{head} {outside[:3]} outside 0..{n_tasks - 1} ({n_tasks} tasks): {fix}")
+    sizes = np.bincount(ids, minlength=n_tasks)
+    uneven = np.flatnonzero(sizes != group_size)
+    if uneven.size:
+        g = int(uneven[0])
+        raise ContractError(
+            f"{head} where id {g} holds {sizes[g]} rows, not G={group_size} (one group of G rows per task): {fix}"
+        )
+    group_task: dict[int, Any] = {}
+    for g, task in zip(ids.tolist(), rollouts.tasks):
+        if group_task.setdefault(g, _task_key(task)) != _task_key(task):
+            raise ContractError(
+                f"{head} whose group {g} holds rows of tasks {group_task[g]!r} and "
+                f"{_task_key(task)!r}; "
+                f"the rows of one group share one task: {fix}"
+            )
+    given = Counter(_task_key(t) for t in tasks) if tasks is not None else None
+    if given is not None and Counter(group_task.values()) != given:
+        raise ContractError(
+            f"{head} whose groups' tasks {sorted(group_task.values())[:4]} are not the "
+            f"{n_tasks} tasks it was given {sorted(given.elements())[:4]}; each task given is one group: {fix}"
+        )
+
+
+def _task_key(task: Any) -> str:
+    return str(getattr(task, "id", task))
 
 
 def check_outcomes(who: str, method: str, outcomes: Any, n_solutions: int) -> list[Any]:
@@ -274,6 +328,32 @@ def check_outcomes(who: str, method: str, outcomes: Any, n_solutions: int) -> li
     return outcomes
 
 
+def check_ok_scores(who: str, outcomes: Sequence[Any]) -> None:
+    """What the trainer relies on in an environment's outcomes beyond :func:`check_outcomes`: an
+    ``ok`` outcome (or a bare number) carries a finite score. NaN there is not a missing reward but
+    a broken grader: dropping it silently would train on nothing, so the step refuses it."""
+    bad = [
+        i
+        for i, o in enumerate(outcomes)
+        if o is not None
+        and (o.status == "ok" if isinstance(o, Outcome) else True)
+        and not _finite(o.score if isinstance(o, Outcome) else o)
+    ]
+    if bad:
+        first = outcomes[bad[0]]
+        score = first.score if isinstance(first, Outcome) else first
+        raise ContractError(
+            f"{who}: execute() returned Outcome(status='ok', score={score!r}) for {len(bad)} of {len(outcomes)} "
+            f"solutions (first: solution {bad[0]}); an ok outcome carries its finite score, so the step is refused "
+            f"rather than trained on no reward. Fix the environment's grading, or give a solution that cannot be "
+            f"graded the status 'invalid_output' or 'missing_output'"
+        )
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and _is_number(value) and math.isfinite(float(value))
+
+
 def check_tasks(who: str, split: str, tasks: Any) -> list[Task]:
     """What an environment's ``tasks(split)`` must return: a list of :class:`~wmrl_core.types.Task`."""
     if isinstance(tasks, (str, bytes, dict)) or not hasattr(tasks, "__iter__"):
@@ -292,7 +372,8 @@ def check_tasks(who: str, split: str, tasks: Any) -> list[Task]:
 
 def check_log_probs(who: str, log_probs: Any, rollouts: Rollouts) -> None:
     """What a policy's ``log_probs(rollouts)`` must return: a tensor shaped like ``old_log_probs``
-    that the loss can differentiate."""
+    that the loss can differentiate (call it with grad enabled), finite at every sampled token
+    (``mask`` 1)."""
     if not isinstance(log_probs, torch.Tensor):
         raise ContractError(
             f"{who}: log_probs() returned {type(log_probs).__name__}; return a torch.Tensor of shape "
@@ -302,4 +383,19 @@ def check_log_probs(who: str, log_probs: Any, rollouts: Rollouts) -> None:
         raise ContractError(
             f"{who}: log_probs() returned shape {tuple(log_probs.shape)}, but generate() gave old_log_probs of shape "
             f"{tuple(rollouts.old_log_probs.shape)}; both are (rollouts, tokens) over the same tokens"
+        )
+    if not log_probs.requires_grad:
+        raise ContractError(
+            f"{who}: log_probs() returned a tensor without grad (requires_grad=False), so the loss cannot reach the "
+            f"policy's parameters; compute it from the parameters without torch.no_grad(), .detach(), .item() or "
+            f"numpy (only generate() runs under no_grad)"
+        )
+    sampled = rollouts.mask.to(log_probs.device) > 0
+    bad = sampled & ~torch.isfinite(log_probs.detach())
+    if bad.any():
+        first = int(bad.any(dim=-1).nonzero()[0, 0]) if bad.ndim > 1 else int(bad.nonzero()[0, 0])
+        raise ContractError(
+            f"{who}: log_probs() returned NaN or inf at {int(bad.sum())} of {int(sampled.sum())} sampled tokens "
+            f"(first in rollout {first}); a sampled token has a finite log-probability. Look in log_probs() for a "
+            f"log of 0, a softmax over -inf or NaN parameters"
         )

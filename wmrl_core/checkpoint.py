@@ -6,8 +6,8 @@ from the newest down, so a truncated or corrupt file is named in a warning and t
 readable checkpoint is used.
 
 Every checkpoint records the run that wrote it (:func:`run_record`: a run id, the config and
-its hash). A fresh run into a ``run_dir`` that holds checkpoints moves them aside
-(:func:`move_aside`), so ``resume=true`` never continues another run; :func:`check_resume`
+its hash). A fresh run into a ``run_dir`` that holds an earlier run moves that run's files aside
+together (:func:`move_run_aside`), so ``resume=true`` never continues another run; :func:`check_resume`
 refuses a resume that would change what an exact continuation depends on.
 """
 
@@ -38,10 +38,12 @@ __all__ = [
     "rng_state",
     "set_rng_state",
     "RESUMABLE_CHANGES",
+    "IDENTITY_KEYS",
     "run_record",
     "config_hash",
     "check_resume",
-    "move_aside",
+    "RUN_FILES",
+    "move_run_aside",
 ]
 
 RESUMABLE_CHANGES = (
@@ -60,6 +62,12 @@ RESUMABLE_CHANGES = (
 """Settings (a key or a whole section) that ``resume=true`` may change: where and how the run
 is logged, checkpointed, evaluated and spread over workers, and how long it runs. Any other
 change (seed, learning rate, components, batch...) breaks an exact continuation."""
+
+
+IDENTITY_KEYS = ("environment.name", "policy.name", "world_model.name", "reward.name")
+"""The components: a checkpoint whose run had others belongs to another configuration, and
+``resume=true`` refuses it before the steps or any other setting are compared (unless
+``resume_allow_changes`` names them)."""
 
 
 def _matches(key: str, prefixes: list[str] | tuple[str, ...]) -> bool:
@@ -113,8 +121,9 @@ def check_resume(cfg: TrainConfig, saved: dict[str, Any], directory: Path, curre
     :param current_run_id: the id of the run that last started fresh in the run directory
         (``run.json``), if known.
     :return: one line per setting that changed in a way :data:`RESUMABLE_CHANGES` allows.
-    :raises ConfigError: when the checkpoint belongs to another run, ``cfg.steps`` is below its
-        step, or a setting outside :data:`RESUMABLE_CHANGES` and ``cfg.resume_allow_changes`` changed.
+    :raises ConfigError: when the checkpoint belongs to another run or to another configuration
+        (a component of :data:`IDENTITY_KEYS` changed), ``cfg.steps`` is below its step, or a
+        setting outside :data:`RESUMABLE_CHANGES` and ``cfg.resume_allow_changes`` changed.
     """
     step = saved["step"]
     record = saved.get("run") or {}
@@ -124,15 +133,25 @@ def check_resume(cfg: TrainConfig, saved: dict[str, Any], directory: Path, curre
             f"{current_run_id} started fresh in this run_dir since; resume would continue another run. Start "
             f"fresh (resume=false) or move {directory} where that run's files are"
         )
+    old = record.get("config")
+    changed = {} if old is None else _changed(old, flatten(cfg))
+    other = {k: v for k, v in changed.items() if k in IDENTITY_KEYS and not _matches(k, cfg.resume_allow_changes)}
+    if other:
+        listing = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in other.items())
+        rest = [k for k in changed if k not in other]
+        also = f"; also {', '.join(rest[:4])}{' ...' if len(rest) > 4 else ''}" if rest else ""
+        raise ConfigError(
+            f"resume=true refused: {directory.parent} holds the run of another configuration ({listing}{also}), and "
+            f"a checkpoint continues only the run that wrote it. Use another run_dir for this run, or start fresh "
+            f"here with resume=false (the old run is moved aside)"
+        )
     if cfg.steps < step:
         raise ConfigError(
             f"the run in {directory.parent} is already past steps={cfg.steps}: its checkpoint is at step {step}. "
             f"Set steps above {step} to continue it, or use another run_dir for a shorter run"
         )
-    old = record.get("config")
     if old is None:
         return [f"the checkpoint in {directory} does not record its config; the settings cannot be compared"]
-    changed = _changed(old, flatten(cfg))
     allowed = list(cfg.resume_allow_changes)
     refused = {k: v for k, v in changed.items() if not _matches(k, RESUMABLE_CHANGES) and not _matches(k, allowed)}
     if refused:
@@ -145,17 +164,38 @@ def check_resume(cfg: TrainConfig, saved: dict[str, Any], directory: Path, curre
     return [f"{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items()]
 
 
-def move_aside(directory: Path) -> Path:
-    """Rename the checkpoint folder ``directory`` to ``<directory>.replaced-YYYYmmdd-HHMMSS`` (a
-    suffix keeps names unique); returns the new path."""
+RUN_FILES = (
+    "metrics.jsonl",
+    "summary.json",
+    "config.yaml",
+    "run.json",
+    "anchor_pairs.jsonl",
+    "plots",
+    "checkpoints",
+    "tensorboard",
+    "wandb",
+)
+"""What ``wmrl train`` writes into a run directory: together, one run (:func:`move_run_aside`)."""
+
+
+def move_run_aside(run_dir: Path) -> tuple[Path, list[str]] | None:
+    """Move the run files (:data:`RUN_FILES`) of an earlier run in ``run_dir`` together into
+    ``run_dir/previous-YYYYmmdd-HHMMSS`` (a suffix keeps names unique), so that a fresh run
+    neither mixes with nor overwrites it and ``resume=true`` never continues it; anything else
+    in ``run_dir`` stays. Returns (the folder, the names moved), or ``None`` when there was none."""
+    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+    if not found:
+        return None
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = directory.with_name(f"{directory.name}.replaced-{stamp}")
+    target = run_dir / f"previous-{stamp}"
     n = 1
     while target.exists():
         n += 1
-        target = directory.with_name(f"{directory.name}.replaced-{stamp}-{n}")
-    directory.rename(target)
-    return target
+        target = run_dir / f"previous-{stamp}-{n}"
+    target.mkdir()
+    for name in found:
+        (run_dir / name).rename(target / name)
+    return target, found
 
 
 _STEP_FILE = re.compile(r"step_(\d+)\.pt")

@@ -17,7 +17,7 @@ import pluggy
 
 from wmrl_core import hookspecs
 from wmrl_core.contracts import COMPONENT_KINDS
-from wmrl_core.errors import WMRLError
+from wmrl_core.errors import ContractError, WMRLError, close_match_hint
 from wmrl_core.registry import Registry
 
 __all__ = ["ENTRY_POINT_GROUP", "BUILTIN_PLUGINS", "PluginInfo", "get_plugin_manager", "build_registry"]
@@ -61,8 +61,36 @@ def get_plugin_manager(
             pm.register(importlib.import_module(module_name), name=module_name)
     for plugin in extra_plugins:
         pm.register(plugin)
-    pm.check_pending()
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise ContractError(_unknown_hook_message(pm, exc)) from None
     return pm
+
+
+def _unknown_hook_message(pm: pluggy.PluginManager, exc: pluggy.PluginValidationError) -> str:
+    """One line for a plugin that implements a hook WMRL does not have (a misspelt name): the
+    plugin, the hook, the closest WMRL hook and how to run without the plugin."""
+    known = [name for name in vars(pm.hook) if not name.startswith("_") and getattr(pm.hook, name).has_spec()]
+    unknown = [
+        name
+        for name in vars(pm.hook)
+        if not name.startswith("_")
+        and not getattr(pm.hook, name).has_spec()
+        and any(impl.plugin is exc.plugin for impl in getattr(pm.hook, name).get_hookimpls())
+    ]
+    name = pm.get_name(exc.plugin) or ""
+    blockable = {pm.get_name(p) for p, _ in pm.list_plugin_distinfo()} | set(BUILTIN_PLUGINS)
+    if name in blockable:  # installed (entry point) or built in: the environment variable skips it
+        where, skip = f"plugin `{name}`", f"run without the plugin: WMRL_DISABLE_PLUGINS={name}"
+    else:  # an object given to get_plugin_manager(extra_plugins=...)
+        where = f"plugin `{getattr(exc.plugin, '__name__', type(exc.plugin).__name__)}` (given in extra_plugins)"
+        skip = "leave it out of extra_plugins"
+    hook = unknown[0] if unknown else "?"
+    return (
+        f"{where} implements `{hook}`, which is not a WMRL hook (wmrl_core.hookspecs lists them)."
+        f"{close_match_hint(hook, known)} Rename it in the plugin, or {skip}"
+    )
 
 
 def _broken_plugin_message(pm: pluggy.PluginManager, exc: Exception) -> str:

@@ -35,7 +35,15 @@ import numpy as np
 import torch
 
 from wmrl_core import checkers
-from wmrl_core.checkpoint import check_resume, has_checkpoint, load_checkpoint, move_aside, run_record, save_checkpoint
+from wmrl_core.checkpoint import (
+    CheckpointError,
+    check_resume,
+    has_checkpoint,
+    load_checkpoint,
+    move_run_aside,
+    run_record,
+    save_checkpoint,
+)
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
 from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, ScoresPartialExecutions, is_rewarded
@@ -48,6 +56,7 @@ from wmrl_core.metrics import MetricsWriter, nanmean, read_metrics, strict_json
 from wmrl_core.plots import plot_run
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.progress import TrainingProgress
+from wmrl_core.run_lock import run_dir_lock
 from wmrl_core.step import ScoredStep, TrainState, update_step
 from wmrl_core.types import Outcome, Rollouts, Task, as_outcome
 
@@ -90,8 +99,8 @@ def component_call(who: str, method: str, when: str = "") -> Iterator[None]:
 
 def execute(c: Any, tasks: Sequence[Task], solutions: Sequence[Any], when: str) -> list[Any]:
     """``c.environment.execute(tasks, solutions)``, checked (one outcome per solution, known
-    statuses), within ``c.execute_timeout_s``; a raise or a hang is a :class:`ComponentError`
-    naming the environment."""
+    statuses, a finite score when ``ok``), within ``c.execute_timeout_s``; a raise or a hang is a
+    :class:`ComponentError` naming the environment."""
     who, timeout_s = _who(c, "environment"), getattr(c, "execute_timeout_s", None)
     with component_call(who, "execute", when):
         try:
@@ -102,7 +111,9 @@ def execute(c: Any, tasks: Sequence[Task], solutions: Sequence[Any], when: str) 
                 f"({len(solutions)} solutions); the call is abandoned. Make the environment enforce a per-solution "
                 f"limit, or raise environment.execute_timeout_s"
             ) from None
-    return checkers.check_outcomes(who, "execute", outcomes, len(solutions))
+    outcomes = checkers.check_outcomes(who, "execute", outcomes, len(solutions))
+    checkers.check_ok_scores(who, outcomes)
+    return outcomes
 
 
 def extract_rewards(reward_fn: Any, tasks: Sequence[Task], outcomes: Sequence[Outcome | float]) -> np.ndarray:
@@ -351,14 +362,14 @@ def _read_run_file(run_dir: Path) -> dict[str, Any]:
 
 
 def _begin_fresh(run_dir: Path, run: dict[str, Any]) -> None:
-    """Move an earlier run's checkpoints aside (so that resume never continues it) and record
-    this run's id and config hash in ``run_dir/run.json``."""
-    ckpt_dir = run_dir / "checkpoints"
-    if has_checkpoint(ckpt_dir):
-        moved = move_aside(ckpt_dir)
+    """Move an earlier run's files aside, all together (so that nothing of it mixes with this
+    run's and resume never continues it), and record this run's id and config hash in
+    ``run_dir/run.json``."""
+    moved = move_run_aside(run_dir)
+    if moved is not None:
         notice(
-            f"{run_dir} held the checkpoints of an earlier run; moved them to {moved} so that resume=true "
-            f"continues only this run"
+            f"{run_dir} held an earlier run ({', '.join(moved[1])}); moved it to {moved[0]} so that this run "
+            f"starts clean and resume=true continues only this run"
         )
     atomic_write_text(
         run_dir / "run.json", json.dumps({"id": run["id"], "config_hash": run["config_hash"]}) + "\n", "run record"
@@ -372,15 +383,30 @@ def _checkpoint_note(ckpt_dir: Path, step: int | None) -> str:
 
 
 def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
-    """Run (or resume) training as configured; returns the summary also written to ``summary.json``."""
+    """Run (or resume) training as configured; returns the summary also written to ``summary.json``.
+
+    :raises RunDirBusyError: at once when another process trains in ``cfg.run_dir`` (its ``.lock``).
+    """
     pm = plugin_manager or get_plugin_manager()
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    with run_dir_lock(run_dir, notice):
+        return _train(cfg, pm, run_dir)
+
+
+def _train(cfg: TrainConfig, pm: Any, run_dir: Path) -> dict[str, Any]:
+    """:func:`train` in its run directory, which this process holds."""
     ckpt_dir = run_dir / "checkpoints"
     saved, run = _open_run(cfg, run_dir)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     c, state, train_tasks, eval_tasks = _start(cfg, build_registry(pm), pm, saved)
+    if cfg.rollout.batch_tasks > len(train_tasks):
+        notice(
+            f"rollout.batch_tasks={cfg.rollout.batch_tasks} is more than the {len(train_tasks)} tasks of split "
+            f"{cfg.rollout.task_split!r}: each step draws its tasks with replacement, so one task can be several "
+            f"groups of a step. Set rollout.batch_tasks<={len(train_tasks)} to draw each task at most once a step"
+        )
     start_step = 0 if saved is None else saved["step"]
     checkpointed = None if saved is None else start_step  # the step of this run's newest checkpoint
     if saved is None:
@@ -467,11 +493,27 @@ def _start(
             cfg, c.policy, environment=c.environment, world_model=c.world_model, fusers=registry.fusers
         )
         if saved is not None:
-            state.load_state_dict(saved)
+            _load_state(state, saved, Path(cfg.run_dir) / "checkpoints")
     except BaseException:
         c.close()
         raise
     return c, state, train_tasks, eval_tasks
+
+
+def _load_state(state: TrainState, saved: dict[str, Any], ckpt_dir: Path) -> None:
+    """``state.load_state_dict(saved)``; a checkpoint that does not fit this run's components (a
+    ``load_state_dict`` that raises) is a :class:`CheckpointError` naming the directory."""
+    try:
+        state.load_state_dict(saved)
+    except WMRLError:
+        raise
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(
+            f"the checkpoint in {ckpt_dir} (step {saved.get('step', '?')}) does not fit this run's components "
+            f"({type(exc).__name__}: {reason}); it belongs to another configuration. Use another run_dir, or start "
+            f"fresh with resume=false"
+        ) from exc
 
 
 def _metrics_writer(cfg: TrainConfig, run_dir: Path, resumed_at: int | None) -> MetricsWriter:
@@ -510,7 +552,7 @@ def _rollouts(
         component_call(_who(c, "policy"), "generate", f"at step {step}"),
     ):
         rollouts = c.policy.generate(tasks, G)
-    checkers.check_rollouts(rollouts, B, G, _who(c, "policy"))
+    checkers.check_rollouts(rollouts, B, G, _who(c, "policy"), tasks)
     if check_log_probs:
         _check_log_probs(c, rollouts, step)
     return rollouts
@@ -572,13 +614,14 @@ def _summary(
 
 
 def _check_log_probs(c: Components, rollouts: Rollouts, step: int) -> None:
-    """One no-grad ``policy.log_probs`` call on the first step of an invocation, so that a raise,
-    a wrong type or shape is named here rather than deep inside the loss. The RNG is forked: the
-    run's draws are the same with or without it."""
+    """One ``policy.log_probs`` call on the first step of an invocation, so that a raise, a wrong
+    type or shape, a tensor without grad or a NaN is named here rather than deep inside the loss.
+    Grad is enabled (what the update's call needs anyway; the graph is freed on return). The RNG
+    is forked: the run's draws are the same with or without it."""
     device = rollouts.old_log_probs.device
     devices = [device] if device.type == "cuda" else []  # only the policy's: no context on other GPUs
     with (
-        torch.no_grad(),
+        torch.enable_grad(),
         torch.random.fork_rng(devices=devices),
         component_call(_who(c, "policy"), "log_probs", f"at step {step}"),
     ):
