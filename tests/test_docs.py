@@ -131,3 +131,37 @@ def test_the_docs_links_resolve():
                 if anchor not in headings:
                     broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
     assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+@pytest.mark.slow  # trains the synthetic domain for 3 steps
+def test_the_plugin_docs_python_example_trains(tmp_path, monkeypatch, capsys):
+    section = (ROOT / "docs/plugins.md").read_text().split("## Training from Python", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    assert "runs/python-example" in code, "docs/plugins.md: the example's run_dir changed; change it here too"
+    monkeypatch.chdir(ROOT)  # the example names its config relative to the repository root
+    exec(compile(code.replace("runs/python-example", str(tmp_path / "run")), "docs/plugins.md", "exec"), {})
+    printed = capsys.readouterr().out.split()
+    assert printed[:2] == [str(tmp_path / "run"), "3"] and (tmp_path / "run" / "summary.json").is_file()
+
+
+def _plain_signature(fn) -> str:
+    """``name(a, b=1, *, c=None)``: the signature without annotations, defaults as Python writes them
+    (strings in double quotes, as the docs write them)."""
+    parts, star = [], False
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is p.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        default = "" if p.default is p.empty else "=" + repr(p.default).replace("'", '"')
+        parts.append(p.name + default)
+    return f"{fn.__name__}({', '.join(parts)})"
+
+
+def test_the_plugin_docs_give_the_python_api_and_the_checkers_signatures_as_the_code_has_them():
+    from wmrl_core import checkers
+    from wmrl_core.config import load_config
+    from wmrl_core.trainer import train
+
+    docs = " ".join((ROOT / "docs/plugins.md").read_text().split())
+    for fn in (load_config, train, checkers.check_environment, checkers.check_rollouts):
+        assert f"`{_plain_signature(fn)}`" in docs, f"docs/plugins.md lacks `{_plain_signature(fn)}`"

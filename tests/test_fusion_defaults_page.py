@@ -5,10 +5,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs/results/synthetic/fusion_defaults"
 
 
+@pytest.mark.slow  # replays the AutoResearch archive's anchor pairs, about 7 s
 def test_the_page_is_rebuilt_unchanged_from_its_archive(tmp_path):
     shutil.copy(PAGE / "runs.json.gz", tmp_path / "runs.json.gz")
     script = ROOT / "experiments/fusion_defaults/synthetic.py"

@@ -50,10 +50,17 @@ class FaultyEnvironment(SyntheticBanditEnvironment):
         self.fault = fault
 
     def execute(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
+        if self.fault == "execute_raises":
+            return _a_bug_in_the_plugin()
         outcomes = super().execute(tasks, solutions)
         if self.fault == "nan_score":
             return [Outcome(status="ok", score=math.nan) for _ in outcomes]
         return outcomes
+
+
+def _a_bug_in_the_plugin() -> list[Outcome]:
+    """What a plugin's ``execute()`` calls when it has a bug."""
+    return [Outcome(status="ok", score=1 / 0)]
 
 
 class FaultyPolicy(TabularSoftmaxPolicy):
@@ -295,3 +302,55 @@ def test_a_fresh_run_in_an_old_run_dir_moves_the_whole_old_run_aside_together(tm
     assert (old / "notes.txt").read_text() == "mine" and not list(old.glob("checkpoints.replaced-*"))
     assert [json.loads(line)["step"] for line in (old / "metrics.jsonl").read_text().splitlines()] == [0, 1]
     assert not (old / "checkpoints" / "step_000002.pt").exists()
+
+
+# ----------------------------------------------------------------- a plugin's own traceback
+
+
+@pytest.mark.parametrize("debug", ["off", "--debug", "WMRL_DEBUG=1"])
+def test_a_bug_in_a_plugins_execute_says_how_to_see_its_traceback_and_debug_prints_it(
+    tmp_path, monkeypatch, capsys, debug
+):
+    from wmrl_core import cli
+
+    monkeypatch.setattr(
+        "wmrl_core.trainer.get_plugin_manager", lambda: get_plugin_manager(extra_plugins=[FaultsPlugin()])
+    )
+    monkeypatch.delenv("WMRL_DEBUG", raising=False)
+    if debug == "WMRL_DEBUG=1":
+        monkeypatch.setenv("WMRL_DEBUG", "1")
+    argv = [str(SYNTHETIC), *SMALL, f"run_dir={tmp_path / 'R'}", "environment.name=faulty-bandit"]
+    argv = [*(["--debug"] if debug == "--debug" else []), "train", *argv, "environment.kwargs.fault=execute_raises"]
+
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("wmrl: error:"))
+    assert line.startswith("wmrl: error: environment `faulty-bandit`") and "ZeroDivisionError in execute()" in line
+    if debug == "off":
+        assert "rerun with --debug (or WMRL_DEBUG=1) for the plugin's traceback" in line
+        assert "Traceback" not in err
+    else:
+        assert "rerun with --debug" not in err
+        assert "Traceback (most recent call last)" in err and "in _a_bug_in_the_plugin" in err
+        assert "ZeroDivisionError: division by zero" in err
+
+
+# ----------------------------------------------------------------- start-up of the CLI
+
+QUICK_COMMANDS = [["--help"], ["train", "--help"], ["train", "missing.yaml"], ["train", str(SYNTHETIC), "stepz=1"]]
+
+
+@pytest.mark.parametrize("argv", QUICK_COMMANDS, ids=" ".join)
+def test_help_and_configuration_errors_answer_without_importing_torch_or_scikit_learn(argv):
+    # what made every command take ~3 s (benchmarks/cli_startup.py measures the seconds)
+    code = (
+        "import sys\n"
+        "from wmrl_core import cli\n"
+        "try:\n"
+        f"    cli.main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('torch', 'sklearn', 'scipy') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout[-2000:] + done.stderr[-2000:]

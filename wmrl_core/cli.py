@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
-from wmrl_core.errors import WMRLError
+from wmrl_core.errors import ComponentError, ContractError, WMRLError
 
 EXAMPLE = "wmrl train configs/synthetic/wmrl.yaml mode=real steps=20"
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from wmrl_core.config import load_config
-    from wmrl_core.trainer import train
 
     cfg = load_config(args.config, args.overrides)
+    from wmrl_core.trainer import train  # torch and the engine: after the config is known to be good
+
     args.run_dir = cfg.run_dir  # for the interrupt message
     summary = train(cfg)
     run_dir = Path(summary["run_dir"])
@@ -176,6 +179,11 @@ class _TrainHelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="World-model reinforcement learning.")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="print the full traceback behind an error, e.g. of a plugin's exception (or set WMRL_DEBUG=1)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
@@ -208,12 +216,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_OFF = ("", "0", "false", "no", "off")
+
+
+def debug_enabled(args: argparse.Namespace) -> bool:
+    """``--debug`` given, or ``WMRL_DEBUG`` set to anything but empty, ``0``, ``false``, ``no`` or ``off``."""
+    return bool(getattr(args, "debug", False)) or os.environ.get("WMRL_DEBUG", "").strip().lower() not in _OFF
+
+
+def _cause_hint(exc: WMRLError, debug: bool) -> str:
+    """For an error with an exception behind it (raised by a plugin or a library, not by WMRL on
+    purpose): with ``debug``, that exception's full traceback printed to stderr and ``""``; else the
+    words to append to the error's line saying how to see it."""
+    cause = exc.__cause__
+    if cause is None or isinstance(cause, WMRLError):
+        return ""
+    if debug:
+        traceback.print_exception(type(cause), cause, cause.__traceback__, file=sys.stderr)
+        return ""
+    whose = "the plugin's traceback" if isinstance(exc, (ComponentError, ContractError)) else "the full traceback"
+    return f" (rerun with --debug (or WMRL_DEBUG=1) for {whose})"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except WMRLError as exc:
-        print(f"wmrl: error: {exc}", file=sys.stderr)
+        print(f"wmrl: error: {exc}{_cause_hint(exc, debug_enabled(args))}", file=sys.stderr)
         note = getattr(exc, "checkpoint_note", None)
         if note:
             print(f"wmrl: {note}", file=sys.stderr)

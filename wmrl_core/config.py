@@ -137,7 +137,7 @@ class CalibrationConfig:
             "help": "``isotonic`` (step function), ``smoothed`` (isotonic levels joined strictly monotonically, "
             "so calibration never ties scores the world model ranks apart) or ``ranked`` (isotonic levels, ties "
             "broken by the raw order within each group); see ``wmrl_core/debias.py``.",
-            "choices": "wmrl_core.debias:CALIBRATORS",
+            "choices": "wmrl_core.config_choices:CALIBRATORS",
         },
     )
     slope: float = field(
@@ -154,7 +154,7 @@ class CalibrationConfig:
             "``own`` (each group's own spread, as GRPO does) or ``real`` (the real rewards' pooled within-group "
             "spread on earlier anchors, so a weak world model's advantages stay small; "
             "``wmrl_core/fusion/engine.py``).",
-            "choices": "wmrl_core.fusion.engine:ADVANTAGE_SCALES",
+            "choices": "wmrl_core.config_choices:ADVANTAGE_SCALES",
         },
     )
 
@@ -227,7 +227,7 @@ class GRPOConfig:
         default="token_mean",
         metadata={
             "help": "``token_mean`` or ``sequence_mean`` (see ``wmrl_core.grpo``).",
-            "choices": "wmrl_core.grpo:LossAggregation",
+            "choices": "wmrl_core.config_choices:LossAggregation",
         },
     )
     epochs: int = field(default=1, metadata={"help": "Optimizer passes over each step's rollouts."})
@@ -593,8 +593,6 @@ def load_config(
         installed plugins' and WMRL's own); pass the one given to :func:`wmrl_core.trainer.train`.
     :raises ConfigError: for unknown keys, wrong types, missing required values.
     """
-    from wmrl_core.fusion.methods import registered_fusers
-
     legacy: set[str] = set()
     try:
         schema = OmegaConf.structured(TrainConfig)
@@ -627,6 +625,8 @@ def load_config(
             f"invalid config{f' at `{key}`' if key else ''}: {str(exc).splitlines()[0]}. "
             "Check the key's spelling and type: `wmrl train --help` lists every setting with its type and default."
         ) from None
+    from wmrl_core.fusion.methods import registered_fusers  # the plugins: once the file and overrides parse
+
     fusers = registered_fusers(plugin_manager)
     if legacy:
         _drop_legacy_keys_the_method_lacks(cfg.fusion, legacy, fusers)

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
-__all__ = ["IsotonicDebiaser", "smoothed_isotonic", "ranked_isotonic", "CALIBRATORS"]
+from wmrl_core.config_choices import CALIBRATORS
 
-CALIBRATORS = ("isotonic", "smoothed", "ranked")
+__all__ = ["IsotonicDebiaser", "smoothed_isotonic", "ranked_isotonic", "CALIBRATORS"]
 
 
 def smoothed_isotonic(

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 import torch
+
+from wmrl_core.config_choices import LossAggregation
 
 __all__ = [
     "pooled_within_group_sd",
@@ -39,8 +40,6 @@ __all__ = [
     "entropy_bonus",
     "rollout_entropy",
 ]
-
-LossAggregation = Literal["token_mean", "sequence_mean"]
 
 
 def pooled_within_group_sd(values: Sequence[float] | np.ndarray, group_ids: Sequence[int] | np.ndarray) -> float:

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from wmrl_core import hookimpl
 from wmrl_core.types import Task
@@ -35,7 +34,11 @@ __all__ = ["UniformNoise", "NoiseWorldModel", "NoiseReward"]
 def _run_seed(seed: int | None) -> int:
     """``seed``, or the run's seed when ``None`` (the trainer seeds torch with ``seed`` before it
     makes components), so training seeds also vary the noise."""
-    return int(torch.initial_seed() if seed is None else seed)
+    if seed is not None:
+        return int(seed)
+    import torch  # here, not at import: this module is a built-in plugin, loaded by every command
+
+    return int(torch.initial_seed())
 
 
 class UniformNoise:

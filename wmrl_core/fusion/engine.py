@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from wmrl_core.config_choices import ADVANTAGE_SCALES
 from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion.base import (
     Fuser,
@@ -40,8 +41,6 @@ from wmrl_core.fusion.gradients import GroupGradient
 from wmrl_core.fusion.inverse_variance import cross_fitted_calibration
 from wmrl_core.grpo import LossAggregation, group_advantages
 from wmrl_core.metrics import nanmean
-
-ADVANTAGE_SCALES = ("own", "real")
 
 __all__ = [
     "ADVANTAGE_SCALES",

@@ -43,13 +43,14 @@ near 0 and the update becomes plain GRPO on the anchors; with no evidence at all
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
 from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
+from wmrl_core.fusion.settings import InverseVarianceSettings
 
 __all__ = [
     "InverseVarianceSettings",
@@ -200,13 +201,6 @@ class InverseVarianceFuser:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         return None
-
-
-@dataclass
-class InverseVarianceSettings:
-    """``fusion.kwargs`` of ``fusion.method=inverse_variance``."""
-
-    min_pairs: int = field(default=4, metadata={"help": "anchor pairs needed before the world model gets any weight."})
 
 
 def inverse_variance_fuser(settings: InverseVarianceSettings) -> InverseVarianceFuser:

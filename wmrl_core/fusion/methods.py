@@ -17,11 +17,11 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from wmrl_core.errors import ConfigError, close_match_hint
-from wmrl_core.fusion.base import Fuser
 
 if TYPE_CHECKING:
     import pluggy
 
+    from wmrl_core.fusion.base import Fuser
     from wmrl_core.registry import FuserSpec, FuserTable
 
 __all__ = ["registered_fusers", "fusion_method_spec", "fuser_settings", "build_fuser"]

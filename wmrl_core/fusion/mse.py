@@ -57,7 +57,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -66,65 +66,10 @@ from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
 from wmrl_core.fusion.gate import AgreementGate
 from wmrl_core.fusion.gradients import anchor_group_gradients, gradients_from_state, gradients_state
 from wmrl_core.fusion.inverse_variance import InverseVarianceFuser
+from wmrl_core.fusion.settings import MSEWeightedSettings
 from wmrl_core.fusion.shrinkage import WindowMoments, window_moments
 
 __all__ = ["MSEWeightedSettings", "MSEWeightedFuser", "mse_weight", "convex_mse", "mse_weighted_fuser"]
-
-
-@dataclass
-class MSEWeightedSettings:
-    """Settings of ``fusion.method=mse_weighted`` (``fusion.kwargs``)."""
-
-    level: float = field(
-        default=0.05,
-        metadata={
-            "help": "Gate: the probability that a world model carrying no information ever gets weight in a run "
-            "(anytime-valid over all its steps)."
-        },
-    )
-    close_level: float = field(
-        default=0.05, metadata={"help": "Gate: the level of the test that closes it again when anchors disagree."}
-    )
-    close_below: float = field(
-        default=0.0,
-        metadata={"help": "Gate: closes once the anchors show a within-group correlation below this value."},
-    )
-    max_bet: float = field(
-        default=0.5,
-        metadata={"help": "Gate: the largest share of the closing test's wealth bet on one anchor group, in (0, 1)."},
-    )
-    window: int = field(
-        default=20,
-        metadata={"help": "Earlier anchor groups whose per-group gradients estimate the bias and the variances."},
-    )
-    min_pairs: int = field(
-        default=4, metadata={"help": "Anchor pairs needed before the inverse-variance weight is estimated."}
-    )
-    validation_prior: bool = field(
-        default=True,
-        metadata={
-            "help": "Gate: credit a rank correlation the world model declares from data it was not fitted on "
-            "(its ``validation`` attribute), as capped pseudo-evidence that alone never opens the gate."
-        },
-    )
-    bias_horizon: float = field(
-        default=10.0,
-        metadata={
-            "help": "H: updates over which the calibrated stream's bias accumulates while sampling noise averages "
-            "out; the weight minimises the mean of H updates' squared error (1: one update's)."
-        },
-    )
-
-    def __post_init__(self) -> None:
-        AgreementGate(
-            level=self.level, close_level=self.close_level, close_below=self.close_below, max_bet=self.max_bet
-        )
-        if self.window < 3:
-            raise ValueError(f"window must be >= 3 anchor groups (the bias estimate needs pairs), got {self.window}")
-        if self.min_pairs < 2:
-            raise ValueError(f"min_pairs must be >= 2, got {self.min_pairs}")
-        if not self.bias_horizon >= 1:
-            raise ValueError(f"bias_horizon must be >= 1 update, got {self.bias_horizon}")
 
 
 def mse_weight(moments: WindowMoments, k: int, u: int, horizon: float = 1.0) -> float:

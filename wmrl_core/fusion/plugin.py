@@ -1,8 +1,9 @@
 """WMRL's own fusion methods, registered through ``wmrl_register_fusers`` like any plugin's.
 
-Each is one module of ``wmrl_core/fusion/`` with its fuser, its settings dataclass (what
-``fusion.kwargs`` holds) and its factory; entry points and settings are named as strings, so a
-method's module is imported only when it is configured or built.
+Each is one module of ``wmrl_core/fusion/`` with its fuser and its factory, its settings dataclass
+(what ``fusion.kwargs`` holds) in :mod:`wmrl_core.fusion.settings`; entry points and settings are
+named as strings, so a method's module (torch, scipy) is imported only when it is built, and
+checking a config or printing ``wmrl train --help`` imports only the settings.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ def wmrl_register_fusers(table: FuserTable) -> None:
     table.add(
         "mse_weighted",
         "wmrl_core.fusion.mse:mse_weighted_fuser",
-        settings="wmrl_core.fusion.mse:MSEWeightedSettings",
+        settings="wmrl_core.fusion.settings:MSEWeightedSettings",
         description="the default: anchors alone until an anytime-valid test on all anchors so far shows the world "
         "model ranking like real execution, then the smaller of the inverse-variance weight and the MSE-optimal "
         "one (which counts the calibrated stream's bias as the anchors measure it)",
@@ -27,7 +28,7 @@ def wmrl_register_fusers(table: FuserTable) -> None:
     table.add(
         "rectified",
         "wmrl_core.fusion.rectified:rectified_fuser",
-        settings="wmrl_core.fusion.rectified:RectifiedSettings",
+        settings="wmrl_core.fusion.settings:RectifiedSettings",
         description="anchor gradient plus lambda times (calibrated gradient over all groups minus over the "
         "anchor groups): unbiased for any lambda, lambda power-tuned on earlier anchors",
         needs_anchors_every_step=True,
@@ -35,7 +36,7 @@ def wmrl_register_fusers(table: FuserTable) -> None:
     table.add(
         "shrinkage",
         "wmrl_core.fusion.shrinkage:shrinkage_fuser",
-        settings="wmrl_core.fusion.shrinkage:ShrinkageSettings",
+        settings="wmrl_core.fusion.settings:ShrinkageSettings",
         description="the rectified update moved toward the inverse-variance (or calibrated) one by alpha, "
         "the MSE-optimal weight estimated from earlier anchor groups' gradients; alpha = 0 unless the "
         "anchors show the world model ranking within groups",
@@ -44,7 +45,7 @@ def wmrl_register_fusers(table: FuserTable) -> None:
     table.add(
         "inverse_variance",
         "wmrl_core.fusion.inverse_variance:inverse_variance_fuser",
-        settings="wmrl_core.fusion.inverse_variance:InverseVarianceSettings",
+        settings="wmrl_core.fusion.settings:InverseVarianceSettings",
         description="convex combination of the two streams weighted by their inverse variances "
         "(the world model's explained within-group variance on the anchors)",
     )

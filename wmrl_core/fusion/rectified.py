@@ -132,16 +132,15 @@ products) divided by the number of anchor rollouts; :math:`v` depends only on th
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field, fields
-from typing import Any, Optional
+from dataclasses import fields
+from typing import Any
 
 import numpy as np
 from scipy.stats import norm as normal
 
 from wmrl_core.fusion.base import FusionInputs, FusionPlan, LossTerm
 from wmrl_core.fusion.gradients import require_gradients
-
-LAMBDA_MOMENTS = ("solution", "rollout", "gradient")
+from wmrl_core.fusion.settings import LAMBDA_MOMENTS, RectifiedSettings
 
 __all__ = [
     "LAMBDA_MOMENTS",
@@ -478,59 +477,6 @@ class RectifiedFuser:
         vectors = state.get("vectors") or [None] * len(self._groups)
         self._vectors = deque(None if v is None else (np.asarray(v[0]), np.asarray(v[1])) for v in vectors)
         self._trim()
-
-
-@dataclass
-class RectifiedSettings:
-    """``fusion.kwargs`` of ``fusion.method=rectified`` (and of ``shrinkage``, which rectifies first)."""
-
-    lambda_window: int = field(
-        default=20,
-        metadata={
-            "help": "lambda is power-tuned on earlier steps' anchor groups, back to the ``lambda_window``-th most "
-            "recent group whose calibrated advantages are not all zero."
-        },
-    )
-    lambda_moments: str = field(
-        default="solution",
-        metadata={
-            "help": "``solution`` sums the advantages of a group's rollouts with equal solutions (equal score "
-            "vectors) before the moments that tune lambda; ``rollout`` treats every rollout as distinct; "
-            "``gradient`` takes the slope from per-group policy gradients (whole, or sketched with "
-            "``fusion.gradient_sketch_dim``; WMRL's own trainer only). See ``wmrl_core/fusion/rectified.py``.",
-            "choices": LAMBDA_MOMENTS,
-        },
-    )
-    # Optional, not ``float | None``: the settings are checked through OmegaConf, whose versions before
-    # 2.4 (which hydra, and so verl, pins) read only Optional
-    lambda_level: Optional[float] = field(  # noqa: UP045
-        default=0.999,
-        metadata={
-            "help": "lambda is 0 unless its slope passes a one-sided test at this level against its variance were "
-            "the world model independent of the real rewards (exact for any number of anchor groups; 0.999 "
-            "keeps a noise world model's weight at 0 with one anchor group a step); ``None``: no test, the "
-            "plain positive-part James-Stein factor only."
-        },
-    )
-    lambda_min_groups: int = field(
-        default=2,
-        metadata={"help": "lambda is 0 until the window holds this many informative anchor groups."},
-    )
-
-    def __post_init__(self) -> None:
-        if self.lambda_window < 2:
-            raise ValueError(
-                f"lambda_window must be >= 2 informative anchor groups (a slope's variance needs two), "
-                f"got {self.lambda_window}"
-            )
-        if self.lambda_level is not None and not 0.5 <= self.lambda_level < 1.0:
-            raise ValueError(
-                f"lambda_level must be in [0.5, 1) or null (the plain James-Stein factor), got {self.lambda_level}"
-            )
-        if not 2 <= self.lambda_min_groups <= self.lambda_window:
-            raise ValueError(
-                f"lambda_min_groups must be in [2, lambda_window={self.lambda_window}], got {self.lambda_min_groups}"
-            )
 
 
 def rectified_settings(section: Any) -> RectifiedSettings:

@@ -68,7 +68,6 @@ a calibrated target can be near 0 when its bias estimate is floored).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -81,9 +80,8 @@ from wmrl_core.fusion.gradients import (
     require_gradients,
 )
 from wmrl_core.fusion.inverse_variance import InverseVarianceFuser
-from wmrl_core.fusion.rectified import RectifiedFuser, RectifiedSettings, rectified_fuser
-
-SHRINKAGE_TARGETS = ("inverse_variance", "calibrated")
+from wmrl_core.fusion.rectified import RectifiedFuser, rectified_fuser
+from wmrl_core.fusion.settings import SHRINKAGE_TARGETS, ShrinkageSettings
 
 __all__ = [
     "SHRINKAGE_TARGETS",
@@ -256,42 +254,6 @@ class ShrinkageFuser:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rectified.load_state_dict(state["rectified"])
         self._gradients = gradients_from_state(state["gradients"], self.window)
-
-
-@dataclass
-class ShrinkageSettings(RectifiedSettings):
-    """``fusion.kwargs`` of ``fusion.method=shrinkage``: its rectified update's (the ``lambda_*``
-    settings) and its own."""
-
-    shrinkage_toward: str = field(
-        default="inverse_variance",
-        metadata={
-            "help": "the update the rectified one is shrunk toward, ``inverse_variance`` (the convex combination) "
-            "or ``calibrated`` (the calibrated-advantage gradient over all groups).",
-            "choices": SHRINKAGE_TARGETS,
-        },
-    )
-    shrinkage_window: int = field(
-        default=20,
-        metadata={
-            "help": "earlier steps' anchor groups whose per-group gradients estimate the shrinkage weight alpha "
-            "(cross-fitted: never this step's)."
-        },
-    )
-    min_pairs: int = field(
-        default=4,
-        metadata={
-            "help": "the ``inverse_variance`` target: anchor pairs needed before the world model gets any weight."
-        },
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.shrinkage_window < 3:
-            raise ValueError(
-                f"shrinkage_window must be >= 3 anchor groups (the bias estimate needs pairs of groups), "
-                f"got {self.shrinkage_window}"
-            )
 
 
 def shrinkage_fuser(settings: ShrinkageSettings) -> ShrinkageFuser:
