@@ -74,7 +74,7 @@ def write_page(runs: list, out: Path) -> None:
         "`python experiments/fusion_defaults/autoresearch.py --report`; the run itself: the same command without "
         "`--report` (resumable).",
         "",
-        *page(curves, earned, len(SEEDS)),
+        *page(curves, earned, len(SEEDS), list(ARMS)),
         "",
         "What it does not show: a program policy on tabular tasks, not an LLM agent; one anchor group a step.",
     ]
@@ -100,12 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         help="after the runs: each seed's initial policy evaluated again under fresh sampling noise",
     )
     args = parser.parse_args(argv)
+    args.cache = args.runs / "eval_cache.jsonl"
     if args.pack_partial:
         return ee.pack_partial(parser, args)
     args.plan, args.samples, args.max_tasks = dict(PLAN), SAMPLES, None
     args.uncached_seeds, args.quick, args.noise_check = set(), False, False
     args.analyse = args.report
-    args.cache, args.train_cache = args.runs / "eval_cache.jsonl", args.runs / "train_cache.jsonl"
+    args.train_cache = args.runs / "train_cache.jsonl"
     args.config = hg.freeze_config(args.config, [], args.runs / "config.yaml")
     args.invocation = {"trained": 0, "evaluations": 0}
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine

@@ -88,16 +88,19 @@ def _interval(row: Mapping[str, Any]) -> str:
     return f"{row['mean']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]" if math.isfinite(row["mean"]) else "-"
 
 
-def page(curves: Curves, earned: Mapping[str, Mapping[int, Mapping[str, Any]]], planned_seeds: int) -> list[str]:
+def page(
+    curves: Curves, earned: Mapping[str, Mapping[int, Mapping[str, Any]]], planned_seeds: int, arms: Sequence[str]
+) -> list[str]:
     """The endpoints' section, verdicts read from the bounds; ``earned``: arm -> seed -> the run's
     ``world_model_earned`` summary and its per-step weights (``weights``)."""
     primary = paired_difference(curves, "default", "anchors_only")
     versus_real = paired_difference(curves, "default", "real")
     ratio = execution_ratio(curves)
     floor = weight_floor({s: e["weights"] for s, e in earned.get("default_noise_wm", {}).items()})
-    done = min((len(by) for by in curves.values()), default=0)
+    done = min((len(curves.get(arm, {})) for arm in arms), default=0)
+    finished = ", ".join(f"`{arm}` {len(curves.get(arm, {}))}" for arm in arms)
     lines = [
-        f"Seeds finished in every arm: {done} of {planned_seeds}.",
+        f"Seeds finished in every arm: {done} of {planned_seeds} (per arm: {finished}).",
         "",
         "| endpoint | seeds | estimate (95% t) | verdict |",
         "|---|---|---|---|",
