@@ -384,13 +384,14 @@ def check_log_probs(who: str, log_probs: Any, rollouts: Rollouts) -> None:
             f"{who}: log_probs() returned shape {tuple(log_probs.shape)}, but generate() gave old_log_probs of shape "
             f"{tuple(rollouts.old_log_probs.shape)}; both are (rollouts, tokens) over the same tokens"
         )
-    if not log_probs.requires_grad:
+    sampled = rollouts.mask.to(log_probs.device) > 0
+    # a policy may return a constant where nothing was sampled yet (no token has mask 1): no loss reaches it
+    if not log_probs.requires_grad and bool(sampled.any()):
         raise ContractError(
             f"{who}: log_probs() returned a tensor without grad (requires_grad=False), so the loss cannot reach the "
             f"policy's parameters; compute it from the parameters without torch.no_grad(), .detach(), .item() or "
             f"numpy (only generate() runs under no_grad)"
         )
-    sampled = rollouts.mask.to(log_probs.device) > 0
     bad = sampled & ~torch.isfinite(log_probs.detach())
     if bad.any():
         first = int(bad.any(dim=-1).nonzero()[0, 0]) if bad.ndim > 1 else int(bad.nonzero()[0, 0])
