@@ -352,7 +352,7 @@ def test_evaluation_plot_has_error_bars_and_calibration_plot_draws_raw_against_c
     run = tmp_path / "R"
     rc, _, _ = wmrl_train(capsys, synthetic_config, f"run_dir={run}", "mode=wmrl", "anchors.fraction=0.5")
     assert rc == 0 and (run / "plots" / "evaluation.png").exists() and (run / "plots" / "calibration.png").exists()
-    panels = {name: keys for name, keys, _ in PANELS}
+    panels = {panel.name: panel.keys for panel in PANELS}
     records = read_metrics(run)
     evaluation = panel_series(records, panels["evaluation"])
     steps, values, se = evaluation["eval/true_reward"]

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,13 +47,17 @@ SMALL = [
 class FaultyEnvironment(SyntheticBanditEnvironment):
     """The synthetic bandit; ``fault="nan_score"`` grades every solution ``ok`` with score NaN."""
 
-    def __init__(self, *, fault: str = "none", **bandit: Any):
+    def __init__(self, *, fault: str = "none", declared_timeout_s: float | None = None, **bandit: Any):
         super().__init__(**bandit)
         self.fault = fault
+        if declared_timeout_s is not None:  # what a domain that knows its costs declares
+            self.timeout_s = lambda n_solutions: declared_timeout_s
 
     def execute(self, tasks: Sequence[Task], solutions: Sequence[Any]) -> list[Outcome]:
         if self.fault == "execute_raises":
             return _a_bug_in_the_plugin()
+        if self.fault == "execute_hangs":
+            time.sleep(30)
         outcomes = super().execute(tasks, solutions)
         if self.fault == "nan_score":
             return [Outcome(status="ok", score=math.nan) for _ in outcomes]
@@ -120,6 +126,71 @@ def one_line_error(tmp_path: Path, *overrides: str) -> str:
     message = str(info.value)
     assert "\n" not in message, message
     return message
+
+
+# ----------------------------------------------------------------- calls that never return
+
+
+def test_a_hung_execute_stops_at_the_environments_own_deadline_with_progress_lines_meanwhile(tmp_path, capsys):
+    start = time.monotonic()
+    message = one_line_error(
+        tmp_path,
+        "environment.name=faulty-bandit",
+        "environment.kwargs.fault=execute_hangs",
+        "environment.kwargs.declared_timeout_s=1.2",
+        "heartbeat_s=0.5",
+    )
+    assert time.monotonic() - start < 20
+    assert (
+        "environment `faulty-bandit`: execute() did not return within 1.2 s (the environment's timeout_s())" in message
+    )
+    assert "environment.execute_timeout_s" in message  # the fix
+    err = capsys.readouterr().err
+    assert re.search(
+        r"wmrl: waiting on environment `faulty-bandit` execute\(\) of \d+ solutions at step 1: "
+        r"\d+ s so far \(deadline 1\.2 s\)",
+        err,
+    ), err
+
+
+def test_the_config_deadline_wins_over_the_environments(tmp_path):
+    message = one_line_error(
+        tmp_path,
+        "environment.name=faulty-bandit",
+        "environment.kwargs.fault=execute_hangs",
+        "environment.kwargs.declared_timeout_s=600",
+        "environment.execute_timeout_s=0.5",
+    )
+    assert "within 0.5 s (environment.execute_timeout_s)" in message
+
+
+def test_every_execute_has_a_deadline_by_default():
+    from wmrl_core.waits import DEFAULT_EXECUTE_TIMEOUT_S, deadline_s
+
+    class Declares:
+        def timeout_s(self, n: int) -> float:
+            return 2.0 * n
+
+    assert deadline_s(None, object(), 8, DEFAULT_EXECUTE_TIMEOUT_S) == DEFAULT_EXECUTE_TIMEOUT_S
+    assert deadline_s(None, Declares(), 8, DEFAULT_EXECUTE_TIMEOUT_S) == 16.0
+    assert deadline_s(5.0, Declares(), 8, DEFAULT_EXECUTE_TIMEOUT_S) == 5.0
+    assert deadline_s(math.inf, Declares(), 8, DEFAULT_EXECUTE_TIMEOUT_S) is None
+    bad = Declares()
+    bad.timeout_s = lambda n: -1  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match=r"timeout_s\(8\) returned -1; it must return seconds > 0"):
+        deadline_s(None, bad, 8, DEFAULT_EXECUTE_TIMEOUT_S)
+
+
+def test_a_call_that_returns_says_nothing_and_a_slow_one_says_what_it_waits_on():
+    from wmrl_core.waits import heartbeat
+
+    lines: list[str] = []
+    with heartbeat("the thing", 0.2, None, say=lines.append):
+        pass
+    assert lines == []
+    with heartbeat("the thing", 0.2, 9.0, say=lines.append):
+        time.sleep(0.5)
+    assert lines and lines[0] == "waiting on the thing: 0 s so far (deadline 9 s)", lines
 
 
 # ----------------------------------------------------------------- what components return

@@ -267,4 +267,4 @@ def test_a_hanging_world_model_is_abandoned_and_a_hanging_environment_is_named(c
         "environment.execute_timeout_s=0.5",
     )
     assert rc == 2 and time.monotonic() - start < 20
-    assert "environment `unit-conversion`: execute() did not return within environment.execute_timeout_s=0.5 s" in err
+    assert "environment `unit-conversion`: execute() did not return within 0.5 s (environment.execute_timeout_s)" in err

@@ -56,6 +56,7 @@ RESUMABLE_CHANGES = (
     "eval",
     "distributed",
     "world_model_timeout_s",
+    "heartbeat_s",
     "environment.cache",
     "environment.execute_timeout_s",
 )

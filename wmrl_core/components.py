@@ -34,7 +34,10 @@ class Components:
     names: dict[str, str] = field(default_factory=dict)
     """Config section (``environment``, ``policy``, ``world_model``) -> registered name."""
     execute_timeout_s: float | None = None
-    """``environment.execute_timeout_s``: seconds one ``execute`` call may take."""
+    """``environment.execute_timeout_s``: seconds one ``execute`` call may take (``None``: the
+    environment's own ``timeout_s(n)``, else the default of :mod:`wmrl_core.waits`)."""
+    heartbeat_s: float = 0.0
+    """``heartbeat_s``: seconds between progress lines while a call runs (0: none)."""
 
     def who(self, section: str) -> str:
         """How messages name a component: ``"environment `synthetic-bandit`"``."""
@@ -189,7 +192,9 @@ def _make_components(
     names = {"environment": cfg.environment.name, "policy": cfg.policy.name, "reward": reward_name}
     if world_model is not None and cfg.world_model is not None:
         names["world_model"] = cfg.world_model.name
-    return Components(env, policy, world_model, reward, reward_name, names, cfg.environment.execute_timeout_s)
+    return Components(
+        env, policy, world_model, reward, reward_name, names, cfg.environment.execute_timeout_s, cfg.heartbeat_s
+    )
 
 
 def make_scoring_components(cfg: TrainConfig, plugin_manager: pluggy.PluginManager | None = None) -> Components:

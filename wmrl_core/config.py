@@ -91,8 +91,9 @@ class EnvironmentConfig(ComponentConfig):
         default=None,
         metadata={
             "help": "Seconds one ``execute`` call may take before the run stops with an error naming the "
-            "environment (the hung call is abandoned; the last checkpoint is kept). ``None`` waits "
-            "forever: an environment should enforce its own per-solution limits (the sandboxes do)."
+            "environment (the hung call is abandoned; the last checkpoint is kept). ``None``: the "
+            "environment's own ``timeout_s(n_solutions)`` if it declares one, else 3600 s "
+            "(``wmrl_core/waits.py``); ``.inf``: no deadline (``execute`` then runs on the calling thread)."
         },
     )
 
@@ -372,7 +373,15 @@ class TrainConfig:
         default=None,
         metadata={
             "help": "Seconds one world-model ``predict`` call may take; past it the call is abandoned and its "
-            "rewards dropped (counted in ``faults/world_model_timeouts``). ``None`` waits forever."
+            "rewards dropped (counted in ``faults/world_model_timeouts``). ``None``: the world model's own "
+            "``timeout_s(n_solutions)`` if it declares one, else 1800 s; ``.inf``: no deadline."
+        },
+    )
+    heartbeat_s: float = field(
+        default=30.0,
+        metadata={
+            "help": "Seconds between progress lines while the run waits on one component call (``generate``, "
+            "``execute``, ``predict``): what it waits on, for how long, and the deadline. ``0``: none."
         },
     )
     environment: EnvironmentConfig = field(
@@ -468,7 +477,11 @@ def validate(cfg: TrainConfig, fusers: FuserTable | None = None) -> None:
         ("world_model_timeout_s", cfg.world_model_timeout_s),
     ):
         if seconds is not None and not seconds > 0:
-            raise ConfigError(f"{key} must be > 0 seconds (or null to wait forever), got {seconds}")
+            raise ConfigError(
+                f"{key} must be > 0 seconds (.inf for no deadline, null for the component's own), got {seconds}"
+            )
+    if cfg.heartbeat_s < 0:
+        raise ConfigError(f"heartbeat_s must be >= 0 seconds (0 turns the progress lines off), got {cfg.heartbeat_s}")
     bad = [s for s in cfg.checkpoint.at_steps if not 0 <= s <= cfg.steps]
     if bad:
         raise ConfigError(

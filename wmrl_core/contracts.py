@@ -32,6 +32,7 @@ __all__ = [
     "RewardExtractor",
     "HasCost",
     "KnowsTrueReward",
+    "SizesItsDeadline",
     "HasReferenceLogProbs",
     "HasEntropy",
     "SyncsAfterUpdate",
@@ -116,6 +117,14 @@ class HasCost(Protocol):
     """A declared cost per call and item (seconds); without it a stage is charged wall time."""
 
     cost: CostModel | None
+
+
+@runtime_checkable
+class SizesItsDeadline(Protocol):
+    """Environments and world models that know how long a call may take before it is hung
+    (:func:`wmrl_core.waits.deadline_s`); ``math.inf``: no deadline."""
+
+    def timeout_s(self, n_solutions: int) -> float: ...
 
 
 @runtime_checkable

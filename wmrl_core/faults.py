@@ -33,6 +33,7 @@ import numpy as np
 from wmrl_core.contracts import is_rewarded
 from wmrl_core.errors import WMRLError
 from wmrl_core.types import Outcome, Task, as_outcome
+from wmrl_core.waits import DEFAULT_PREDICT_TIMEOUT_S, deadline_s, heartbeat
 
 __all__ = [
     "DiskFullError",
@@ -215,15 +216,19 @@ def _usable(prediction: Any) -> bool:
 class StepFaults:
     """Guards one step's world-model call and reward extraction; counts what it dropped.
 
-    :param world_model_timeout_s: seconds a ``predict`` call may take; ``None`` waits forever.
-        A call past the deadline is abandoned on its thread (Python cannot kill a thread): while
-        it is still running, later steps do not call the world model again and drop its rewards.
+    :param world_model_timeout_s: seconds a ``predict`` call may take; ``None``: the world
+        model's own ``timeout_s(n)``, else :data:`~wmrl_core.waits.DEFAULT_PREDICT_TIMEOUT_S`;
+        ``inf``: no deadline (the call then runs on the calling thread). A call past the deadline
+        is abandoned on its thread (Python cannot kill a thread): while it is still running,
+        later steps do not call the world model again and drop its rewards.
+    :param heartbeat_s: seconds between progress lines while a call runs (0: none).
     """
 
-    def __init__(self, *, world_model_timeout_s: float | None = None):
+    def __init__(self, *, world_model_timeout_s: float | None = None, heartbeat_s: float = 0.0):
         if world_model_timeout_s is not None and not world_model_timeout_s > 0:
             raise ValueError(f"world_model_timeout_s must be > 0 or None, got {world_model_timeout_s}")
         self.world_model_timeout_s = world_model_timeout_s
+        self.heartbeat_s = heartbeat_s
         self._hung: _Call | None = None
         self.counts = dict.fromkeys(FAULT_METRICS, 0)
 
@@ -254,17 +259,18 @@ class StepFaults:
         if self._hung is not None and self._hung.thread.is_alive():
             return self._drop_all("faults/world_model_timeouts", n, "is still running a call that timed out")
         self._hung = None
+        timeout_s = deadline_s(self.world_model_timeout_s, world_model, n, DEFAULT_PREDICT_TIMEOUT_S)
+        method = "predict" if outcomes is None else "predict_from_outcomes"
         try:
-            if outcomes is None:
-                predictions = self._call(lambda: world_model.predict(tasks, solutions))
-            else:
-                predictions = self._call(lambda: world_model.predict_from_outcomes(tasks, solutions, outcomes))
+            with heartbeat(f"world model {method}() of {n} solutions", self.heartbeat_s, timeout_s):
+                if outcomes is None:
+                    predictions = self._call(lambda: world_model.predict(tasks, solutions), timeout_s)
+                else:
+                    predictions = self._call(
+                        lambda: world_model.predict_from_outcomes(tasks, solutions, outcomes), timeout_s
+                    )
         except _PastDeadline:
-            return self._drop_all(
-                "faults/world_model_timeouts",
-                n,
-                f"took longer than world_model_timeout_s={self.world_model_timeout_s} s",
-            )
+            return self._drop_all("faults/world_model_timeouts", n, f"took longer than its deadline of {timeout_s:g} s")
         except Exception as exc:
             return self._drop_all("faults/world_model_errors", n, f"raised {type(exc).__name__}: {exc}")
         if check is not None:
@@ -284,12 +290,12 @@ class StepFaults:
         self.counts["faults/world_model_dropped"] += n
         return [DROPPED] * n
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
+    def _call(self, fn: Callable[[], Any], timeout_s: float | None) -> Any:
         """``fn()``'s predictions; raises what the model raised, or :class:`_PastDeadline`."""
-        if self.world_model_timeout_s is None:
+        if timeout_s is None:
             return fn()
         call = _Call(fn)
-        call.thread.join(self.world_model_timeout_s)
+        call.thread.join(timeout_s)
         if call.thread.is_alive():
             self._hung = call
             raise _PastDeadline

@@ -107,7 +107,7 @@ class TrainState:
             ledger=ComputeLedger(),
             anchor_sampler=anchor_sampler,
             task_rng=np.random.default_rng([cfg.seed, 0x7A5]),
-            faults=StepFaults(world_model_timeout_s=cfg.world_model_timeout_s),
+            faults=StepFaults(world_model_timeout_s=cfg.world_model_timeout_s, heartbeat_s=cfg.heartbeat_s),
             reference=reference,
             policy=policy,
             environment=environment,

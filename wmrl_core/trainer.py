@@ -59,6 +59,7 @@ from wmrl_core.progress import TrainingProgress
 from wmrl_core.run_lock import run_dir_lock
 from wmrl_core.step import ScoredStep, TrainState, update_step
 from wmrl_core.types import Outcome, Rollouts, Task, as_outcome
+from wmrl_core.waits import DEFAULT_EXECUTE_TIMEOUT_S, deadline_s, heartbeat
 
 __all__ = [
     "train",
@@ -99,17 +100,34 @@ def component_call(who: str, method: str, when: str = "") -> Iterator[None]:
 
 def execute(c: Any, tasks: Sequence[Task], solutions: Sequence[Any], when: str) -> list[Any]:
     """``c.environment.execute(tasks, solutions)``, checked (one outcome per solution, known
-    statuses, a finite score when ``ok``), within ``c.execute_timeout_s``; a raise or a hang is a
-    :class:`ComponentError` naming the environment."""
-    who, timeout_s = _who(c, "environment"), getattr(c, "execute_timeout_s", None)
-    with component_call(who, "execute", when):
+    statuses, a finite score when ``ok``), within its deadline (:func:`wmrl_core.waits.deadline_s`)
+    and with a progress line while it runs; a raise or a hang is a :class:`ComponentError`
+    naming the environment."""
+    who = _who(c, "environment")
+    configured = getattr(c, "execute_timeout_s", None)
+    timeout_s = deadline_s(configured, c.environment, len(solutions), DEFAULT_EXECUTE_TIMEOUT_S)
+    what = f"{who} execute() of {len(solutions)} solutions {when}"
+    grad_enabled = torch.is_grad_enabled()  # thread-local: carried onto the thread that runs the call
+
+    def call() -> Any:
+        with torch.set_grad_enabled(grad_enabled):
+            return c.environment.execute(tasks, solutions)
+
+    with component_call(who, "execute", when), heartbeat(what, getattr(c, "heartbeat_s", 0.0), timeout_s):
         try:
-            outcomes = call_with_deadline(lambda: c.environment.execute(tasks, solutions), timeout_s)
+            outcomes = call_with_deadline(call, timeout_s)
         except CallTimedOut:
+            source = (
+                "environment.execute_timeout_s"
+                if configured is not None
+                else "the environment's timeout_s()"
+                if callable(getattr(c.environment, "timeout_s", None))
+                else "the default deadline"
+            )
             raise ComponentError(
-                f"{who}: execute() did not return within environment.execute_timeout_s={timeout_s:g} s {when} "
+                f"{who}: execute() did not return within {timeout_s:g} s ({source}) {when} "
                 f"({len(solutions)} solutions); the call is abandoned. Make the environment enforce a per-solution "
-                f"limit, or raise environment.execute_timeout_s"
+                f"limit, or set environment.execute_timeout_s (seconds, or .inf for no deadline)"
             ) from None
     outcomes = checkers.check_outcomes(who, "execute", outcomes, len(solutions))
     checkers.check_ok_scores(who, outcomes)
@@ -140,7 +158,12 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
     has ``true_reward`` (free), else real execution (charged to ``eval/execution_s``, not to
     training compute). Sampling uses its own seed so evaluation leaves training's RNG alone."""
     when = f"during the evaluation (seed {seed})"
-    with torch.random.fork_rng(), component_call(_who(c, "policy"), "generate", when):
+    waiting = f"{_who(c, 'policy')} generate() of {len(tasks)} x {samples_per_task} {when}"
+    with (
+        torch.random.fork_rng(),
+        component_call(_who(c, "policy"), "generate", when),
+        heartbeat(waiting, getattr(c, "heartbeat_s", 0.0), None),
+    ):
         torch.manual_seed(seed)
         rollouts = c.policy.generate(list(tasks), samples_per_task)
     checkers.check_rollout_counts(rollouts, len(tasks), samples_per_task, _who(c, "policy"))
@@ -206,10 +229,10 @@ def known_splits(env: Any) -> list[str]:
     return found
 
 
-def split_tasks(c: Components, split: str, key: str, *, fallback: str | None = None) -> list[Task]:
+def split_tasks(c: Components, split: str, key: str) -> list[Task]:
     """The tasks of ``split`` (the value of config ``key``). A split the environment rejects (it
     raises ``ValueError``/``KeyError``) or that has no tasks is a :class:`ConfigError` listing its
-    splits, unless ``fallback`` names a split to use instead."""
+    splits."""
     who = _who(c, "environment")
     problem = ""
     with component_call(who, "tasks", f"for {key}={split!r}"):
@@ -219,8 +242,6 @@ def split_tasks(c: Components, split: str, key: str, *, fallback: str | None = N
             tasks, problem = [], f"it says: {str(exc).strip(chr(39))}"
     if tasks:
         return tasks
-    if fallback is not None:
-        return split_tasks(c, fallback, key)
     splits = known_splits(c.environment)
     raise ConfigError(
         f"{key}={split!r}: {who} has no tasks in that split ({problem or 'it returned none'}). "
@@ -228,11 +249,14 @@ def split_tasks(c: Components, split: str, key: str, *, fallback: str | None = N
     )
 
 
-def _eval_tasks(c: Components, split: str, max_tasks: int | None = None) -> list[Task]:
-    """The evaluation tasks; only the default ``heldout`` falls back to ``train``."""
-    return evenly_spaced(
-        split_tasks(c, split, "eval.split", fallback="train" if split == "heldout" else None), max_tasks
-    )
+def _eval_tasks(c: Components, split: str, max_tasks: int | None = None) -> tuple[str, list[Task]]:
+    """The evaluated split and its tasks; only the default ``heldout`` falls back to ``train``."""
+    try:
+        return split, evenly_spaced(split_tasks(c, split, "eval.split"), max_tasks)
+    except ConfigError:
+        if split != "heldout":
+            raise
+        return "train", evenly_spaced(split_tasks(c, "train", "eval.split"), max_tasks)
 
 
 def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, step: int) -> ScoredStep:
@@ -400,7 +424,7 @@ def _train(cfg: TrainConfig, pm: Any, run_dir: Path) -> dict[str, Any]:
     saved, run = _open_run(cfg, run_dir)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    c, state, train_tasks, eval_tasks = _start(cfg, build_registry(pm), pm, saved)
+    c, state, train_tasks, (eval_split, eval_tasks) = _start(cfg, build_registry(pm), pm, saved)
     if cfg.rollout.batch_tasks > len(train_tasks):
         notice(
             f"rollout.batch_tasks={cfg.rollout.batch_tasks} is more than the {len(train_tasks)} tasks of split "
@@ -461,7 +485,7 @@ def _train(cfg: TrainConfig, pm: Any, run_dir: Path) -> dict[str, Any]:
         progress.close()
         writer.close()
         c.close()
-    summary = _summary(cfg, c, run, last, time.perf_counter() - started, rewards.usable)
+    summary = _summary(cfg, c, run, last, time.perf_counter() - started, rewards.usable, eval_split)
     atomic_write_text(run_dir / "summary.json", strict_json(summary, indent=2), "summary")
     trained = cfg.steps - start_step
     if trained > 0 and rewards.usable == 0:
@@ -476,9 +500,9 @@ def _train(cfg: TrainConfig, pm: Any, run_dir: Path) -> dict[str, Any]:
 
 def _start(
     cfg: TrainConfig, registry: Any, pm: Any, saved: dict[str, Any] | None
-) -> tuple[Components, TrainState, list[Task], list[Task]]:
+) -> tuple[Components, TrainState, list[Task], tuple[str, list[Task]]]:
     """The run's components, its :class:`TrainState` (continued from the checkpoint ``saved``
-    when there is one) and its training and evaluation tasks; the components are closed again
+    when there is one), its training tasks and its evaluated split with its tasks; the components are closed again
     when any of it fails."""
     c = make_components(cfg, registry, pm)
     try:
@@ -488,7 +512,7 @@ def _start(
                 f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)"
             )
         train_tasks = split_tasks(c, cfg.rollout.task_split, "rollout.task_split")
-        eval_tasks = _eval_tasks(c, cfg.eval.split, cfg.eval.max_tasks)
+        evaluated = _eval_tasks(c, cfg.eval.split, cfg.eval.max_tasks)
         state = TrainState.create(
             cfg, c.policy, environment=c.environment, world_model=c.world_model, fusers=registry.fusers
         )
@@ -497,7 +521,7 @@ def _start(
     except BaseException:
         c.close()
         raise
-    return c, state, train_tasks, eval_tasks
+    return c, state, train_tasks, evaluated
 
 
 def _load_state(state: TrainState, saved: dict[str, Any], ckpt_dir: Path) -> None:
@@ -550,6 +574,7 @@ def _rollouts(
     with (
         state.ledger.measure("generation", n_items=B * G, cost=getattr(c.policy, "cost", None)),
         component_call(_who(c, "policy"), "generate", f"at step {step}"),
+        heartbeat(f"{_who(c, 'policy')} generate() of {B} x {G} at step {step}", c.heartbeat_s, None),
     ):
         rollouts = c.policy.generate(tasks, G)
     checkers.check_rollouts(rollouts, B, G, _who(c, "policy"), tasks)
@@ -577,7 +602,13 @@ class _RewardWatch:
 
 
 def _summary(
-    cfg: TrainConfig, c: Components, run: dict[str, Any], last: dict[str, Any], wall_s: float, usable: int
+    cfg: TrainConfig,
+    c: Components,
+    run: dict[str, Any],
+    last: dict[str, Any],
+    wall_s: float,
+    usable: int,
+    eval_split: str,
 ) -> dict[str, Any]:
     """The run's summary (``summary.json``), read from its metrics (all invocations); draws its plots."""
     run_dir = Path(cfg.run_dir)
@@ -585,7 +616,7 @@ def _summary(
     evals = [r for r in records if any(k.startswith("eval/") for k in r)]
     if not last and records:  # nothing ran in this invocation (a resume at its last step)
         last = records[-1]
-    plot_run(run_dir)
+    plot_run(run_dir, eval_split=eval_split)
 
     def eval_keys(record: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in record.items() if k.startswith("eval/") or k == "step"}
@@ -597,6 +628,7 @@ def _summary(
         "run_dir": str(run_dir),
         "run_id": run["id"],
         "config_hash": run["config_hash"],
+        "eval_split": eval_split,
         "eval_first": eval_keys(evals[0]) if evals else None,
         "eval_last": eval_keys(evals[-1]) if evals else None,
         "components": {

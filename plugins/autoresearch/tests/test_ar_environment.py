@@ -131,3 +131,11 @@ def test_ar_cli_tasks_and_errors(capsys):
     assert {t["id"] for t in listing} <= {t["id"] for t in json.loads(capsys.readouterr().out)}
     assert main(["run-solution", "no-such-task", __file__, "--sandbox", "local-unsafe"]) == 2
     assert "no autoresearch task `no-such-task`" in capsys.readouterr().err
+
+
+def test_the_deadline_covers_every_wave_of_parallel_sandboxes_at_three_times_the_longest_limit():
+    from wmrl_autoresearch.environment import AutoResearchEnvironment
+
+    env = AutoResearchEnvironment(max_parallel=2, limits={"timeout_s": 10}, engine_wait_s=60)
+    assert env.timeout_s(2) == 60 + 1 * (3 * 10 + 30)
+    assert env.timeout_s(5) == 60 + 3 * (3 * 10 + 30)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -189,6 +191,16 @@ class AutoResearchEnvironment:
                 engine_wait_s=self.engine_wait_s,
             )
         return self._pool
+
+    def timeout_s(self, n_solutions: int) -> float:
+        """Seconds one ``execute`` of ``n_solutions`` may take before the engine calls it hung: every
+        wave of ``max_parallel`` runs at three times the longest task limit plus start-up, and the
+        wait for a Docker engine that stopped answering. The sandboxes enforce the per-run limits;
+        this only catches a call that never returns."""
+        longest = max((self.limits_for(t.data).timeout_s for t in self._tasks), default=SandboxLimits().timeout_s)
+        parallel = self.max_parallel or max(1, (os.cpu_count() or 1))
+        waves = math.ceil(max(1, n_solutions) / parallel)
+        return self.engine_wait_s + waves * (3.0 * longest + 30.0)
 
     def execute(self, tasks: Sequence, solutions: Sequence) -> list:
         """Run every solution for its task (in parallel) and grade it; one Outcome each, in order.

@@ -54,3 +54,14 @@ def test_subsampled_trajectory_keeps_the_ends_evenly():
     states = {"proprio": [np.full(16, t, np.float32) for t in range(21)], "object_state": [np.zeros(3)] * 21}
     out = subsampled_trajectory(states, 5)
     assert out["proprio"][:, 0].tolist() == [0, 5, 10, 15, 20] and out["object_state"].shape == (5, 3)
+
+
+def test_the_deadline_is_none_in_process_and_grows_with_episodes_per_worker(environment):
+    import math
+
+    from wmrl_libero.environment import LiberoEnvironment
+
+    assert environment.timeout_s(10) == math.inf  # in-process: the renderer belongs to the calling thread
+    pooled = LiberoEnvironment("libero_10", task_indices=[0], num_workers=2, max_episode_steps=100)
+    assert pooled.timeout_s(2) == 300.0 + 1 * 0.05 * 100
+    assert pooled.timeout_s(10) == 300.0 + 5 * 0.05 * 100

@@ -37,6 +37,7 @@ tasks). Crash recovery is that of :class:`~wmrl_libero.vector_env.LiberoVectorEn
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -123,6 +124,17 @@ class LiberoEnvironment:
         self.fast_physics = fast_physics
         self._probe_env = None
         self._pool = None
+
+    def timeout_s(self, n_solutions: int) -> float:
+        """Seconds one ``execute`` of ``n_solutions`` episodes may take before the engine calls it
+        hung: with worker processes, a generous 50 ms per control step of every episode spread over
+        the workers, plus their start-up; in this process (``num_workers=0``) no deadline, because
+        the simulator and its renderer belong to the calling thread (a deadline would move the
+        call onto another one)."""
+        if self.num_workers == 0:
+            return math.inf
+        per_episode = 0.05 * self.max_episode_steps
+        return 300.0 + math.ceil(max(1, n_solutions) / self.num_workers) * per_episode
 
     def tasks(self, split: str) -> list[Task]:
         if split not in SPLITS:
