@@ -115,7 +115,56 @@ def test_plan_does_not_change_the_fuser_and_fit_keeps_its_gate():
     assert before["gate"]["groups"] == 6  # two anchor groups a step, three steps
 
 
+def test_the_bootstrap_lower_bound_of_rho2_by_hand_and_its_invariances():
+    from wmrl_core.fusion.inverse_variance import explained_variance_lower_bound, explained_within_group_variance
+
+    groups = np.repeat(np.arange(8), 4)
+    real = np.tile([0.0, 1.0, 2.0, 3.0], 8)
+    # every group ranks perfectly: every bootstrap draw has rho^2 = 1
+    assert explained_variance_lower_bound(real, 2 * real + 1, groups, 0.05) == pytest.approx(1.0)
+    rng = np.random.default_rng(3)
+    calibrated = 0.3 * real + rng.normal(size=real.size)
+    point = explained_within_group_variance(real, calibrated, groups)
+    low = explained_variance_lower_bound(real, calibrated, groups, 0.05)
+    assert 0.0 <= low < point
+    assert explained_variance_lower_bound(real, calibrated, groups, 0.05) == low  # a function of the data
+    order = rng.permutation(real.size)  # the rows' order is not evidence
+    assert explained_variance_lower_bound(real[order], calibrated[order], groups[order], 0.05) == pytest.approx(low)
+    assert explained_variance_lower_bound(real[:4], calibrated[:4], groups[:4], 0.05) == 0.0  # one group: nothing
+    with pytest.raises(ValueError, match="quantile"):
+        explained_variance_lower_bound(real, calibrated, groups, 1.0)
+
+
+def test_noise_pairs_get_a_point_estimate_above_zero_and_a_lower_bound_at_zero():
+    from wmrl_core.fusion.inverse_variance import explained_variance_lower_bound, explained_within_group_variance
+
+    rng = np.random.default_rng(4)
+    bounds, points = [], []
+    for _ in range(50):  # 16 anchor groups of 4: the one-group-a-step regime after 16 steps
+        groups = np.repeat(np.arange(16), 4)
+        real, noise = rng.normal(size=64), rng.normal(size=64)
+        points.append(explained_within_group_variance(real, noise, groups))
+        bounds.append(explained_variance_lower_bound(real, noise, groups, 0.05))
+    assert np.mean(points) > 0.005  # a squared estimate of 0 is positive on average
+    assert np.mean(bounds) < 0.1 * np.mean(points) and np.median(bounds) == 0.0
+
+
+def test_the_quantile_option_lowers_only_the_inverse_variance_weight():
+    rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+    point, bounded = MSEWeightedFuser(level=0.5), MSEWeightedFuser(level=0.5, rho2_quantile=0.05)
+    cal_a, cal_b = IsotonicDebiaser(), IsotonicDebiaser()
+    for step in range(1, 8):
+        a = _step(point, cal_a, rng_a, rho=0.5, step=step)
+        b = _step(bounded, cal_b, rng_b, rho=0.5, step=step)
+        point, cal_a, bounded, cal_b = a.fuser, a.calibrator, b.fuser, b.calibrator
+        assert b.record["fusion/rho2"] <= a.record["fusion/rho2"] + 1e-12
+        assert b.record["fusion/gate_open"] == a.record["fusion/gate_open"]  # the gate is the same test
+    assert b.record["fusion/rho2"] < a.record["fusion/rho2"]
+
+
 def test_settings_are_validated():
+    with pytest.raises(ValueError, match="rho2_quantile"):
+        MSEWeightedSettings(rho2_quantile=0.7)
     with pytest.raises(ValueError, match="bias_horizon"):
         MSEWeightedSettings(bias_horizon=0.5)
     with pytest.raises(ValueError, match="window"):

@@ -101,6 +101,24 @@ def floor_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
     return [("noise", noise, NOISE_SEEDS), ("decoy", decoy, DECOY_SEEDS), ("benign", benign, BENIGN_SEEDS)]
 
 
+# Part 3: the same floors, fresh seeds, the default with the inverse-variance weight's rho^2 read at its
+# bootstrap lower bound.
+BOUND = ["fusion.kwargs.rho2_quantile=0.05"]
+BOUND_SEEDS = {"noise": list(range(1100, 1120)), "decoy": list(range(2100, 2110)), "benign": list(range(3100, 3110))}
+
+
+def bound_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
+    """(group, arms, seeds) of Part 3: Part 2's arms on fresh seeds, ``BOUND`` on every default arm."""
+    plan = []
+    for group, arms, _ in floor_plan():
+        bounded = {
+            arm: [*overrides, *BOUND] if arm.startswith("noise") or arm.endswith("-default") else overrides
+            for arm, overrides in arms.items()
+        }
+        plan.append((group, bounded, BOUND_SEEDS[group]))
+    return plan
+
+
 def _train(
     arms: dict[str, list[str]], seeds: Sequence[int], runs: Path, report_only: bool
 ) -> dict[tuple[str, int], Path]:
@@ -144,10 +162,11 @@ def calibration(runs: Path, report_only: bool = False) -> dict[str, Any]:
     return out
 
 
-def floors(runs: Path, report_only: bool = False) -> dict[str, Any]:
+def floors(runs: Path, report_only: bool = False, *, bound: bool = False) -> dict[str, Any]:
+    """Part 2's floors, or with ``bound`` Part 3's (in ``runs/floors_bound``)."""
     out: dict[str, Any] = {}
-    for group, arms, seeds in floor_plan():
-        folders = _train(arms, seeds, runs / "floors" / group, report_only)
+    for group, arms, seeds in bound_plan() if bound else floor_plan():
+        folders = _train(arms, seeds, runs / ("floors_bound" if bound else "floors") / group, report_only)
         for (arm, seed), folder in folders.items():
             out.setdefault(arm, {})[seed] = run_summary(folder)
     return out
@@ -188,7 +207,7 @@ def benign_floor(results: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("calibration", "floors", "report"))
+    parser.add_argument("what", choices=("calibration", "floors", "floors-bound", "report"))
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults"))
     parser.add_argument("--out", type=Path, default=None, help="report: where the page and its archive go")
     parser.add_argument(
@@ -210,7 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             archive.write_bytes(gzip.compress(json.dumps(results).encode(), mtime=0))
         write_report(*results, out)
         return 0
-    result = calibration(args.runs) if args.what == "calibration" else floors(args.runs)
+    if args.what == "calibration":
+        result = calibration(args.runs)
+    else:
+        result = floors(args.runs, bound=args.what == "floors-bound")
     print(json.dumps({k: {s: v["final"] for s, v in by.items()} for k, by in result.items()}, indent=1))
     return 0
 

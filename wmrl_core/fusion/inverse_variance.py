@@ -121,6 +121,43 @@ def explained_within_group_variance(real: np.ndarray, calibrated: np.ndarray, gr
     return float(np.clip(corr, 0.0, 1.0) ** 2)
 
 
+def explained_variance_lower_bound(
+    real: np.ndarray, calibrated: np.ndarray, groups: np.ndarray, quantile: float, *, draws: int = 400
+) -> float:
+    r"""The ``quantile`` of :math:`\hat\rho^2` (:func:`explained_within_group_variance`) over a
+    bootstrap of whole groups: the explained variance the anchor groups vouch for at confidence
+    :math:`1-q`. Groups are the independent units (rollouts of one group share a task and a
+    centring), so they are what is resampled. The draws are seeded by the data, so the bound is a
+    function of the pairs alone (a resumed run computes the same one).
+
+    With the per-group sums :math:`S^{rc}_g = \sum_{j\in g} z^r_j z^c_j` (and :math:`S^{rr}_g`,
+    :math:`S^{cc}_g`) and multinomial counts :math:`m_b` of the :math:`G` groups in draw :math:`b`,
+
+    .. math:: \rho^{2}_{b} = \max\Big(0, \frac{m_b\cdot S^{rc}}{\sqrt{(m_b\cdot S^{rr})(m_b\cdot S^{cc})}}\Big)^2,
+       \qquad \rho^2_{q} = \operatorname{quantile}_q\{\rho^2_b\}.
+
+    0 with fewer than two groups with spread.
+    """
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    real, calibrated, groups = (np.asarray(a) for a in (real, calibrated, groups))
+    z_r, keep = _standardize_within_groups(real.astype(np.float64), groups)
+    z_c, _ = _standardize_within_groups(calibrated.astype(np.float64), groups)
+    keys = np.unique(groups[keep])
+    if keys.size < 2:
+        return 0.0
+    sums = np.array(
+        [[np.sum(z_r[m] * z_c[m]), np.sum(z_r[m] ** 2), np.sum(z_c[m] ** 2)] for m in (groups == k for k in keys)]
+    )
+    seed = np.frombuffer(np.round(sums, 9).tobytes(), dtype=np.uint32)
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(keys.size, np.full(keys.size, 1.0 / keys.size), size=draws).astype(np.float64)
+    rc, rr, cc = (counts @ sums).T
+    denom = np.sqrt(rr * cc)
+    corr = np.divide(rc, denom, out=np.zeros_like(rc), where=denom > 1e-12)
+    return float(np.quantile(np.clip(corr, 0.0, 1.0) ** 2, quantile))
+
+
 def cross_fitted_calibration(
     world_model: np.ndarray, real: np.ndarray, groups: np.ndarray, n_folds: int = 2
 ) -> np.ndarray:
@@ -161,13 +198,22 @@ class InverseVarianceFuser:
         self.eps, self.min_pairs = eps, min_pairs
 
     def estimate_rho2(
-        self, world_model: np.ndarray, real: np.ndarray, groups: np.ndarray, *, calibrate: bool = True
+        self,
+        world_model: np.ndarray,
+        real: np.ndarray,
+        groups: np.ndarray,
+        *,
+        calibrate: bool = True,
+        quantile: float | None = None,
     ) -> float:
-        """:math:`\\hat\\rho^2` from anchor pairs (raw world-model rewards, real rewards, group keys)."""
+        """:math:`\\hat\\rho^2` from anchor pairs (raw world-model rewards, real rewards, group keys);
+        with ``quantile``, its bootstrap lower bound (:func:`explained_variance_lower_bound`)."""
         world_model = np.asarray(world_model, dtype=np.float64)
         if world_model.size < self.min_pairs:
             return 0.0
         calibrated = cross_fitted_calibration(world_model, real, groups) if calibrate else world_model
+        if quantile is not None:
+            return explained_variance_lower_bound(real, calibrated, groups, quantile)
         return explained_within_group_variance(real, calibrated, groups)
 
     def weights(self, n_real: int, n_world_model: int, rho2: float) -> FusionWeights:

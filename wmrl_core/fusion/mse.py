@@ -43,7 +43,13 @@ step; :math:`w_{\text{IV}}` and the gate refuse that.
 useful world model a step of weight); the weight's size does not: :math:`\hat\rho^2` reads the
 anchor pairs of earlier steps only, and the moments (:func:`~wmrl_core.fusion.shrinkage.window_moments`: cluster-robust over groups, the
 bias by the unbiased pair statistic floored at 0) the per-group gradients of the last ``window``
-earlier anchor groups, so a step's weight never reads its own anchors. A trainer without per-group
+earlier anchor groups, so a step's weight never reads its own anchors. With ``rho2_quantile`` :math:`q`, :math:`w_{\text{IV}}`
+reads the :math:`q`-quantile of :math:`\hat\rho^2` over a bootstrap of the anchor groups
+(:func:`~wmrl_core.fusion.inverse_variance.explained_variance_lower_bound`) instead of the point
+estimate: with one anchor group a step, a world model that carries nothing and opened the gate by
+chance (at most ``level`` of runs) has a squared correlation of a few dozen pairs, positive by
+construction and selected by the opening, which :math:`n_W/n_R \approx 10`-fold weighting turns
+into a weight of 0.2-0.5; its lower bound is near 0. A trainer without per-group
 gradients (TRL, verl) gets :math:`w = \mathbb 1[\text{open}]\,w_{\text{IV}}`; so does WMRL's own
 before three anchor groups have gradients.
 
@@ -104,11 +110,13 @@ class MSEWeightedFuser:
         min_pairs: int = 4,
         validation_prior: bool = True,
         bias_horizon: float = 10.0,
+        rho2_quantile: float | None = None,
     ):
         MSEWeightedSettings(  # validates
-            level, close_level, close_below, max_bet, window, min_pairs, validation_prior, bias_horizon
+            level, close_level, close_below, max_bet, window, min_pairs, validation_prior, bias_horizon, rho2_quantile
         )
         self.bias_horizon, self.validation_prior = bias_horizon, validation_prior
+        self.rho2_quantile = rho2_quantile
         self.gate = AgreementGate(level=level, close_level=close_level, close_below=close_below, max_bet=max_bet)
         self.window = window
         self.inverse_variance = InverseVarianceFuser(min_pairs=min_pairs)
@@ -150,7 +158,9 @@ class MSEWeightedFuser:
 
     def plan(self, step: FusionInputs) -> FusionPlan:
         gate = self._planned_gate = self._gate_after(step)
-        rho2 = self.inverse_variance.estimate_rho2(*self._earlier_pairs(step), calibrate=step.calibrated)
+        rho2 = self.inverse_variance.estimate_rho2(
+            *self._earlier_pairs(step), calibrate=step.calibrated, quantile=self.rho2_quantile
+        )
         w_iv = self.inverse_variance.weights(step.n_real, step.n_world_model, rho2).w_world_model
         k = int(np.unique(step.group_ids[step.is_anchor]).size)
         u = int(np.unique(step.group_ids[~step.is_anchor]).size)

@@ -64,6 +64,14 @@ class MSEWeightedSettings:
             "out; the weight minimises the mean of H updates' squared error (1: one update's)."
         },
     )
+    # Optional, not ``float | None``: OmegaConf before 2.4 reads only ``Optional``
+    rho2_quantile: Optional[float] = field(  # noqa: UP045
+        default=None,
+        metadata={
+            "help": "The inverse-variance weight's rho^2: ``None``, the point estimate; q in (0, 0.5], its "
+            "q-quantile over a bootstrap of the anchor groups (what the anchors vouch for at confidence 1-q)."
+        },
+    )
 
     def __post_init__(self) -> None:
         from wmrl_core.fusion.gate import AgreementGate  # scipy: only when settings are made, not for help
@@ -77,6 +85,10 @@ class MSEWeightedSettings:
             raise ValueError(f"min_pairs must be >= 2, got {self.min_pairs}")
         if not self.bias_horizon >= 1:
             raise ValueError(f"bias_horizon must be >= 1 update, got {self.bias_horizon}")
+        if self.rho2_quantile is not None and not 0 < self.rho2_quantile <= 0.5:
+            raise ValueError(
+                f"rho2_quantile must be in (0, 0.5] or None (the point estimate), got {self.rho2_quantile}"
+            )
 
 
 @dataclass
