@@ -100,6 +100,9 @@ class FusedStep:
         ``anchors/groups`` metrics.
     :param anchor_pairs: this step's anchor pairs (raw, calibrated, real) for
         ``anchor_pairs.jsonl`` when anchored with anchors, else ``None``.
+    :param rewards: (N,) the reward each row trains on: real on anchor rows, calibrated
+        world-model reward elsewhere, NaN where there is none; ``record["reward/train_mean"]``
+        is its NaN-skipping mean.
     """
 
     advantages: np.ndarray
@@ -109,6 +112,7 @@ class FusedStep:
     fuser: Fuser
     record: dict[str, Any]
     anchor_pairs: dict[str, Any] | None
+    rewards: np.ndarray | None = None
 
 
 def tied_group_share(values: np.ndarray, group_ids: np.ndarray, rows: np.ndarray) -> float:
@@ -271,7 +275,7 @@ def fuse_step(
         ),
         "anchors/groups": int(anchor_groups.sum()),
     }
-    return FusedStep(advantages, row_weights, plan.terms, calibrator, fuser, record, anchor_pairs)
+    return FusedStep(advantages, row_weights, plan.terms, calibrator, fuser, record, anchor_pairs, rewards)
 
 
 def fused_loss(
