@@ -64,3 +64,12 @@ def test_the_launcher_rejects_unknown_check_names_with_the_known_ones():
     )
     assert proc.returncode == 2
     assert "invalid choice: 'tpu'" in proc.stderr and "weight_sync" in proc.stderr
+
+
+@pytest.mark.slow  # two interpreters that import torch
+def test_each_check_runs_in_its_own_process_and_reports_one_json_line(capsys):
+    results = gpu_check.run_checks(["cuda", "cuda"], isolated=True)
+    assert [(r.name, r.ok) for r in results] == [("cuda", False), ("cuda", False)]  # no GPU here: each fails alone
+    assert all(r.error and ("CUDA" in r.error or "cuda" in r.error) for r in results), results
+    out = capsys.readouterr().out
+    assert out.count("FAILED cuda") == 2

@@ -29,3 +29,21 @@ def test_the_execution_cache_wraps_the_environment_as_in_wmrl_train(tmp_path):
     first = c.environment.execute([task], ["banana"])
     again = c.environment.execute([task], ["banana"])
     assert first[0].score == again[0].score == 0.5 and c.environment.replayed == 1
+
+
+def test_a_world_model_that_would_share_the_policys_engine_is_refused_by_name():
+    import pytest
+
+    from wmrl_core.errors import ConfigError
+
+    cfg = load_config(
+        None,
+        [
+            "environment.name=vowels",
+            "policy.name=trl-model",
+            "world_model.name=vowels-biased",
+            "world_model.kwargs={share_policy: true}",
+        ],
+    )
+    with pytest.raises(ConfigError, match=r"share_policy=true.*the trainer \(TRL, verl\) owns the policy"):
+        make_scoring_components(cfg)

@@ -157,6 +157,12 @@ def _make_components(
         checkers.check_policy(policy)
     world_model = None
     if cfg.mode != "real" and cfg.world_model is not None:
+        if not with_policy and (cfg.world_model.kwargs or {}).get("share_policy"):
+            raise ConfigError(
+                f"world_model.kwargs.share_policy=true: world model {cfg.world_model.name!r} would answer on the "
+                "policy's engine, but here the trainer (TRL, verl) owns the policy and WMRL has none to share. "
+                "Give the world model its own model (world_model.kwargs.model=...) and drop share_policy"
+            )
         world_model = make_with_env(
             registry.world_models,
             cfg.world_model.name,

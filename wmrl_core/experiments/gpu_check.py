@@ -11,6 +11,8 @@ download), and prints what ran and how fast (the plugins' checks live in their
 * ``weight_sync``   a change to the training weights pushed into the vLLM engine by
   ``after_update()``: before the sync the engine's log-probabilities of its own samples
   disagree with the training model's, after it they agree (max |difference|);
+* ``tempered_log_probs`` sampling at temperature 0.7, the engine's log-probs of its samples equal
+  the training model's tempered recomputation (``logprobs_mode="processed_logprobs"``);
 * ``llm_world_model`` the LLM world model predicting outcomes on the policy's own engine
   (``LLMWorldModel(policy=agent)``; predictions/s);
 * ``libero_egl``    a LIBERO camera render through EGL (``MUJOCO_GL=egl``; frames/s);
@@ -19,8 +21,11 @@ download), and prints what ran and how fast (the plugins' checks live in their
 * ``verl_fit``      where ``.venv-verl`` exists (integrations/verl), two steps of verl's ``fit()``
   with the ``wmrl`` reward manager, estimator and trainer (exit status, s).
 
-Needs, besides the repository's CI install: ``pip install vllm`` (a release with
-``LLM.collective_rpc``, >= 0.8) for the vLLM checks, and the LIBERO plugin for ``libero_egl``.
+Needs, besides the repository's CI install: ``pip install vllm==0.31.0`` (it pins torch 2.13.0;
+TRL 1.16 supports vLLM 0.22-0.31) for the vLLM checks, and the LIBERO plugin for ``libero_egl``.
+
+Each check runs in a process of its own (``--child NAME``), which prints one JSON line: a check
+that crashes its process or leaves an engine behind takes no other check with it.
 
 Usage (``python -m wmrl_core.experiments.gpu_check`` is the same command)::
 
@@ -46,7 +51,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-CHECKS = ("cuda", "vllm_generate", "weight_sync", "llm_world_model", "libero_egl", "trl_vllm", "verl_fit")
+CHECKS = (
+    "cuda",
+    "vllm_generate",
+    "weight_sync",
+    "tempered_log_probs",
+    "llm_world_model",
+    "libero_egl",
+    "trl_vllm",
+    "verl_fit",
+)
 CHECKOUT = Path(__file__).resolve().parents[2]
 """The repository checkout: ``verl_fit`` runs ``integrations/verl/gpu_fit.py`` in ``.venv-verl`` there
 (neither is part of an installed package)."""
@@ -147,6 +161,7 @@ RUNNERS: dict[str, Check | str] = {
     "cuda": check_cuda,
     "vllm_generate": "wmrl_autoresearch.experiments.gpu_checks:check_vllm_generate",
     "weight_sync": "wmrl_autoresearch.experiments.gpu_checks:check_weight_sync",
+    "tempered_log_probs": "wmrl_autoresearch.experiments.gpu_checks:check_tempered_log_probs",
     "llm_world_model": "wmrl_autoresearch.experiments.gpu_checks:check_llm_world_model",
     "libero_egl": "wmrl_libero.experiments.gpu_checks:check_libero_egl",
     "trl_vllm": check_trl_vllm,
@@ -165,23 +180,24 @@ def resolve(runner: Check | str) -> Check:
     return check
 
 
-def run_checks(names: list[str]) -> list[CheckResult]:
+CHILD_TIMEOUT_S = 2400.0
+"""Seconds one check's process may run before it is killed and reported failed."""
+
+
+def run_checks(names: list[str], *, isolated: bool = False) -> list[CheckResult]:
+    """Run the checks one after another; a failed check is reported and the others still run.
+
+    :param isolated: each in a process of its own (what ``main`` does); else in this process, sharing
+        one context (what the unit tests do with stand-in checks).
+    """
     results = []
     with tempfile.TemporaryDirectory(prefix="wmrl-gpu-check-") as tmp:
         ctx: dict[str, Any] = {"tmp": tmp}
         for name in names:
-            start = time.perf_counter()
-            try:
-                figures = resolve(RUNNERS[name])(ctx)
-                results.append(CheckResult(name, True, time.perf_counter() - start, figures))
-            except Exception as exc:  # a failed check is reported, the others still run
-                traceback.print_exc()
-                results.append(
-                    CheckResult(name, False, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
-                )
+            results.append(_run_child(name, tmp) if isolated else _run_here(name, ctx))
             r = results[-1]
             print(
-                f"{'ok    ' if r.ok else 'FAILED'} {r.name:16s} {r.seconds:7.2f} s  "
+                f"{'ok    ' if r.ok else 'FAILED'} {r.name:18s} {r.seconds:7.2f} s  "
                 f"{json.dumps(r.figures) if r.ok else r.error}",
                 flush=True,
             )
@@ -190,23 +206,68 @@ def run_checks(names: list[str]) -> list[CheckResult]:
     return results
 
 
+def _run_here(name: str, ctx: dict[str, Any]) -> CheckResult:
+    start = time.perf_counter()
+    try:
+        figures = resolve(RUNNERS[name])(ctx)
+        return CheckResult(name, True, time.perf_counter() - start, figures)
+    except Exception as exc:
+        traceback.print_exc()
+        return CheckResult(name, False, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
+
+
+def _run_child(name: str, tmp: str) -> CheckResult:
+    """``name`` in a fresh interpreter (``--child``), read back from the JSON line it prints last."""
+    import subprocess
+
+    start = time.perf_counter()
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp))
+    command = [sys.executable, "-m", "wmrl_core.experiments.gpu_check", "--child", name, "--tmp", str(folder)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return CheckResult(name, False, time.perf_counter() - start, error=f"killed after {CHILD_TIMEOUT_S:g} s")
+    sys.stderr.write(done.stderr)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        return CheckResult(
+            name, False, time.perf_counter() - start, error=f"its process exited {done.returncode}: {' | '.join(tail)}"
+        )
+    return CheckResult(**json.loads(lines[-1]))
+
+
+def _child(name: str, tmp: str) -> int:
+    """One check in this process: its result as one JSON line on stdout."""
+    ctx: dict[str, Any] = {"tmp": tmp}
+    result = _run_here(name, ctx)
+    for close in ctx.get("close", []):
+        close()
+    print(json.dumps(asdict(result), default=str), flush=True)
+    return 0 if result.ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--only", nargs="+", choices=CHECKS, default=list(CHECKS), help="checks to run (default: all)")
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument("--child", choices=CHECKS, help=argparse.SUPPRESS)  # one check, in this process
+    parser.add_argument("--tmp", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        return _child(args.child, args.tmp or tempfile.mkdtemp(prefix="wmrl-gpu-check-"))
     found, device = gpu_available()
     if not found:
         print(
             f"gpu_check: no NVIDIA GPU: {device}. Nothing was run; run this on a machine with a GPU "
-            "(and `pip install vllm` there for the vLLM checks).",
+            "(and `pip install vllm==0.31.0 torch==2.13.0` there for the vLLM checks).",
             file=sys.stderr,
         )
         return 2
     print(f"gpu_check on {device}: {', '.join(args.only)}", flush=True)
-    results = run_checks(args.only)
+    results = run_checks(args.only, isolated=True)
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2, default=str))
     failed = [r.name for r in results if not r.ok]

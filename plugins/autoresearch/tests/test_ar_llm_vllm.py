@@ -258,3 +258,22 @@ def test_missing_vllm_names_the_fix(tiny):
         import_vllm()
     with pytest.raises(ImportError, match="pip install vllm"):
         LLMCodeAgent(model=tiny, device="cpu", backend="vllm")
+
+
+def test_the_engine_returns_the_log_probs_of_the_tempered_distribution_it_samples(monkeypatch, tiny):
+    """What the backend asks of ``vllm.LLM``; that the engine honours it (tempered sampling log-probs
+    equal the training model's recomputation) is the GPU check ``tempered_log_probs``."""
+    from wmrl_autoresearch.llm.backends import vllm_backend
+
+    made = {}
+
+    class StandInLLM:
+        def __init__(self, **kwargs):
+            made.update(kwargs)
+
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: SimpleNamespace(LLM=StandInLLM, SamplingParams=dict))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    VLLMBackend(model=tiny)
+    assert made["logprobs_mode"] == "processed_logprobs"
+    VLLMBackend(model=tiny, engine_kwargs={"logprobs_mode": "raw_logprobs"})  # a user's choice wins
+    assert made["logprobs_mode"] == "raw_logprobs"

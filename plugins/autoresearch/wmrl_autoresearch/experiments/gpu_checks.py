@@ -1,16 +1,19 @@
 """The AutoResearch plugin's GPU checks, run by ``wmrl_core.experiments.gpu_check`` (``python
-benchmarks/gpu_check.py``) on a machine with an NVIDIA GPU and ``pip install vllm``:
+benchmarks/gpu_check.py``) on a machine with an NVIDIA GPU and ``pip install vllm==0.31.0``:
 
 * ``vllm_generate``: the code agent's vLLM backend sampling a group of completions from a tiny
   Llama saved with ``save_pretrained`` (tokens/s);
 * ``weight_sync``: a change to the training weights pushed into the vLLM engine by
   ``after_update()``: before the sync the engine's log-probabilities of its own samples disagree
   with the training model's, after it they agree (max |difference|, nats);
+* ``tempered_log_probs``: sampling at temperature 0.7, the engine's log-probs of its samples equal
+  the training model's tempered recomputation (max |difference|, nats);
 * ``llm_world_model``: the LLM world model predicting outcomes on the policy's own engine
   (``LLMWorldModel(policy=agent)``; predictions/s).
 
-Each check takes the shared context ``ctx`` (``ctx["tmp"]``: a temporary folder) and returns its
-figures, or raises.
+Each check takes the context ``ctx`` of its process (``ctx["tmp"]``: a temporary folder) and returns
+its figures, or raises. ``gpu_check`` runs every check in a process of its own, so each builds its
+own engine.
 """
 
 from __future__ import annotations
@@ -24,25 +27,27 @@ SYNC_TOLERANCE = 2e-3
 different kernels of one fp32 model agree to ~1e-5, a stale engine differs by ~0.1 or more."""
 
 
-def tiny_agent(ctx: dict[str, Any]) -> Any:
-    """One tiny Llama code agent on the vLLM backend, shared by the vLLM checks."""
-    if "agent" not in ctx:
+def tiny_agent(ctx: dict[str, Any], temperature: float = 1.0) -> Any:
+    """One tiny Llama code agent on the vLLM backend, shared by the vLLM checks of one process."""
+    key = f"agent@{temperature:g}"
+    if key not in ctx:
         from wmrl_autoresearch.llm.policy import LLMCodeAgent
         from wmrl_autoresearch.llm.testing import make_tiny_causal_lm
 
         folder = make_tiny_causal_lm(Path(ctx["tmp"]) / "tiny-llama", hidden_size=64)
-        ctx["agent"] = LLMCodeAgent(
+        ctx[key] = LLMCodeAgent(
             model=str(folder),
             backend="vllm",
             device="cuda",
             dtype="float32",
             max_new_tokens=48,
+            temperature=temperature,
             recompute_old_log_probs=False,
             extract={"allow_untagged": True, "check_syntax": False},
             vllm={"gpu_memory_utilization": 0.2, "enforce_eager": True, "max_model_len": 1024},
         )
-        ctx.setdefault("close", []).append(ctx["agent"].close)  # run_checks frees the engine at the end
-    return ctx["agent"]
+        ctx.setdefault("close", []).append(ctx[key].close)  # run_checks frees the engine at the end
+    return ctx[key]
 
 
 def gpu_check_tasks(n: int) -> list[Any]:
@@ -111,6 +116,20 @@ def check_weight_sync(ctx: dict[str, Any]) -> dict[str, Any]:
         "sync_s": round(sync_s, 3),
         "syncs": agent.backend.n_weight_syncs,
     }
+
+
+def check_tempered_log_probs(ctx: dict[str, Any]) -> dict[str, Any]:
+    """Sampling at temperature 0.7, the engine's log-probs of its samples equal the training model's
+    recomputation ``log_softmax(logits / 0.7)`` (the backend asks for ``processed_logprobs``;
+    vLLM's raw ones are the untempered model's and differ by far more than the tolerance)."""
+    agent = tiny_agent(ctx, temperature=0.7)
+    gap = engine_vs_training_gap(agent)
+    if not gap < SYNC_TOLERANCE:
+        raise AssertionError(
+            f"at temperature 0.7 the engine's sampling log-probs differ from the recomputed ones by {gap:.3g} nats: "
+            "the engine returns untempered log-probs (logprobs_mode)"
+        )
+    return {"temperature": 0.7, "max_gap_nats": gap}
 
 
 def check_llm_world_model(ctx: dict[str, Any]) -> dict[str, Any]:

@@ -40,8 +40,8 @@ __all__ = [
 ]
 
 _VLLM_FIX = (
-    "install vLLM on a CUDA machine (pip install vllm, in an environment whose torch matches "
-    "the vLLM release), or set the component's kwarg backend: transformers"
+    "install vLLM on a CUDA machine (pip install vllm==0.31.0 torch==2.13.0: the release pinned to "
+    "this torch), or set the component's kwarg backend: transformers"
 )
 
 
@@ -56,6 +56,10 @@ def import_vllm() -> Any:
     except Exception as exc:  # vLLM built against another torch/CUDA fails in odd ways
         raise ImportError(f"`import vllm` failed ({type(exc).__name__}: {exc}); {_VLLM_FIX}") from exc
     return vllm
+
+
+LOGPROBS_MODE = "processed_logprobs"
+"""``vllm.LLM(logprobs_mode=...)``: sampled tokens' log-probs after temperature (TRL passes the same)."""
 
 
 def sampling_params_kwargs(
@@ -208,7 +212,9 @@ class VLLMBackend:
             vllm = import_vllm()
             if not torch.cuda.is_available():
                 raise RuntimeError(f"backend='vllm' needs a CUDA GPU and torch sees none; {_VLLM_FIX}")
-            kwargs = {"gpu_memory_utilization": 0.35, "enable_prefix_caching": True}
+            # processed: the log-probs of the distribution sampled from (after temperature), which is
+            # what the trainer recomputes; vLLM's default returns the untempered model's
+            kwargs = {"gpu_memory_utilization": 0.35, "enable_prefix_caching": True, "logprobs_mode": LOGPROBS_MODE}
             kwargs.update(self.engine_kwargs)
             llm = vllm.LLM(
                 model=model,
