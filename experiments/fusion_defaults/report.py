@@ -27,6 +27,7 @@ from wmrl_core.experiments.stats import mean_t_interval
 COMMANDS = """```
 python experiments/fusion_defaults/synthetic.py calibration --runs runs/fusion_defaults
 python experiments/fusion_defaults/synthetic.py floors --runs runs/fusion_defaults
+python experiments/fusion_defaults/synthetic.py floors-bound --runs runs/fusion_defaults
 python experiments/fusion_defaults/synthetic.py report --runs runs/fusion_defaults --out docs/results/synthetic/fusion_defaults
 python experiments/fusion_defaults/synthetic.py report --from-archive --out docs/results/synthetic/fusion_defaults  # from runs.json.gz
 ```"""
@@ -126,13 +127,20 @@ def calibration_section(results: dict[str, Any], archive: dict[str, Any]) -> lis
     return out
 
 
-def floors_section(results: dict[str, Any]) -> list[str]:
+def _seed_range(by_seed: dict[int, Any]) -> str:
+    seeds = sorted(by_seed)
+    return f"{seeds[0]}-{seeds[-1]}" if seeds else "none"
+
+
+def floors_section(
+    results: dict[str, Any], title: str = "## Part 2: the floors of the default (fresh seeds)"
+) -> list[str]:
     noise, decoy, benign = noise_floor(results), decoy_floor(results), benign_floor(results)
     out = [
-        "## Part 2: the floors of the default (fresh seeds)",
+        title,
         "",
-        "**1. Pure-noise world model** (seeds 1000-1019, 30 steps): weight > 0.1 on at most 5% of steps and no run's "
-        "mean weight above 0.05.",
+        f"**1. Pure-noise world model** (seeds {_seed_range(results.get('noise-f0.05', {}))}, 30 steps): weight > 0.1 "
+        "on at most 5% of steps and no run's mean weight above 0.05.",
         "",
         "| anchors a step | runs | steps | steps > 0.1 | max weight | worst run's mean | runs whose gate opened | met |",
         "|---|---|---|---|---|---|---|---|",
@@ -144,7 +152,7 @@ def floors_section(results: dict[str, Any]) -> list[str]:
         )
     out += [
         "",
-        f"**2. Confident decoy** (seeds 2000-2009): the default (120 steps) ends at least `real`'s final (60 steps) "
+        f"**2. Confident decoy** (seeds {_seed_range(results.get('decoy-real', {}))}): the default (120 steps) ends at least `real`'s final (60 steps) "
         f"minus {DECOY_TOLERANCE} on every seed: **{'met' if decoy['met'] else 'not met'}**.",
         "",
         "| seed | " + " | ".join(str(s) for s in decoy["per_seed"]) + " |",
@@ -153,7 +161,7 @@ def floors_section(results: dict[str, Any]) -> list[str]:
         "| default | " + " | ".join(f"{r['default']:.3f}" for r in decoy["per_seed"].values()) + " |",
         "| difference | " + " | ".join(f"{r['default'] - r['real']:+.3f}" for r in decoy["per_seed"].values()) + " |",
         "",
-        f"**3. Benign miscalibrated world model** (seeds 3000-3009, paired): compute to 95% of the seed's `real` "
+        f"**3. Benign miscalibrated world model** (seeds {_seed_range(results.get('benign-real', {}))}, paired): compute to 95% of the seed's `real` "
         f"final, default / `inverse_variance`; met if the interval's upper bound is ≤ {BENIGN_RATIO_FLOOR}: "
         f"**{'met' if benign['met'] else 'not met'}** (mean {benign['mean']:.3f} ± {benign['half_width']:.3f}, "
         f"upper bound {benign['upper']:.3f}).",
@@ -228,7 +236,37 @@ def verdicts(calibration: dict[str, Any], floor_results: dict[str, Any]) -> list
     return lines
 
 
-def write_report(calibration: dict[str, Any], floor_results: dict[str, Any], out: Path) -> None:
+def bound_verdicts(bound: dict[str, Any]) -> list[str]:
+    """Part 3's readings and what its pre-registered rule decides."""
+    if not bound:
+        return []
+    noise, decoy, benign = noise_floor(bound), decoy_floor(bound), benign_floor(bound)
+    met = all(row["met"] for row in noise.values()) and decoy["met"] and benign["met"]
+    lines = ["", "**Part 3, `fusion.kwargs.rho2_quantile=0.05`** (fresh seeds):", ""]
+    for label, row in noise.items():
+        lines.append(
+            f"- Noise world model, {label} a step: {'met' if row['met'] else '**not met**'} (steps above 0.1: "
+            f"{row['share_above']:.1%}; worst run's mean weight {row['worst_run_mean']:.3f}; gates opened "
+            f"{row['gate_opened']} of {row['runs']})."
+        )
+    lines += [
+        f"- Confident decoy reaches `real`'s final on every seed: {'met' if decoy['met'] else '**not met**'}.",
+        f"- Benign world model, compute to target / `inverse_variance`: {benign['mean']:.3f} ± "
+        f"{benign['half_width']:.3f}, upper bound {benign['upper']:.3f}: {'met' if benign['met'] else '**not met**'}.",
+        "",
+        "By the rule registered before these seeds: "
+        + (
+            "all four floors met, so `rho2_quantile=0.05` is `mse_weighted`'s default from now on."
+            if met
+            else "a floor failed, so the default keeps the point estimate."
+        ),
+    ]
+    return lines
+
+
+def write_report(
+    calibration: dict[str, Any], floor_results: dict[str, Any], out: Path, bound: dict[str, Any] | None = None
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     archive = replay_archive()
     text = [
@@ -241,11 +279,20 @@ def write_report(calibration: dict[str, Any], floor_results: dict[str, Any], out
         COMMANDS,
         "",
         *verdicts(calibration, floor_results),
+        *bound_verdicts(bound or {}),
         "",
         *calibration_section(calibration, archive),
         "",
         *floors_section(floor_results),
         "",
+        *(
+            floors_section(
+                bound, "## Part 3: the floors with the weight's ρ² at its bootstrap lower bound (fresh seeds)"
+            )
+            + [""]
+            if bound
+            else []
+        ),
         "![true reward against charged compute](floors.png)",
         "",
         "## What this does not show",
@@ -270,6 +317,15 @@ def write_report(calibration: dict[str, Any], floor_results: dict[str, Any], out
                 "noise_floor": noise_floor(floor_results),
                 "decoy_floor": decoy_floor(floor_results),
                 "benign_floor": benign_floor(floor_results),
+                **(
+                    {
+                        "bound_noise_floor": noise_floor(bound),
+                        "bound_decoy_floor": decoy_floor(bound),
+                        "bound_benign_floor": benign_floor(bound),
+                    }
+                    if bound
+                    else {}
+                ),
             },
             indent=1,
             default=str,

@@ -224,10 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             kept = json.loads(gzip.decompress(archive.read_bytes()))
             results = [{arm: {int(s): r for s, r in by.items()} for arm, by in part.items()} for part in kept]
         else:  # what each run showed, kept so that the page can be rebuilt without the runs
-            results = [calibration(args.runs, True), floors(args.runs, True)]
+            results = [calibration(args.runs, True), floors(args.runs, True), floors(args.runs, True, bound=True)]
             out.mkdir(parents=True, exist_ok=True)
             archive.write_bytes(gzip.compress(json.dumps(results).encode(), mtime=0))
-        write_report(*results, out)
+        write_report(results[0], results[1], out, results[2] if len(results) > 2 else None)
         return 0
     if args.what == "calibration":
         result = calibration(args.runs)
