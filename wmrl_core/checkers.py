@@ -32,7 +32,12 @@ __all__ = [
     "check_ok_scores",
     "check_tasks",
     "check_log_probs",
+    "ON_POLICY_TOLERANCE_NATS",
 ]
+
+ON_POLICY_TOLERANCE_NATS = 0.1
+"""Mean |log_probs - old_log_probs| per sampled token, in nats, above which :func:`check_log_probs`
+warns on freshly generated rollouts: a probability ratio off by about 10%."""
 
 
 def _require_methods(kind: str, obj: Any, protocol: type) -> None:
@@ -68,7 +73,8 @@ def check_environment(
     With one of them:
 
     1. ``tasks(split)`` must return a non-empty list of :class:`~wmrl_core.types.Task` with unique
-       ids (a second call giving other ids only warns: seeds and checkpoints key on them);
+       ids (:func:`check_tasks`; a second call giving other ids only warns: seeds and checkpoints key on
+       them);
     2. the split's first task is executed, ``execute([task] * n, solutions)``, on ``solutions``
        or on ``policy.generate([task], n_solutions).solutions``; raising is a contract violation
        (a bad solution is an outcome with a failure status);
@@ -98,12 +104,6 @@ def check_environment(
     if not tasks:
         raise ContractError(f"{who}: tasks({split!r}) returned no tasks; the {split!r} split must hold at least one")
     ids = [t.id for t in tasks]
-    repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
-    if repeated:
-        raise ContractError(
-            f"{who}: tasks({split!r}) returned {len(ids)} tasks with repeated ids {repeated[:3]}; a task id is its "
-            f"unique, stable name (seeds, logs and checkpoints key on it)"
-        )
     if [t.id for t in env.tasks(split)] != ids:
         warnings.warn(f"{who}: two calls of tasks({split!r}) returned different task ids", stacklevel=2)
     task = tasks[0]
@@ -137,7 +137,15 @@ def check_environment(
 
 
 def _is_number(value: Any) -> bool:
-    return hasattr(value, "__float__")  # int, float, numpy and one-element torch scalars
+    """int, float, numpy scalars, one-element torch tensors: what ``float()`` converts (not a
+    string, nor a numpy array with a dimension, which newer numpy refuses to convert)."""
+    if not hasattr(value, "__float__"):
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _check_executed_outcome(who: str, i: int, outcome: Any) -> None:
@@ -214,8 +222,9 @@ def check_rollout_counts(rollouts: Any, n_tasks: int, group_size: int, who: str 
 def check_rollouts(
     rollouts: Any, n_tasks: int, group_size: int, who: str = "policy", tasks: Sequence[Task] | None = None
 ) -> None:
-    """What the trainer relies on in a policy's ``generate`` output: the counts, the group ids
-    (:func:`check_group_ids`) and the (N, T) log-probability and mask tensors.
+    """What the trainer relies on in a policy's ``generate`` output: the counts, a
+    :class:`~wmrl_core.types.Task` per row, the group ids (:func:`check_group_ids`) and the (N, T)
+    log-probability and mask tensors, ``old_log_probs`` finite where ``mask`` is 1.
 
     :param tasks: the tasks ``generate`` was given, when known: then each of them must be one group's task.
     """
@@ -223,6 +232,13 @@ def check_rollouts(
         raise ContractError(f"{who}: generate() must return wmrl_core.types.Rollouts, got {type(rollouts).__name__}")
     n = n_tasks * group_size
     check_rollout_counts(rollouts, n_tasks, group_size, who)
+    wrong = [t for t in rollouts.tasks if not isinstance(t, Task)]
+    if wrong:  # else the world model and the environment fail on them, and are blamed
+        raise ContractError(
+            f"{who}: generate() returned Rollouts.tasks holding {type(wrong[0]).__name__} items ({wrong[0]!r:.60}); "
+            f"each row's task is one of the Task objects given to generate, e.g. "
+            f"[t for t in tasks for _ in range(group_size)]"
+        )
     check_group_ids(rollouts, n_tasks, group_size, who, tasks)
     lp, mask = rollouts.old_log_probs, rollouts.mask
     if (
@@ -233,6 +249,14 @@ def check_rollouts(
     ):
         raise ContractError(
             f"{who}: generate() must give old_log_probs and mask as tensors of shape ({n}, T) (rollouts, tokens); got {getattr(lp, 'shape', None)} and {getattr(mask, 'shape', None)}"
+        )
+    sampled = mask.detach().to(lp.device) > 0
+    bad = sampled & ~torch.isfinite(lp.detach())
+    if bad.any():  # the first update would turn every parameter into NaN
+        raise ContractError(
+            f"{who}: generate() returned old_log_probs NaN or inf at {int(bad.sum())} of {int(sampled.sum())} "
+            f"sampled tokens (first in rollout {int(bad.any(dim=-1).nonzero()[0, 0])}); the log-probability of a "
+            f"sampled token is finite. Look in generate() for a log of 0, a softmax over -inf or NaN parameters"
         )
     if lp.requires_grad:
         warnings.warn("old_log_probs requires grad; generate should run under torch.no_grad()", stacklevel=2)
@@ -315,15 +339,15 @@ def check_outcomes(who: str, method: str, outcomes: Any, n_solutions: int) -> li
                     f"{', '.join(STATUSES)} (wmrl_core.contracts.STATUSES says what each means)"
                 )
             score = outcome.score
-            if score is not None and not isinstance(score, (int, float)) and not hasattr(score, "__float__"):
+            if score is not None and not _is_number(score):
                 raise ContractError(
-                    f"{who}: {method}() returned Outcome(score={score!r}) for solution {i}; the score must be a "
-                    f"number or None"
+                    f"{who}: {method}() returned Outcome(score={score!r:.60}) for solution {i}; the score must be "
+                    f"one number (float(score) works) or None"
                 )
-        elif outcome is not None and not isinstance(outcome, (int, float)) and not hasattr(outcome, "__float__"):
+        elif outcome is not None and not _is_number(outcome):
             raise ContractError(
                 f"{who}: {method}() returned {type(outcome).__name__} {outcome!r:.60} for solution {i}; return an "
-                f"Outcome, a number or None per solution"
+                f"Outcome, one number (float(x) works) or None per solution"
             )
     return outcomes
 
@@ -355,7 +379,8 @@ def _finite(value: Any) -> bool:
 
 
 def check_tasks(who: str, split: str, tasks: Any) -> list[Task]:
-    """What an environment's ``tasks(split)`` must return: a list of :class:`~wmrl_core.types.Task`."""
+    """What an environment's ``tasks(split)`` must return: a list of :class:`~wmrl_core.types.Task`
+    with unique ids."""
     if isinstance(tasks, (str, bytes, dict)) or not hasattr(tasks, "__iter__"):
         raise ContractError(
             f"{who}: tasks({split!r}) returned {type(tasks).__name__}; return a list of wmrl_core.types.Task"
@@ -367,13 +392,23 @@ def check_tasks(who: str, split: str, tasks: Any) -> list[Task]:
             f"{who}: tasks({split!r}) returned {type(wrong[0]).__name__} items ({wrong[0]!r:.60}); return a list of "
             f"wmrl_core.types.Task (Task(id=..., description=..., features=..., data=...))"
         )
+    repeated = sorted(i for i, n in Counter(t.id for t in tasks).items() if n > 1)
+    if repeated:  # two tasks under one id would share seeds, cached executions and group checks
+        raise ContractError(
+            f"{who}: tasks({split!r}) returned {len(tasks)} tasks with repeated ids {repeated[:3]}; a task id is its "
+            f"unique, stable name (seeds, logs, checkpoints and the execution cache key on it): give each task an id "
+            f"of its own"
+        )
     return tasks
 
 
 def check_log_probs(who: str, log_probs: Any, rollouts: Rollouts) -> None:
     """What a policy's ``log_probs(rollouts)`` must return: a tensor shaped like ``old_log_probs``
     that the loss can differentiate (call it with grad enabled), finite at every sampled token
-    (``mask`` 1)."""
+    (``mask`` 1). On ``rollouts`` that ``generate`` has just returned (what the trainer passes, before
+    any update) it must also agree with ``old_log_probs``: a mean gap above
+    :data:`ON_POLICY_TOLERANCE_NATS` warns (an inference engine's rounding stays below it; ``-log p``
+    or ``p`` instead of ``log p`` is far above)."""
     if not isinstance(log_probs, torch.Tensor):
         raise ContractError(
             f"{who}: log_probs() returned {type(log_probs).__name__}; return a torch.Tensor of shape "
@@ -399,4 +434,15 @@ def check_log_probs(who: str, log_probs: Any, rollouts: Rollouts) -> None:
             f"{who}: log_probs() returned NaN or inf at {int(bad.sum())} of {int(sampled.sum())} sampled tokens "
             f"(first in rollout {first}); a sampled token has a finite log-probability. Look in log_probs() for a "
             f"log of 0, a softmax over -inf or NaN parameters"
+        )
+    gap = (log_probs.detach().double() - rollouts.old_log_probs.detach().to(log_probs.device).double()).abs()[sampled]
+    if gap.numel() and float(gap.mean()) > ON_POLICY_TOLERANCE_NATS:
+        warnings.warn(
+            f"{who}: log_probs() and generate()'s old_log_probs differ by {float(gap.mean()):.3g} nats per sampled "
+            f"token on average (largest {float(gap.max()):.3g}) on rollouts that generate() has just returned, "
+            f"before any update, where both are the log-probabilities of the same tokens under the same parameters; "
+            f"GRPO's ratio exp(log_probs - old_log_probs) is then wrong from the first step. Check that both return "
+            f"log p of the sampled token (not -log p, p or another token's), with the same temperature and no "
+            f"dropout",
+            stacklevel=2,
         )
