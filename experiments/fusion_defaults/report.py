@@ -28,6 +28,7 @@ COMMANDS = """```
 python experiments/fusion_defaults/synthetic.py calibration --runs runs/fusion_defaults
 python experiments/fusion_defaults/synthetic.py floors --runs runs/fusion_defaults
 python experiments/fusion_defaults/synthetic.py floors-bound --runs runs/fusion_defaults
+python experiments/fusion_defaults/synthetic.py decoy-check --runs runs/fusion_defaults   # exploratory
 python experiments/fusion_defaults/synthetic.py report --runs runs/fusion_defaults --out docs/results/synthetic/fusion_defaults
 python experiments/fusion_defaults/synthetic.py report --from-archive --out docs/results/synthetic/fusion_defaults  # from runs.json.gz
 ```"""
@@ -230,8 +231,9 @@ def verdicts(calibration: dict[str, Any], floor_results: dict[str, Any]) -> list
             "candidate fix tried after these results on development seeds 0-19 and 0-5 (the weight read only "
             "from anchor groups after the opening, and ρ̂² minus its expectation under independence) still "
             "left one of 20 runs at 0.074 and slowed the benign world model (ratio 1.06, upper bound 1.20): "
-            "not adopted. The levers left are a smaller level (slower opening everywhere) and more anchor "
-            "groups a step, which meets the floor here (2 groups: no gate opened).",
+            "not adopted. The levers left are a smaller level (slower opening everywhere), more anchor "
+            "groups a step, which meets the floor here (2 groups: no gate opened), and the weight's ρ² read at "
+            "a lower confidence bound, registered and tested as Part 3 below.",
         ]
     return lines
 
@@ -254,6 +256,15 @@ def bound_verdicts(bound: dict[str, Any]) -> list[str]:
         f"- Benign world model, compute to target / `inverse_variance`: {benign['mean']:.3f} ± "
         f"{benign['half_width']:.3f}, upper bound {benign['upper']:.3f}: {'met' if benign['met'] else '**not met**'}.",
         "",
+        *(
+            [
+                "No gate opened on this part's noise runs, so its noise rows do not exercise the bound (only a "
+                "false opening does; the development note of the pre-registration replays Part 2's two).",
+                "",
+            ]
+            if not any(row["gate_opened"] for row in noise.values())
+            else []
+        ),
         "By the rule registered before these seeds: "
         + (
             "all four floors met, so `rho2_quantile=0.05` is `mse_weighted`'s default from now on."
@@ -264,8 +275,36 @@ def bound_verdicts(bound: dict[str, Any]) -> list[str]:
     return lines
 
 
+def decoy_check_section(check: dict[str, Any], bound: dict[str, Any]) -> list[str]:
+    """The exploratory check that followed Part 3: the shipped default on Part 3's decoy seeds."""
+    if not check:
+        return []
+    shipped, bounded = decoy_floor(check), decoy_floor(bound)
+    seeds = list(shipped["per_seed"])
+    return [
+        "## Exploratory, after Part 3: the shipped default on Part 3's decoy seeds",
+        "",
+        "Not pre-registered; run after Part 3's decoy floor failed, to see whether the bound or the default "
+        "itself fails there (`synthetic.py decoy-check`). Final true reward, seeds "
+        f"{_seed_range(check.get('decoy-real', {}))}; the shipped default reaches `real`'s final minus "
+        f"{DECOY_TOLERANCE} on every seed: **{'yes' if shipped['met'] else 'no'}**.",
+        "",
+        "| seed | " + " | ".join(str(s) for s in seeds) + " |",
+        "|---|" + "---|" * len(seeds),
+        "| `real` | " + " | ".join(f"{shipped['per_seed'][s]['real']:.3f}" for s in seeds) + " |",
+        "| default (point estimate) | " + " | ".join(f"{shipped['per_seed'][s]['default']:.3f}" for s in seeds) + " |",
+        "| default, `rho2_quantile=0.05` | "
+        + " | ".join(f"{bounded['per_seed'][s]['default']:.3f}" if s in bounded["per_seed"] else "-" for s in seeds)
+        + " |",
+    ]
+
+
 def write_report(
-    calibration: dict[str, Any], floor_results: dict[str, Any], out: Path, bound: dict[str, Any] | None = None
+    calibration: dict[str, Any],
+    floor_results: dict[str, Any],
+    out: Path,
+    bound: dict[str, Any] | None = None,
+    decoy_check: dict[str, Any] | None = None,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     archive = replay_archive()
@@ -293,6 +332,7 @@ def write_report(
             if bound
             else []
         ),
+        *(decoy_check_section(decoy_check, bound or {}) + [""] if decoy_check else []),
         "![true reward against charged compute](floors.png)",
         "",
         "## What this does not show",
@@ -305,6 +345,9 @@ def write_report(
         "step function (`isotonic`) ended highest under `mse_weighted` although it ties 17% of groups; the rule "
         "written beforehand excluded it for those ties, and on AutoResearch it erases the ranking of 42% of "
         "anchor groups.",
+        "- The decoy floor holds on Part 2's ten seeds and fails on one of Part 3's ten (seed 2103, under either "
+        "setting of the weight: the gate opened at step 1 and the default ended 0.02 below `real`): ten seeds do "
+        "not bound how often a confident decoy fools the default, only that it can.",
         "- Final rewards are at 60 steps (part 1) and 120 steps (the decoy and benign floors); nothing here "
         "measures a world model that drifts during a run.",
     ]

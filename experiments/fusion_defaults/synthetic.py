@@ -119,6 +119,16 @@ def bound_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
     return plan
 
 
+def decoy_check_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
+    """Exploratory, after Part 3's decoy floor failed: the shipped default (point estimate) on Part 3's
+    decoy seeds, beside the same seeds' ``real``."""
+    arms = {
+        "decoy-real": ["mode=real", "steps=60"],
+        "decoy-default": ["world_model.kwargs.quality=confident_decoy", "steps=120"],
+    }
+    return [("decoy", arms, BOUND_SEEDS["decoy"])]
+
+
 def _train(
     arms: dict[str, list[str]], seeds: Sequence[int], runs: Path, report_only: bool
 ) -> dict[tuple[str, int], Path]:
@@ -162,13 +172,21 @@ def calibration(runs: Path, report_only: bool = False) -> dict[str, Any]:
     return out
 
 
-def floors(runs: Path, report_only: bool = False, *, bound: bool = False) -> dict[str, Any]:
-    """Part 2's floors, or with ``bound`` Part 3's (in ``runs/floors_bound``)."""
+def floors(runs: Path, report_only: bool = False, *, bound: bool = False, decoy_check: bool = False) -> dict[str, Any]:
+    """Part 2's floors; with ``bound`` Part 3's (in ``runs/floors_bound``); with ``decoy_check`` the
+    exploratory decoy check (``runs/decoy_check``; ``decoy-real`` is Part 3's, run again)."""
     out: dict[str, Any] = {}
-    for group, arms, seeds in bound_plan() if bound else floor_plan():
-        folders = _train(arms, seeds, runs / ("floors_bound" if bound else "floors") / group, report_only)
-        for (arm, seed), folder in folders.items():
-            out.setdefault(arm, {})[seed] = run_summary(folder)
+    plan, part = (
+        (decoy_check_plan(), "decoy_check")
+        if decoy_check
+        else (bound_plan(), "floors_bound")
+        if bound
+        else (floor_plan(), "floors")
+    )
+    for group, arms, seeds in plan:
+        folders = _train(arms, seeds, runs / part / group, report_only)
+        for (arm, seed), run_dir in folders.items():
+            out.setdefault(arm, {})[seed] = run_summary(run_dir)
     return out
 
 
@@ -207,7 +225,7 @@ def benign_floor(results: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("calibration", "floors", "floors-bound", "report"))
+    parser.add_argument("what", choices=("calibration", "floors", "floors-bound", "decoy-check", "report"))
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults"))
     parser.add_argument("--out", type=Path, default=None, help="report: where the page and its archive go")
     parser.add_argument(
@@ -224,15 +242,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             kept = json.loads(gzip.decompress(archive.read_bytes()))
             results = [{arm: {int(s): r for s, r in by.items()} for arm, by in part.items()} for part in kept]
         else:  # what each run showed, kept so that the page can be rebuilt without the runs
-            results = [calibration(args.runs, True), floors(args.runs, True), floors(args.runs, True, bound=True)]
+            results = [
+                calibration(args.runs, True),
+                floors(args.runs, True),
+                floors(args.runs, True, bound=True),
+                floors(args.runs, True, decoy_check=True),
+            ]
             out.mkdir(parents=True, exist_ok=True)
             archive.write_bytes(gzip.compress(json.dumps(results).encode(), mtime=0))
-        write_report(results[0], results[1], out, results[2] if len(results) > 2 else None)
+        write_report(*results[:2], out, *results[2:])
         return 0
     if args.what == "calibration":
         result = calibration(args.runs)
     else:
-        result = floors(args.runs, bound=args.what == "floors-bound")
+        result = floors(args.runs, bound=args.what == "floors-bound", decoy_check=args.what == "decoy-check")
     print(json.dumps({k: {s: v["final"] for s, v in by.items()} for k, by in result.items()}, indent=1))
     return 0
 
