@@ -58,6 +58,10 @@ class FaultyEnvironment(SyntheticBanditEnvironment):
             return _a_bug_in_the_plugin()
         if self.fault == "execute_hangs":
             time.sleep(30)
+        if self.fault == "execute_raises_long":
+            raise RuntimeError("the grader failed\n" + "a dumped tensor line\n" * 300)
+        if self.fault == "all_invalid":
+            return [Outcome(status="invalid_solution", score=None) for _ in solutions]
         outcomes = super().execute(tasks, solutions)
         if self.fault == "nan_score":
             return [Outcome(status="ok", score=math.nan) for _ in outcomes]
@@ -93,6 +97,9 @@ class FaultyPolicy(TabularSoftmaxPolicy):
             return lp.detach()
         if self.fault == "log_probs_nan":
             return lp * math.nan
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.fault == "log_probs_nan_after_first" and self.calls > 1:
+            return lp * math.nan
         return lp
 
 
@@ -126,6 +133,42 @@ def one_line_error(tmp_path: Path, *overrides: str) -> str:
     message = str(info.value)
     assert "\n" not in message, message
     return message
+
+
+def test_log_probs_that_turn_nan_after_the_first_check_stop_the_run_before_the_update(tmp_path):
+    message = one_line_error(tmp_path, "policy.name=faulty-policy", "policy.kwargs.fault=log_probs_nan_after_first")
+    assert "log_probs() returned NaN or inf at" in message and "at step 1" in message
+    assert "no optimizer step was taken" in message
+
+
+def test_a_component_error_with_a_long_message_stays_one_line(tmp_path):
+    message = one_line_error(tmp_path, "environment.name=faulty-bandit", "environment.kwargs.fault=execute_raises_long")
+    assert "RuntimeError in execute()" in message and "the grader failed …" in message and len(message) < 700
+
+
+def test_anchors_that_never_get_a_reward_are_named_and_a_wmrl_run_that_learned_nothing_fails(tmp_path, capsys):
+    from wmrl_core.errors import TrainedOnNothingError
+
+    with pytest.raises(TrainedOnNothingError) as info:  # the gate never opens: nothing reached the update
+        run(tmp_path, "environment.name=faulty-bandit", "environment.kwargs.fault=all_invalid", "mode=wmrl")
+    assert "invalid_solution" in str(info.value) and "failure_reward" in str(info.value)
+    err = capsys.readouterr().err
+    assert "none of the" in err and "executed outcomes has a reward (statuses: invalid_solution" in err
+
+
+def test_an_installed_plugin_given_again_in_extra_plugins_is_loaded_once():
+    from wmrl_core.fusion import plugin as fusion_plugin
+
+    pm = get_plugin_manager(extra_plugins=[fusion_plugin, FaultsPlugin(), FaultsPlugin()])
+    assert sum(p is fusion_plugin for p in pm.get_plugins()) == 1
+    assert pm.get_plugin("FaultsPlugin") is not None  # named by its class, not by id
+
+
+def test_evaluating_on_the_training_split_is_noticed(tmp_path, capsys):
+    run(tmp_path, "eval.split=train", "eval.every=2")
+    assert "the evaluations run on the split training samples from ('train')" in capsys.readouterr().err
+    run(tmp_path / "default", "eval.every=2")  # heldout falling back to train where a domain has none: no notice
+    assert "the evaluations run on the split training samples" not in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------- calls that never return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -60,12 +61,28 @@ def get_plugin_manager(
         if not pm.is_blocked(module_name) and pm.get_plugin(module_name) is None:
             pm.register(importlib.import_module(module_name), name=module_name)
     for plugin in extra_plugins:
-        pm.register(plugin)
+        if pm.is_registered(plugin):  # an installed plugin's module given again: it is loaded already
+            continue
+        name = getattr(plugin, "__name__", None) or type(plugin).__name__  # how messages name it
+        if pm.get_plugin(name) is not None and not isinstance(plugin, types.ModuleType):
+            name = f"{name}-{id(plugin):x}"  # a second object of one plugin class
+        try:
+            pm.register(plugin, name=name)
+        except ValueError as exc:  # pluggy: the name is taken by another plugin object
+            raise WMRLError(
+                f"extra plugin `{name}` cannot be registered: {_first_line(exc)}. A plugin installed under the "
+                f"same name is loaded already: leave it out of extra_plugins, or pass entry_points=False"
+            ) from None
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise ContractError(_unknown_hook_message(pm, exc)) from None
     return pm
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc).strip()
+    return (text.splitlines() or [""])[0][:limit]
 
 
 def _unknown_hook_message(pm: pluggy.PluginManager, exc: pluggy.PluginValidationError) -> str:

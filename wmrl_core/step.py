@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from wmrl_core.anchors import AnchorSampler
 from wmrl_core.checkpoint import CheckpointError, rng_state, set_rng_state
 from wmrl_core.config import TrainConfig
 from wmrl_core.debias import IsotonicDebiaser
+from wmrl_core.errors import ComponentError
 from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import Fuser, FusionSettings, PolicyGradients, build_fuser, fuse_step, fused_loss
 from wmrl_core.fusion.value import value_record
@@ -171,12 +172,14 @@ class ScoredStep:
     :param anchor_groups: bool (B,), the groups executed for real.
     :param wm_rewards: (N,) world-model rewards, NaN where there is none (no world model).
     :param real_rewards: (N,) real rewards of the anchor rollouts, NaN elsewhere.
+    :param anchor_statuses: how many of the anchor rollouts' outcomes had each status.
     """
 
     rollouts: Rollouts
     anchor_groups: np.ndarray
     wm_rewards: np.ndarray
     real_rewards: np.ndarray
+    anchor_statuses: dict[str, int] = field(default_factory=dict)
 
     @property
     def group_ids(self) -> np.ndarray:
@@ -215,6 +218,45 @@ def _reference_log_probs_and_entropy(
     return ref_lp, entropy_mean
 
 
+def _refuse_non_finite_log_probs(log_probs: torch.Tensor, mask: torch.Tensor, step: int) -> None:
+    """A policy whose ``log_probs`` turns NaN or infinite after its first (checked) call stops the run
+    before the update, which would otherwise turn every parameter into NaN."""
+    sampled = mask > 0
+    bad = sampled & ~torch.isfinite(log_probs.detach())
+    if bad.any():
+        raise ComponentError(
+            f"policy: log_probs() returned NaN or inf at {int(bad.sum())} of {int(sampled.sum())} sampled tokens at "
+            f"step {step}; no optimizer step was taken on it (the last checkpoint is untouched). Look for NaN "
+            f"parameters, a log of 0 or a softmax over -inf in log_probs()"
+        )
+
+
+def _epoch_loss(
+    policy: Any,
+    cfg: TrainConfig,
+    fused: Any,
+    rollouts: Rollouts,
+    mask: torch.Tensor,
+    on_policy: bool,
+    kwargs: dict[str, Any],
+    step: int,
+) -> torch.Tensor:
+    """One epoch's loss: the fused GRPO loss plus the entropy bonus; refused before ``backward`` when
+    the policy's log-probs or the loss are not finite (a NaN step spreads into every parameter)."""
+    log_probs = policy.log_probs(rollouts)
+    _refuse_non_finite_log_probs(log_probs, mask, step)
+    loss = fused_loss(fused, log_probs, rollouts.old_log_probs, mask, on_policy=on_policy, **kwargs)
+    if cfg.grpo.entropy_coef:
+        loss = loss + entropy_bonus(policy.entropy(rollouts), mask, cfg.grpo.entropy_coef, kwargs["aggregation"])
+    if not torch.isfinite(loss.detach()):
+        raise ComponentError(
+            f"the loss of step {step} is {float(loss.detach())} although log_probs() is finite: look at the "
+            f"policy's entropy() (grpo.entropy_coef={cfg.grpo.entropy_coef}) and old_log_probs; no optimizer step "
+            f"was taken on it (the last checkpoint is untouched)"
+        )
+    return loss
+
+
 def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: ScoredStep, step: int) -> StepUpdate:
     """Fuse (:func:`~wmrl_core.fusion.fuse_step`), take ``cfg.grpo.epochs`` optimizer steps on ``policy``.
 
@@ -250,11 +292,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
     )
     for epoch in range(cfg.grpo.epochs):
         on_policy = cfg.fusion.loss == "effective" and epoch == 0  # later passes are off-policy
-        loss = fused_loss(
-            fused, policy.log_probs(rollouts), rollouts.old_log_probs, mask, on_policy=on_policy, **kwargs
-        )
-        if cfg.grpo.entropy_coef:
-            loss = loss + entropy_bonus(policy.entropy(rollouts), mask, cfg.grpo.entropy_coef, kwargs["aggregation"])
+        loss = _epoch_loss(policy, cfg, fused, rollouts, mask, on_policy, kwargs, step)
         state.optimizer.zero_grad()
         loss.backward()
         grad_norm = (

@@ -27,6 +27,7 @@ import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -93,9 +94,17 @@ def component_call(who: str, method: str, when: str = "") -> Iterator[None]:
         raise
     except Exception as exc:
         raise ComponentError(
-            f"{who} raised {type(exc).__name__} in {method}(){f' {when}' if when else ''}: {exc}. "
+            f"{who} raised {type(exc).__name__} in {method}(){f' {when}' if when else ''}: {_first_line(exc)}. "
             f"This is an error in that component (its plugin), not in the run's settings"
         ) from exc
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    """The exception's message cut to its first line and ``limit`` characters (``--debug`` prints it whole)."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    cut = len(line) > limit or line != text
+    return (line[:limit].rstrip() + " …") if cut else line
 
 
 def execute(c: Any, tasks: Sequence[Task], solutions: Sequence[Any], when: str) -> list[Any]:
@@ -322,7 +331,14 @@ def score_step(c: Components, state: TrainState, rollouts: Rollouts, B: int, ste
                     [rollouts.solutions[i] for i in anchor_idx],
                     anchor_outcomes,
                 )
-    return ScoredStep(rollouts=rollouts, anchor_groups=anchor_groups, wm_rewards=wm_rewards, real_rewards=real_rewards)
+    statuses = Counter(as_outcome(o).status for o in anchor_outcomes) if executed_idx.size else Counter()
+    return ScoredStep(
+        rollouts=rollouts,
+        anchor_groups=anchor_groups,
+        wm_rewards=wm_rewards,
+        real_rewards=real_rewards,
+        anchor_statuses=dict(statuses),
+    )
 
 
 def _execute_partially(
@@ -431,6 +447,11 @@ def _train(cfg: TrainConfig, pm: Any, run_dir: Path) -> dict[str, Any]:
             f"{cfg.rollout.task_split!r}: each step draws its tasks with replacement, so one task can be several "
             f"groups of a step. Set rollout.batch_tasks<={len(train_tasks)} to draw each task at most once a step"
         )
+    if cfg.eval.every and cfg.eval.split == cfg.rollout.task_split:  # asked for, not heldout's fallback
+        notice(
+            f"the evaluations run on the split training samples from ({eval_split!r}): they measure fit to the "
+            f"training tasks, not generalisation. Set eval.split to a split training does not use, if the domain has one"
+        )
     start_step = 0 if saved is None else saved["step"]
     checkpointed = None if saved is None else start_step  # the step of this run's newest checkpoint
     if saved is None:
@@ -458,10 +479,10 @@ def _train(cfg: TrainConfig, pm: Any, run_dir: Path) -> dict[str, Any]:
             # 2-5. anchors, world-model scores for every group, real execution of the anchors, rewards
             replayed_before = getattr(c.environment, "replayed", None)  # an execution cache's count
             scored = score_step(c, state, rollouts, B, step)
-            rewards.observe(c, cfg.mode, scored, step)
 
             # 6-8. calibration, advantages and fusion, the fused GRPO update and the metrics record
             update = update_step(c.policy, cfg, state, scored, step)
+            rewards.observe(c, cfg.mode, scored, step, float(update.record.get("fusion/w_world_model") or 0.0))
             if replayed_before is not None:  # executions of this step replayed from the cache
                 update.record["execution/replayed"] = c.environment.replayed - replayed_before
             if update.anchor_pairs is not None:
@@ -489,11 +510,18 @@ def _train(cfg: TrainConfig, pm: Any, run_dir: Path) -> dict[str, Any]:
     atomic_write_text(run_dir / "summary.json", strict_json(summary, indent=2), "summary")
     trained = cfg.steps - start_step
     if trained > 0 and rewards.usable == 0:
+        statuses = rewards.rewardless_statuses
         raise TrainedOnNothingError(
             f"the run trained on nothing: none of its {trained} steps had a usable reward (mode={cfg.mode}; "
             f"dropped world-model predictions are counted in faults/world_model_dropped, rewardless outcomes in "
-            f"{run_dir / 'metrics.jsonl'}). Fix the component whose rewards are all NaN: "
-            f"{_reward_sources(c, cfg.mode)} must return finite scores"
+            f"{run_dir / 'metrics.jsonl'}"
+            + (
+                f"; the executed outcomes' statuses: {_statuses(statuses)}, which reward `{c.reward_name}` drops"
+                if statuses
+                else ""
+            )
+            + f"). Fix the component whose rewards are all NaN: {_reward_sources(c, cfg.mode)} must return finite "
+            f"scores" + (", or give those outcomes a reward (reward.kwargs.failure_reward)" if statuses else "")
         )
     return summary
 
@@ -583,22 +611,54 @@ def _rollouts(
     return rollouts
 
 
+def _repeating(count: int) -> bool:
+    """Warn on the 1st and 10th such step in a row, then every 100th."""
+    return count in (1, 10) or count % 100 == 0
+
+
 class _RewardWatch:
     """Counts the rewards that reach the update over the run (``usable``) and warns when every
-    world-model reward of a step was dropped (on the 1st and 10th such step in a row, then every 100th)."""
+    world-model reward of a step was dropped, or every executed anchor outcome had no reward
+    (on the 1st and 10th such step in a row, then every 100th)."""
 
     def __init__(self) -> None:
         self.usable = 0
         self.dropped_steps = 0  # consecutive steps whose world-model rewards were all dropped
+        self.rewardless_steps = 0  # consecutive steps whose executed anchors all lacked a reward
+        self.rewardless_statuses: Counter[str] = Counter()  # their outcomes' statuses, over the run
 
-    def observe(self, c: Components, mode: str, scored: ScoredStep, step: int) -> None:
-        self.usable += _usable_rewards(mode, scored)
+    def observe(self, c: Components, mode: str, scored: ScoredStep, step: int, w_world_model: float) -> None:
+        """After the step's update, whose world-model weight ``w_world_model`` says whether the
+        world model's rewards reached it (``wmrl`` mode)."""
+        self.usable += _usable_rewards(mode, scored, w_world_model)
+        executed = sum(scored.anchor_statuses.values())
+        if executed and not np.isfinite(scored.real_rewards).any():
+            self.rewardless_steps += 1
+            self.rewardless_statuses.update(scored.anchor_statuses)
+            if _repeating(self.rewardless_steps):
+                notice(_rewardless_warning(c, step, scored.anchor_statuses, self.rewardless_steps))
+        else:
+            self.rewardless_steps = 0
         if c.world_model is None or np.isfinite(scored.wm_rewards).any():
             self.dropped_steps = 0
             return
         self.dropped_steps += 1
-        if self.dropped_steps in (1, 10) or self.dropped_steps % 100 == 0:
+        if _repeating(self.dropped_steps):
             notice(_all_dropped_warning(c, step, len(scored.wm_rewards), self.dropped_steps))
+
+
+def _statuses(counts: dict[str, int]) -> str:
+    return ", ".join(f"{status} {n}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _rewardless_warning(c: Components, step: int, statuses: dict[str, int], consecutive: int) -> str:
+    in_a_row = f" ({consecutive} steps in a row)" if consecutive > 1 else ""
+    return (
+        f"step {step}{in_a_row}: none of the {sum(statuses.values())} executed outcomes has a reward "
+        f"(statuses: {_statuses(statuses)}); reward extractor `{c.reward_name}` gives none to those, so the anchors "
+        f"teach nothing. Fix the policy's solutions, or give failures a reward (e.g. reward.kwargs.failure_reward=0.0 "
+        f"where the extractor has it)"
+    )
 
 
 def _summary(
@@ -661,12 +721,13 @@ def _check_log_probs(c: Components, rollouts: Rollouts, step: int) -> None:
     checkers.check_log_probs(_who(c, "policy"), log_probs, rollouts)
 
 
-def _usable_rewards(mode: str, scored: ScoredStep) -> int:
-    """Finite rewards of a step in the streams that ``mode`` trains on."""
+def _usable_rewards(mode: str, scored: ScoredStep, w_world_model: float = 1.0) -> int:
+    """Finite rewards of a step in the streams that reached its update: the real ones unless
+    ``mode=world_model``, the world model's unless ``mode=real`` or (``wmrl``) its weight was 0."""
     n = 0
     if mode != "world_model":
         n += int(np.isfinite(scored.real_rewards).sum())
-    if mode != "real":
+    if mode == "world_model" or (mode == "wmrl" and w_world_model > 0):
         n += int(np.isfinite(scored.wm_rewards).sum())
     return n
 
