@@ -9,7 +9,6 @@ extractor. Keeping these types tiny lets any domain plug in without subclassing.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -106,9 +105,3 @@ class CostModel:
 
     def cost(self, n_items: int) -> float:
         return self.per_call_s + self.per_item_s * n_items
-
-
-def group_slices(group_ids: Sequence[int]) -> dict[int, np.ndarray]:
-    """Indices of the rollouts of each group, in order of first appearance."""
-    ids = np.asarray(group_ids)
-    return {int(g): np.flatnonzero(ids == g) for g in dict.fromkeys(ids.tolist())}

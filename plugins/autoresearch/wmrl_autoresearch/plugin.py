@@ -72,7 +72,7 @@ def wmrl_register_experiments(table):
     table.add(
         "equal-execution",
         f"{experiments}.equal_execution:main",
-        description="issue 31's benchmark: 8 arms at 32 steps, held-out score at WMRL's execution, anchors-only "
+        description="the equal-execution benchmark: 8 arms at 32 steps, held-out score at WMRL's execution, anchors-only "
         "and noise controls, over seeds",
     )
     table.add(

@@ -36,27 +36,13 @@ from wmrl_autoresearch.program.fitting import (
     rows_of_families,
     training_features,
 )
-from wmrl_autoresearch.program.grammar import Program
 from wmrl_autoresearch.program.world_model import fit_reward_model
 
-__all__ = ["HIDDEN", "RIDGE", "fit_from_corpus", "cross_validation_report", "main"]
+__all__ = ["HIDDEN", "RIDGE", "cross_validation_report", "main"]
 
 HIDDEN, RIDGE = 0, 30.0
 """The ridge baseline's settings (chosen by leave-one-task-out cross-validation on the
 built-in training suite)."""
-
-
-def _arrays(rows: Sequence[dict], tasks_by_id: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rows = [r for r in rows if r["reward"] is not None]
-    features = np.stack([np.asarray(tasks_by_id[r["task_id"]].features, dtype=np.float32) for r in rows])
-    one_hot = np.stack([Program(tuple(r["choices"])).one_hot() for r in rows])
-    return features, one_hot, np.array([r["reward"] for r in rows], dtype=np.float32)
-
-
-def fit_from_corpus(rows: Sequence[dict], tasks_by_id: dict, seed: int = 0, hidden: int = HIDDEN):
-    """The ridge baseline (:class:`~.world_model.RewardModel`) fitted on ``rows``."""
-    features, one_hot, rewards = _arrays(rows, tasks_by_id)
-    return fit_reward_model(features, one_hot, rewards, hidden=hidden, ridge=RIDGE, seed=seed)
 
 
 def _ridge_fit_predict(train: dict, test: dict) -> np.ndarray:

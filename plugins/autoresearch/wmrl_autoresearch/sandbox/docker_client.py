@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["DockerUnavailableError", "docker_client", "docker_available"]
+__all__ = ["DockerUnavailableError", "docker_client"]
 
 
 class DockerUnavailableError(RuntimeError):
@@ -32,12 +32,3 @@ def docker_client(timeout_s: float = 120.0):
             "it), or choose the NOT isolated fallback explicitly with sandbox='local-unsafe'"
         ) from exc
     return client
-
-
-def docker_available() -> bool:
-    """Whether a Docker engine answers (used by tests to skip or, under CI, fail)."""
-    try:
-        docker_client(timeout_s=10).close()
-        return True
-    except DockerUnavailableError:
-        return False
