@@ -59,6 +59,31 @@ def test_a_hit_replays_status_score_and_cost_marked_and_a_miss_executes(tmp_path
     assert env.calls[-1] == [("b", "print(1)")]
 
 
+def test_an_infrastructure_failure_is_never_recorded_nor_replayed(tmp_path):
+    class FlakyEnv(CountingEnv):
+        """The engine is down on the first call: every outcome a sandbox_error."""
+
+        def execute(self, tasks, solutions):
+            out = super().execute(tasks, solutions)
+            if len(self.calls) == 1:
+                return [Outcome(status="sandbox_error", score=None, info={"cost_s": 0.0}) for _ in out]
+            return out
+
+    env = FlakyEnv(cost_s=1.0)
+    cache = CachedEnvironment(env, tmp_path / "cache.jsonl")
+    assert [o.status for o in cache.execute([A], ["print(1)"])] == ["sandbox_error"]
+    assert len(cache) == 0 and not (tmp_path / "cache.jsonl").exists()  # nothing was written
+    again = cache.execute([A], ["print(1)"])  # executed again, not replayed
+    assert len(env.calls) == 2 and again[0].status == "ok" and not again[0].info.get("replayed")
+    # a file written before such outcomes were kept out: its sandbox_error rows are skipped on load
+    row = {"namespace": "", "task": "b", "solution_sha256": solution_digest("x"), "status": "sandbox_error",
+           "score": None, "cost_s": 0.0, "info": {}}  # fmt: skip
+    with (tmp_path / "cache.jsonl").open("a") as f:
+        f.write(json.dumps(row) + "\n")
+    loaded = CachedEnvironment(env, tmp_path / "cache.jsonl")
+    assert len(loaded) == 1 and loaded.execute([B], ["x"])[0].status == "ok" and len(env.calls) == 3
+
+
 def test_a_mixed_call_executes_only_the_misses_once_each_and_keeps_order(tmp_path):
     env = CountingEnv(cost_s=1.0)
     cache = CachedEnvironment(env, tmp_path / "c.jsonl")

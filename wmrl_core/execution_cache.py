@@ -10,6 +10,11 @@ execution cost. (An environment with a declared :class:`~wmrl_core.types.CostMod
 charged its declared cost either way.) An outcome recorded without ``cost_s`` gets its share
 of the measured wall time of the execute call that produced it.
 
+Only the solution's own outcomes are recorded (:data:`~wmrl_core.contracts.REWARDED_STATUSES`): an
+infrastructure failure (``sandbox_error``: the engine went away, a simulator worker died) says
+nothing about the solution, so it is never replayed; the next call executes that solution again.
+Records of such outcomes in an older file are skipped when it is loaded.
+
 Replaying makes a noisy execution deterministic per (task, solution): a benchmark with the
 cache measures the algorithm on one recorded draw of each execution, not a fresh one. That is
 why it is off by default in training and the benchmark says when it is on.
@@ -38,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_core.contracts import REWARDED_STATUSES
 from wmrl_core.errors import ContractError
 from wmrl_core.ledger import MEASURED_COST_KEY
 from wmrl_core.types import Outcome, Task, as_outcome
@@ -136,6 +142,8 @@ class CachedEnvironment:
                     continue
                 try:
                     row = json.loads(line)
+                    if row["status"] not in REWARDED_STATUSES:  # written before such outcomes were kept out
+                        continue
                     self._records[(row["namespace"], row["task"], row["solution_sha256"])] = row
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
                     raise ContractError(
@@ -189,6 +197,8 @@ class CachedEnvironment:
                 if not _has_cost(outcome.info):  # charge this and every replay what the call measured
                     outcome = Outcome(outcome.status, outcome.score, {**outcome.info, MEASURED_COST_KEY: share_s})
                 outcomes[i] = outcome
+                if outcome.status not in REWARDED_STATUSES:  # the infrastructure's failure, not the solution's
+                    continue
                 row = {
                     "namespace": keys[i][0],
                     "task": keys[i][1],
@@ -200,9 +210,10 @@ class CachedEnvironment:
                 }
                 self._records[keys[i]] = row
                 rows.append(json.dumps(row))
-            with self.path.open("a") as f:  # one write per call: a crash loses at most this call
-                f.write("\n".join(rows) + "\n")
-                f.flush()
+            if rows:
+                with self.path.open("a") as f:  # one write per call: a crash loses at most this call
+                    f.write("\n".join(rows) + "\n")
+                    f.flush()
         for i, key in enumerate(keys):
             if outcomes[i] is None:
                 outcomes[i] = self._replay(key)
