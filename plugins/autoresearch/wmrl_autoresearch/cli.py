@@ -3,6 +3,7 @@
 Commands::
 
     wmrl-autoresearch tasks [--split train|heldout|all] [--task-file F] [--json]
+    wmrl-autoresearch tasks --competitions REGISTRY DATA [--heldout ID|SPLIT.txt] [--tabular-only] [--json]
     wmrl-autoresearch build-pool [--output PATH]   # vet the packaged datasets, write the pool manifest
     wmrl-autoresearch run-solution TASK SCRIPT.py [--sandbox docker|local-unsafe] [--timeout S] ...
     wmrl-autoresearch build-image [--tag T] [--mirror URL] [--pip-arg ARG] [--if-missing]
@@ -28,9 +29,51 @@ from pathlib import Path
 __all__ = ["main"]
 
 
+def _competition_source(args) -> dict | None:
+    """The ``competitions`` environment key from ``--competitions REGISTRY DATA`` (and ``--heldout``)."""
+    if not args.competitions:
+        return None
+    registry, data = args.competitions
+    heldout = getattr(args, "heldout", [])
+    if len(heldout) == 1 and Path(heldout[0]).is_file():  # an MLE-bench split file
+        heldout = heldout[0]
+    return {
+        "registry": registry,
+        "data": data,
+        "heldout": heldout,
+        "tabular_only": bool(getattr(args, "tabular_only", False)),
+    }
+
+
+def _cmd_competitions(args) -> int:
+    """The competitions kept (split, grader, direction, reward, program policy) and every decision."""
+    from wmrl_autoresearch.vetting.competitions import load_competitions
+
+    found = load_competitions(_competition_source(args))
+    tasks = [t for t in found.tasks if args.split in ("all", t.split)]
+    if args.json:
+        rows = [{**t.public_metadata(), "split": t.split, "source": t.source} for t in tasks]
+        print(json.dumps({"competitions": rows, "decisions": found.report()}, indent=2))
+        return 0
+    print(f"{'id':34} {'split':8} {'grader':16} {'direction':9} {'rows':>6}  reward; program policy")
+    for t in tasks:
+        direction = "higher" if t.higher_is_better else "lower"
+        print(
+            f"{t.id:34} {t.split:8} {t.metric:16} {direction:9} {t.n_test:6d}  "
+            f"{t.reward_basis}; program policy {t.program_policy_note}"
+        )
+    decisions = found.report()
+    print(f"{len(tasks)} competition(s); {len(decisions)} decision(s)")
+    for line in decisions:
+        print(line)
+    return 0
+
+
 def _cmd_tasks(args) -> int:
     from wmrl_autoresearch.environment import collect_tasks
 
+    if args.competitions:
+        return _cmd_competitions(args)
     tasks = collect_tasks(task_sets=args.task_set or None, task_files=args.task_file)
     if args.split != "all":
         tasks = [t for t in tasks if t.data.split == args.split]
@@ -104,7 +147,13 @@ def _cmd_run_solution(args) -> int:
         if v is not None
     }
     env = AutoResearchEnvironment(
-        sandbox=args.sandbox, max_parallel=1, image=args.image, task_files=args.task_file, limits=limits, gpus=args.gpus
+        sandbox=args.sandbox,
+        max_parallel=1,
+        image=args.image,
+        task_files=args.task_file,
+        limits=limits,
+        gpus=args.gpus,
+        competitions=_competition_source(args),
     )
     try:
         task = env.task(args.task)
@@ -199,6 +248,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--task-file", action="append", default=[], help="extra YAML/JSON/CSV task description")
     t.add_argument("--json", action="store_true", help="print JSON (with descriptions)")
+    t.add_argument(
+        "--competitions",
+        nargs=2,
+        metavar=("REGISTRY", "DATA"),
+        help="list prepared MLE-bench-format competitions instead: the registry (mlebench/competitions) and "
+        "the data directory (mlebench prepare --data-dir), with every vetting decision",
+    )
+    t.add_argument(
+        "--heldout", action="append", default=[], help="a held-out competition id (repeatable) or a split file"
+    )
+    t.add_argument("--tabular-only", action="store_true", help="keep only competitions the program policy solves")
     t.set_defaults(fn=_cmd_tasks)
 
     v = sub.add_parser("build-pool", help="vet every packaged dataset and write the task pool manifest (minutes)")
@@ -224,6 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--image", default=SANDBOX_IMAGE)
     r.add_argument("--gpus", default="auto", help="'auto', 'none' or comma-separated NVIDIA device ids")
     r.add_argument("--task-file", action="append", default=[], help="extra YAML/JSON/CSV task description")
+    r.add_argument(
+        "--competitions",
+        nargs=2,
+        metavar=("REGISTRY", "DATA"),
+        help="run on a prepared MLE-bench-format competition (TASK is its id)",
+    )
     r.set_defaults(fn=_cmd_run_solution)
 
     b = sub.add_parser("build-image", help="build the sandbox image without any registry (debootstrap + import)")

@@ -1,7 +1,8 @@
 """AutoResearchEnvironment: the real, expensive environment registered as ``autoresearch``.
 
 ``tasks(split)`` lists the tasks of every task set registered for the environment (the
-built-in suite, ``$WMRL_AUTORESEARCH_TASK_FILES``, user task plugins) plus ``task_files``;
+built-in suite, ``$WMRL_AUTORESEARCH_TASK_FILES``, user task plugins) plus ``task_files`` and the
+prepared MLE-bench-format ``competitions`` (:mod:`wmrl_autoresearch.vetting.competitions`);
 ``execute(tasks, solutions)`` runs the scripts in parallel sandboxes and grades them.
 """
 
@@ -11,7 +12,7 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wmrl_autoresearch.grading.outcomes import rejected_outcome, to_outcome
@@ -44,12 +45,21 @@ def _as_wmrl_tasks(items: Any, origin: str) -> list:
     return out
 
 
-def collect_tasks(task_sets: Sequence[str] | None = None, task_files: Sequence[str] = (), registry=None) -> list:
-    """All tasks of the registered task sets for ``autoresearch`` (or just ``task_sets``) plus ``task_files``.
+def collect_tasks(
+    task_sets: Sequence[str] | None = None,
+    task_files: Sequence[str] = (),
+    registry=None,
+    competitions: Mapping[str, Any] | None = None,
+) -> list:
+    """All tasks of the registered task sets for ``autoresearch`` (or just ``task_sets``) plus ``task_files``
+    and the vetted ``competitions``; with ``competitions`` and no ``task_sets``, no registered task set.
 
     :raises ValueError: when two task sets define the same task id.
     """
     from wmrl_autoresearch.tasks.task_files import tasks_from_files
+
+    if competitions is not None and task_sets is None:
+        task_sets = []  # a folder of competitions on its own, unless task sets are named as well
 
     if registry is None:
         from wmrl_core.plugins import build_registry
@@ -68,6 +78,10 @@ def collect_tasks(task_sets: Sequence[str] | None = None, task_files: Sequence[s
             tasks.append((t, f"task set `{spec.name}`"))
     for t in tasks_from_files(list(task_files)) if task_files else []:
         tasks.append((t, "task_files"))
+    if competitions is not None:
+        from wmrl_autoresearch.vetting.competitions import load_competitions
+
+        tasks += [(to_wmrl_task(t), "competitions") for t in load_competitions(competitions).tasks]
     result = []
     for t, where in tasks:
         if t.id in origin:
@@ -110,6 +124,9 @@ class AutoResearchEnvironment:
     :param train_families: keep only these families in the training split (default: all): family names
         or the set names ``"W"`` / ``"R"`` of :mod:`wmrl_autoresearch.tasks.families` (``[R]``: the
         families the world model never saw). The held-out split is not affected.
+    :param competitions: prepared MLE-bench-format competitions, ``{registry: DIR, data: DIR, heldout: [ids],
+        ...}`` (:class:`~wmrl_autoresearch.vetting.competitions.CompetitionSource`), graded by their own
+        graders outside the sandbox and rewarded by leaderboard percentile; without ``task_sets``, the only tasks.
     """
 
     def __init__(
@@ -126,6 +143,7 @@ class AutoResearchEnvironment:
         workdir: str | None = None,
         engine_wait_s: float = 300.0,
         train_families: Sequence[str] | None = None,
+        competitions: Mapping[str, Any] | None = None,
     ):
         from wmrl_autoresearch.sandbox.pool import BACKENDS
 
@@ -146,7 +164,7 @@ class AutoResearchEnvironment:
         self.cost = cost
         self.workdir = workdir
         self.engine_wait_s = float(engine_wait_s)
-        self._tasks = collect_tasks(task_sets, task_files)
+        self._tasks = collect_tasks(task_sets, task_files, competitions=competitions)
         if train_families is not None:
             self._tasks = _restrict_training(self._tasks, train_families)
         self._pool = None

@@ -19,7 +19,9 @@ ok                graded: ``score`` is the raw metric value
 (stdout and stderr, each capped), ``stdout_bytes``, ``stderr_bytes``, ``logs_truncated``,
 ``resources`` (``memory_peak_bytes``, ``cpu_s`` ...), ``backend``, ``metric``,
 ``higher_is_better``, ``normalized_score`` (see :mod:`wmrl_autoresearch.tasks.task_metrics`),
-``error`` (why the status is not ok), ``preimported``, ``attempts`` and ``cost_s``: the measured
+``error`` (why the status is not ok), ``preimported``, ``attempts``; for a competition
+(:mod:`wmrl_autoresearch.tasks.competition_task`) also ``raw_score``, ``leaderboard_percentile``,
+``reward_basis`` and ``sample_submission_score``; and ``cost_s``: the measured
 CPU seconds of the script (:func:`charged_cpu_s`), which the compute ledger charges for the
 execution (see ``wmrl_core.types.MEASURED_COST_KEY``).
 """
@@ -29,9 +31,10 @@ from __future__ import annotations
 from typing import Any
 
 from wmrl_autoresearch.grading.grader import grade_predictions
+from wmrl_autoresearch.grading.submission import grade_submission
 from wmrl_autoresearch.sandbox.result import Execution
+from wmrl_autoresearch.tasks.competition_task import CompetitionTask
 from wmrl_autoresearch.tasks.task import AutoResearchTask
-from wmrl_autoresearch.tasks.task_metrics import normalized_score
 
 __all__ = ["STATUSES", "to_outcome", "rejected_outcome", "outcome_to_dict", "charged_cpu_s"]
 
@@ -56,7 +59,10 @@ def _status(task: AutoResearchTask, ex: Execution) -> tuple[str, float | None, s
         return "missing_output", None, "the script exited 0 but wrote no $OUTPUT_DIR/predictions.csv"
     if ex.predictions_truncated:
         return "invalid_output", None, "predictions.csv is larger than the size limit"
-    grade = grade_predictions(task, ex.predictions)
+    if isinstance(task, CompetitionTask):  # the competition's own grader, in this process
+        grade = grade_submission(task, ex.predictions)
+    else:
+        grade = grade_predictions(task, ex.predictions)
     if grade.score is None:
         return "invalid_output", None, grade.error
     return "ok", grade.score, None
@@ -88,7 +94,9 @@ def to_outcome(task: AutoResearchTask, ex: Execution):
     if ex.notes:
         info["notes"] = list(ex.notes)
     if score is not None:
-        info["normalized_score"] = normalized_score(task.metric_spec, score, task.baseline)
+        info["normalized_score"] = task.normalize(score)
+        if isinstance(task, CompetitionTask):
+            info.update(task.score_info(score))
     return Outcome(status=status, score=score, info=info)
 
 

@@ -4,7 +4,8 @@
 accuracy and macro-F1 as they are; R^2 clipped to ``[-1, 1]``; RMSE and MAE as
 ``1 - error / constant-prediction error`` clipped to ``[-1, 1]`` (see
 :mod:`wmrl_autoresearch.tasks.task_metrics`). Higher is always better and every task shares the scale
-(1 = perfect, 0 = no better than a constant for the error metrics).
+(1 = perfect, 0 = no better than a constant for the error metrics). A competition's reward is
+its leaderboard percentile in ``[0, 1]`` (:mod:`wmrl_autoresearch.tasks.competition_task`).
 
 Failures (timeout, oom, crashed, invalid_output, missing_output, or an ok outcome whose score
 is missing/NaN/inf) get ``penalty`` (default ``-1.0``, the worst normalized score), or the
@@ -24,7 +25,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from wmrl_autoresearch.tasks.task import AutoResearchTask
-from wmrl_autoresearch.tasks.task_metrics import normalized_score
 from wmrl_core.contracts import STATUSES, check_status, is_rewarded
 from wmrl_core.types import Outcome, as_outcome
 
@@ -78,7 +78,7 @@ class AutoResearchScoreReward:
         score = outcome.score
         if score is None or not isinstance(score, (int, float)) or not math.isfinite(float(score)):
             return self._failure("invalid_output")
-        return normalized_score(ar_task.metric_spec, float(score), ar_task.baseline)
+        return ar_task.normalize(float(score))
 
 
 def make_reward_extractor(

@@ -25,7 +25,8 @@ import torch
 from torch import nn
 
 from wmrl_autoresearch.program.grammar import DECISIONS, N_DECISIONS, N_OPTIONS, Program
-from wmrl_autoresearch.program.render import render_script
+from wmrl_autoresearch.program.render import ScriptColumns, render_script
+from wmrl_autoresearch.tasks.competition_task import CompetitionTask
 from wmrl_core.types import CostModel, Rollouts, Task
 
 __all__ = ["ProgramPolicy"]
@@ -42,6 +43,23 @@ def _features(tasks: Sequence[Task]) -> torch.Tensor:
 
 def _is_classification(task: Task) -> bool:
     return getattr(task.data, "kind", "classification") == "classification"
+
+
+def _columns(task: Task) -> ScriptColumns:
+    """The sandbox contract's columns, or a tabular competition's own (its target, id and submission header).
+
+    :raises ValueError: for a competition that is not one table with a known target and id column.
+    """
+    data = task.data
+    if not isinstance(data, CompetitionTask):
+        return ScriptColumns()
+    if data.tabular is None:
+        raise ValueError(
+            f"the program policy cannot solve competition {task.id}: {data.not_tabular}; keep only tabular "
+            "competitions (environment.kwargs.competitions.tabular_only: true) or use the llm-code-agent policy"
+        )
+    layout = data.tabular
+    return ScriptColumns(layout.target, layout.id, layout.target, (layout.id,) if layout.train_has_id else ())
 
 
 class ProgramPolicy(nn.Module):
@@ -103,7 +121,9 @@ class ProgramPolicy(nn.Module):
         features = _features(all_tasks)
         choices, log_probs, _ = self._run(features, None)
         solutions = [
-            render_script(Program(tuple(int(c) for c in row)), classification=_is_classification(t))
+            render_script(
+                Program(tuple(int(c) for c in row)), classification=_is_classification(t), columns=_columns(t)
+            )
             for row, t in zip(choices.tolist(), all_tasks)
         ]
         return Rollouts(

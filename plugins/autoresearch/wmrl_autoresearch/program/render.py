@@ -2,14 +2,40 @@
 
 The script follows the sandbox contract: it reads ``$DATA_DIR/train.csv`` (features plus
 ``target``) and ``$DATA_DIR/test.csv`` (``id`` plus features) and writes
-``$OUTPUT_DIR/predictions.csv`` with ``id,prediction``.
+``$OUTPUT_DIR/predictions.csv`` with ``id,prediction``. A tabular competition names its own
+columns (:class:`ScriptColumns`): its target, its id, and the submission's header ``id,target``.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
 from wmrl_autoresearch.program.grammar import Program, ProgramScript
 
-__all__ = ["render_script"]
+__all__ = ["ScriptColumns", "render_script"]
+
+
+@dataclass(frozen=True)
+class ScriptColumns:
+    """The column names a rendered script reads and writes (the sandbox contract's by default).
+
+    :param target: the target column of ``train.csv``.
+    :param id: the id column of ``test.csv``, written first in ``predictions.csv``.
+    :param prediction: the header of the predictions column.
+    :param drop: columns of ``train.csv`` that are not features (a competition's id).
+    """
+
+    target: str = "target"
+    id: str = "id"
+    prediction: str = "prediction"
+    drop: tuple[str, ...] = ()
+
+
+def _q(name: str) -> str:
+    """A column name as a double-quoted Python string literal."""
+    return json.dumps(name)
+
 
 _SCALERS = {
     "none": None,
@@ -84,7 +110,7 @@ def _model(name: str, classification: bool, complexity: int, reg: int, budget: f
     raise ValueError(f"unknown model family {name!r}")
 
 
-def render_script(program: Program, *, classification: bool) -> ProgramScript:
+def render_script(program: Program, *, classification: bool, columns: ScriptColumns = ScriptColumns()) -> ProgramScript:
     d = program.names
     budget = _BUDGET[d["budget"]]
     model_import, model = _model(
@@ -122,7 +148,8 @@ def render_script(program: Program, *, classification: bool) -> ProgramScript:
         imports.append(f"from sklearn.ensemble import Bagging{kind}")
         model = f"Bagging{kind}({model}, n_estimators=5, random_state=0)"
     steps.append(f'("model", {model})')
-    target = 'y = train.pop("target").astype(str)' if classification else 'y = train.pop("target").astype(float)'
+    target = f"y = train.pop({_q(columns.target)}).astype({'str' if classification else 'float'})"
+    drop = [f"train = train.drop(columns=[{', '.join(_q(c) for c in columns.drop)}])"] if columns.drop else []
     lines = [
         program.header(),
         f'"""A {"classification" if classification else "regression"} experiment written by the WMRL program policy."""',
@@ -131,7 +158,8 @@ def render_script(program: Program, *, classification: bool) -> ProgramScript:
         'train = pd.read_csv(os.path.join(os.environ["DATA_DIR"], "train.csv"))',
         'test = pd.read_csv(os.path.join(os.environ["DATA_DIR"], "test.csv"))',
         target,
-        'ids = test.pop("id")',
+        *drop,
+        f"ids = test.pop({_q(columns.id)})",
         'categorical = train.select_dtypes(exclude="number").columns.tolist()',
         "numeric = [c for c in train.columns if c not in categorical]",
         "",
@@ -145,7 +173,7 @@ def render_script(program: Program, *, classification: bool) -> ProgramScript:
         "])",
         "pipeline.fit(train, y)",
         "predictions = pipeline.predict(test)",
-        'pd.DataFrame({"id": ids, "prediction": predictions}).to_csv(',
+        f"pd.DataFrame({{{_q(columns.id)}: ids, {_q(columns.prediction)}: predictions}}).to_csv(",
         '    os.path.join(os.environ["OUTPUT_DIR"], "predictions.csv"), index=False)',
         "",
     ]

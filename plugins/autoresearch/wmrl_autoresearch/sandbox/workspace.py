@@ -2,7 +2,8 @@
 
 Layout under ``root`` (default ``$WMRL_AUTORESEARCH_WORKDIR`` or ``/tmp/wmrl-autoresearch``)::
 
-    <root>/<session>/tasks/<task-id>-<fingerprint>/   train.csv test.csv task.json (written once)
+    <root>/<session>/tasks/<task-id>-<fingerprint>/   train.csv test.csv task.json (written once; a
+                                                       competition: its prepared/public/ files)
     <root>/<session>/slots/<slot>/data/                hard links to one task's files -> /data (ro)
     <root>/<session>/slots/<slot>/code/solution.py     the script                      -> /code (ro)
 
@@ -19,9 +20,17 @@ import threading
 from pathlib import Path
 
 from wmrl_autoresearch.sandbox.result import SOLUTION_FILENAME
-from wmrl_autoresearch.tasks.task import AutoResearchTask, write_visible_files
+from wmrl_autoresearch.tasks.task import AutoResearchTask
 
 __all__ = ["Workspace", "Slot", "default_root"]
+
+
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system: copy instead
+        shutil.copyfile(src, dst)
+        os.chmod(dst, 0o644)
 
 
 def default_root() -> Path:
@@ -43,11 +52,10 @@ class Slot:
         """Link the task's visible files into ``data/`` and write the script into ``code/``."""
         for item in task_dir.iterdir():
             target = self.data / item.name
-            try:
-                os.link(item, target)
-            except OSError:  # another file system: copy instead
-                shutil.copyfile(item, target)
-                os.chmod(target, 0o644)
+            if item.is_dir():  # a competition's public data may hold folders (images, audio)
+                shutil.copytree(item, target, copy_function=_link_or_copy)
+            else:
+                _link_or_copy(item, target)
         script_path = self.code / SOLUTION_FILENAME
         # surrogatepass: a script with lone surrogates is written as is and fails in Python, not here
         script_path.write_bytes(script.encode("utf-8", errors="surrogatepass"))
@@ -92,7 +100,7 @@ class Workspace:
                 directory = self.path / "tasks" / key
                 (self.path / "tasks").mkdir(exist_ok=True)
                 os.chmod(self.path / "tasks", 0o755)
-                write_visible_files(task, directory)
+                task.write_visible(directory)
                 self._task_dirs[key] = directory
             return self._task_dirs[key]
 

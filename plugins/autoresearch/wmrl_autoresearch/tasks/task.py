@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_autoresearch.tasks.labels import label_strings
-from wmrl_autoresearch.tasks.task_metrics import METRICS, Metric, constant_baseline, get_metric
+from wmrl_autoresearch.tasks.task_metrics import METRICS, Metric, constant_baseline, get_metric, normalized_score
 
 __all__ = [
     "AutoResearchTask",
@@ -182,6 +182,15 @@ class AutoResearchTask:
         """:func:`task_features` of this task (a deferred task answers from its cached card)."""
         return task_features(self)
 
+    def normalize(self, value: float) -> float:
+        """The reward scale of a raw metric value: :func:`~.task_metrics.normalized_score` (a competition
+        answers with its leaderboard percentile, :mod:`.competition_task`)."""
+        return normalized_score(self.metric_spec, value, self.baseline)
+
+    def write_visible(self, directory: str | os.PathLike) -> Path:
+        """Write the files a solution sees into ``directory`` (:func:`write_visible_files`); returns it."""
+        return write_visible_files(self, directory)
+
     @cached_property
     def fingerprint(self) -> str:
         """Hash of the visible data and settings: a cache key for the task's files."""
@@ -221,6 +230,12 @@ class AutoResearchTask:
             f"Output: write $OUTPUT_DIR/predictions.csv (default /output) with header `id,prediction` and one row "
             f"per test row.\n"
             f"Metric: {m.name} on the hidden test targets ({direction}).\n"
+            f"{self.budget_text()}"
+        )
+
+    def budget_text(self) -> str:
+        """The last line of :meth:`description`: the run's limits and the software at hand."""
+        return (
             f"Budget: {self.time_limit_s:g} CPU-seconds, {self.memory_mb} MiB memory, {self.cpus:g} CPU core(s), "
             f"no network. Python 3.11 with numpy, pandas, scikit-learn and torch (CPU)."
         )

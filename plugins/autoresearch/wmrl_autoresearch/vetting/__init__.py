@@ -5,5 +5,5 @@ worth having (graded by :mod:`wmrl_autoresearch.grading.grader`, the code that g
 solutions); :mod:`.build` runs it over every packaged dataset, removes duplicates, assigns the
 held-out split by family, drops a training task whose data a held-out task shares (judged by
 content, :mod:`.content`) and writes the manifest that :mod:`wmrl_autoresearch.tasks.dataset_pool`
-reads.
+reads; :mod:`.competitions` vets prepared MLE-bench-format competitions the same way.
 """
