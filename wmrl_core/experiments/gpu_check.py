@@ -18,7 +18,7 @@ download), and prints what ran and how fast (the plugins' checks live in their
 * ``libero_egl``    a LIBERO camera render through EGL (``MUJOCO_GL=egl``; frames/s);
 * ``trl_vllm``      two steps of ``WMRLGRPOTrainer`` (integrations/trl) generating with vLLM in
   colocate mode on a tiny Qwen2, on the vowels test domain (s/step, the fusion's weights);
-* ``verl_fit``      where ``.venv-verl`` exists (integrations/verl), two steps of verl's ``fit()``
+* ``verl_fit``      in ``.venv-verl-gpu`` (``verl[vllm]==0.9.1`` with its own pins; integrations/verl), two steps of verl's ``fit()``
   with the ``wmrl`` reward manager, estimator and trainer (exit status, s).
 
 Needs, besides the repository's CI install: ``pip install vllm==0.31.0`` (it pins torch 2.13.0;
@@ -62,7 +62,7 @@ CHECKS = (
     "verl_fit",
 )
 CHECKOUT = Path(__file__).resolve().parents[2]
-"""The repository checkout: ``verl_fit`` runs ``integrations/verl/gpu_fit.py`` in ``.venv-verl`` there
+"""The repository checkout: ``verl_fit`` runs ``integrations/verl/gpu_fit.py`` in ``.venv-verl-gpu`` there
 (neither is part of an installed package)."""
 Check = Callable[[dict[str, Any]], dict[str, Any]]
 """A check: takes the shared context (``ctx["tmp"]``, a temporary folder; ``ctx["close"]``,
@@ -146,9 +146,9 @@ def check_trl_vllm(ctx: dict[str, Any]) -> dict[str, Any]:
 def check_verl_fit(ctx: dict[str, Any]) -> dict[str, Any]:
     import subprocess
 
-    python = CHECKOUT / ".venv-verl" / "bin" / "python"
+    python = CHECKOUT / ".venv-verl-gpu" / "bin" / "python"  # verl[vllm]'s own pins (docs/integrations.md)
     if not python.exists():
-        raise FileNotFoundError(f"{python} is missing: create the verl environment (docs/integrations.md)")
+        raise FileNotFoundError(f"{python} is missing: create verl's GPU environment (docs/integrations.md, .ci/run)")
     script = CHECKOUT / "integrations" / "verl" / "gpu_fit.py"
     start = time.perf_counter()
     done = subprocess.run([str(python), str(script), ctx["tmp"]], capture_output=True, text=True, timeout=1800)

@@ -1,6 +1,8 @@
-"""The verl integration on the CPU, with real ``DataProto`` batches: the hashed anchor decision,
-the reward manager's per-trajectory fields, the ``wmrl`` estimator against WMRL's engine (and its
-state through a checkpoint), and the registrations. ``fit()`` needs GPUs and is not run here."""
+"""The verl integration's pieces on the CPU, with real ``DataProto`` batches: the reward manager's
+per-trajectory fields, the world-model scorer (one call per batch), the ``wmrl`` estimator against
+WMRL's engine (and its state through a checkpoint), the ``wmrl`` section of verl's config and the
+registrations. verl's own code paths drive them in ``test_verl_launch.py`` and
+``test_verl_rollout_path.py``; ``fit()`` needs GPUs and is not run here."""
 
 from __future__ import annotations
 
@@ -59,17 +61,6 @@ def _batch(n_groups=4, group_size=4, length=6, seed=0):
     return mask, uids, wm, real
 
 
-def test_anchor_decision_is_per_group_and_content_free():
-    from wmrl_verl import is_anchor
-
-    draws = [is_anchor(f"uid-{g}", seed=0, step=3, fraction=0.3) for g in range(2000)]
-    assert 0.25 < np.mean(draws) < 0.35
-    assert is_anchor("uid-7", 0, 3, 0.3) == is_anchor("uid-7", 0, 3, 0.3)  # any worker, any order
-    assert [is_anchor("uid-7", 0, s, 0.5) for s in range(40)] != [is_anchor("uid-7", 1, s, 0.5) for s in range(40)]
-    assert not any(is_anchor(f"u{g}", 0, 1, 0.0) for g in range(100))
-    assert all(is_anchor(f"u{g}", 0, 1, 1.0) for g in range(100))
-
-
 def _manager(env):
     from omegaconf import OmegaConf
     from wmrl_verl import WMRLRewardManager
@@ -80,56 +71,106 @@ def _manager(env):
         def decode(self, ids, skip_special_tokens=True):
             return "".join("a" if int(i) % 2 else "b" for i in ids)
 
-    return WMRLRewardManager(
-        OmegaConf.create({}), Tok(), None, wmrl_config=_cfg(), components=(env, env, ScoreReward())
-    )
+    return WMRLRewardManager(OmegaConf.create({}), Tok(), None, wmrl_config=_cfg(), components=(env, ScoreReward()))
 
 
-def _rollout(uid, ids, step, task_id="t0"):
+def _rollout(uid, ids, execute, task_id="t0"):
+    """One trajectory's reward batch in verl 0.9.1's layout: the prompt's columns in
+    ``non_tensor_batch`` and an empty ``meta_info`` (``AgentLoopWorker._compute_score``)."""
+    from wmrl_verl.settings import EXECUTE
+
     responses = torch.as_tensor([ids])
     prompt = torch.ones(1, 2, dtype=torch.long)
-    data = DataProto.from_dict(
+    return DataProto.from_dict(
         tensors={
             "prompts": prompt,
             "responses": responses,
             "attention_mask": torch.ones(1, 2 + responses.shape[1], dtype=torch.long),
         },
-        non_tensors={"uid": np.array([uid], dtype=object), "extra_info": np.array([{"task_id": task_id}])},
-        meta_info={"global_steps": step},
+        non_tensors={
+            "uid": np.array([uid], dtype=object),
+            "global_steps": np.array([5]),
+            "extra_info": np.array([{"task_id": task_id}]),
+            EXECUTE: np.array([execute]),
+        },
     )
-    return data
 
 
-def test_reward_manager_predicts_every_trajectory_and_executes_anchors_only():
-    from wmrl_verl import is_anchor
-
+def test_reward_manager_executes_the_marked_trajectories_only():
     env = Letters()
     manager = _manager(env)
-    uids = [f"uid-{g}" for g in range(12)]
-    outputs = [manager.loop.run_until_complete(manager.run_single(_rollout(u, [1, 1, 2], step=5))) for u in uids]
-    anchors = [is_anchor(u, 0, 5, 0.5) for u in uids]
-    assert 0 < sum(anchors) < len(anchors)
-    assert len(env.executed) == sum(anchors)
-    for out, anchor in zip(outputs, anchors, strict=True):
+    marks = [True, False, False, True, False]
+    outputs = [
+        manager.loop.run_until_complete(manager.run_single(_rollout(f"uid-{i}", [1, 1, 2], execute=m)))
+        for i, m in enumerate(marks)
+    ]
+    assert env.executed == ["aab"] * sum(marks)
+    for out, mark in zip(outputs, marks, strict=True):
         info = out["reward_extra_info"]
-        assert info["wmrl_anchor"] is anchor
-        assert math.isclose(info["wmrl_world_model_reward"], 0.1 + 0.5 * (2 / 3) ** 2)
-        if anchor:
+        assert info["wmrl_anchor"] is mark
+        if mark:
             assert math.isclose(info["wmrl_real_reward"], 2 / 3) and out["reward_score"] == info["wmrl_real_reward"]
         else:
-            assert math.isnan(info["wmrl_real_reward"])
+            assert math.isnan(info["wmrl_real_reward"]) and out["reward_score"] == 0.0
 
 
 def test_reward_manager_errors_name_the_fix():
+    from wmrl_verl.settings import EXECUTE
+
     from wmrl_core.errors import ConfigError
 
     manager = _manager(Letters())
     with pytest.raises(ConfigError, match="extra_info.task_id"):
-        manager.loop.run_until_complete(manager.run_single(_rollout("u", [1], step=1, task_id="nope")))
-    data = _rollout("u", [1], step=1)
-    data.meta_info.pop("global_steps")
-    with pytest.raises(ConfigError, match="global_steps"):
+        manager.loop.run_until_complete(manager.run_single(_rollout("u", [1], execute=True, task_id="nope")))
+    data = _rollout("u", [1], execute=True)
+    data.non_tensor_batch.pop(EXECUTE)
+    with pytest.raises(ConfigError, match="trainer_mode=wmrl"):
         manager.loop.run_until_complete(manager.run_single(data))
+
+
+def test_world_model_scorer_predicts_a_batch_in_one_call():
+    from wmrl_verl.world_model import WorldModelScorer
+
+    from wmrl_core.builtin_rewards import ScoreReward
+
+    class Counting(Letters):
+        def __init__(self):
+            super().__init__()
+            self.calls: list[int] = []
+
+        def predict(self, tasks, solutions):
+            self.calls.append(len(solutions))
+            return [
+                Outcome("no_prediction", None) if s == "" else p
+                for s, p in zip(solutions, super().predict(tasks, solutions), strict=True)
+            ]
+
+    env = Counting()
+    scorer = WorldModelScorer(wmrl_config=_cfg(), components=(env, env, ScoreReward()))
+    refs = [("t0", None), ("t1", None), ("t0", "train"), ("t1", None)]
+    rewards, faults = scorer.rewards(refs, ["aa", "ab", "", "bb"])
+    assert env.calls == [4] and env.executed == []
+    np.testing.assert_allclose(rewards, [0.6, 0.1 + 0.5 * 0.25, math.nan, 0.1])
+    assert isinstance(faults, dict)
+
+
+def test_wmrl_section_of_verls_config():
+    from omegaconf import OmegaConf
+    from wmrl_verl.settings import solution_mapping, wmrl_config_from_verl, world_model_worker_options
+
+    from wmrl_core.errors import ConfigError
+    from wmrl_core.vowels import vowel_share
+
+    assert solution_mapping(OmegaConf.create({}))(Task("t", ""), "text") == "text"
+    config = OmegaConf.create(
+        {"wmrl": {"to_solution": "wmrl_core.vowels:vowel_share", "world_model_worker": {"num_gpus": 1}}}
+    )
+    assert solution_mapping(config) is vowel_share
+    assert world_model_worker_options(config) == {"num_cpus": 1, "num_gpus": 1}
+    with pytest.raises(ConfigError, match="package.module:function"):
+        solution_mapping(OmegaConf.create({"wmrl": {"to_solution": "wmrl_core.vowels:nothing_here"}}))
+    with pytest.raises(ConfigError, match=r"\+wmrl.config="):
+        wmrl_config_from_verl(config)
 
 
 @pytest.mark.parametrize(
@@ -211,16 +252,8 @@ def test_registered_with_verl():
         fn(token_level_rewards=torch.zeros_like(mask), response_mask=mask, index=uids)
 
 
-def test_trainer_is_registered_and_reads_the_reward_managers_fields():
+def test_trainer_is_registered():
     from verl.trainer.ppo.v1 import get_trainer_cls
-    from wmrl_verl.trainer import WMRLPPOTrainer, wmrl_fields
+    from wmrl_verl.trainer import WMRLPPOTrainer
 
     assert get_trainer_cls("wmrl") is WMRLPPOTrainer
-    rows = [
-        {"reward_extra_info": {"wmrl_world_model_reward": 0.2, "wmrl_real_reward": math.nan, "wmrl_anchor": False}},
-        {"reward_extra_info": {"wmrl_world_model_reward": 0.4, "wmrl_real_reward": 0.5, "wmrl_anchor": True}},
-    ]
-    fields = wmrl_fields(rows)
-    assert fields["wmrl_world_model_reward"].tolist() == [0.2, 0.4] and fields["wmrl_anchor"].tolist() == [False, True]
-    with pytest.raises(KeyError, match="reward_manager.name=wmrl"):
-        wmrl_fields([{"reward_extra_info": {"acc": 1.0}}])

@@ -1,10 +1,18 @@
-"""WMRL inside verl: the ``wmrl`` reward manager (world model on every trajectory, real
-execution on hashed anchor groups) and the ``wmrl`` advantage estimator (calibration and fusion
-on the driver), plus a v1 trainer subclass that connects them. Importing the package registers
-the reward manager and the estimator name with verl."""
+"""WMRL inside verl: the ``wmrl`` reward manager (real execution of the anchor groups and of
+validation, in verl's reward loop), the ``wmrl`` advantage estimator (calibration and fusion) and
+the ``wmrl`` trainer that connects them (anchor draw, one world-model call per batch). Importing
+the package registers the reward manager and the estimator name with verl;
+:func:`wmrl_verl.registration.register` registers all three, in any process."""
 
 from wmrl_verl.estimator import FIELDS, WMRLAdvantageEstimator
-from wmrl_verl.registration import wmrl_advantage
-from wmrl_verl.reward_manager import WMRLRewardManager, is_anchor
+from wmrl_verl.registration import register, with_worker_registration, wmrl_advantage
+from wmrl_verl.reward_manager import WMRLRewardManager
 
-__all__ = ["FIELDS", "WMRLAdvantageEstimator", "WMRLRewardManager", "is_anchor", "wmrl_advantage"]
+__all__ = [
+    "FIELDS",
+    "WMRLAdvantageEstimator",
+    "WMRLRewardManager",
+    "register",
+    "wmrl_advantage",
+    "with_worker_registration",
+]

@@ -1,12 +1,13 @@
-"""The ``wmrl`` advantage estimator for verl: WMRL's calibration and fusion on the driver.
+"""The ``wmrl`` advantage estimator for verl: WMRL's calibration and fusion in the trainer.
 
-The reward manager (:mod:`wmrl_verl.reward_manager`) leaves three per-trajectory fields in the
-batch's ``non_tensor_batch``: the raw world-model reward, the real reward (NaN off the anchors)
-and the anchor flag. :class:`WMRLAdvantageEstimator` reads them with verl's ``uid`` (the group)
+:class:`~wmrl_verl.trainer.WMRLPPOTrainer` puts three per-trajectory fields in the batch's
+``non_tensor_batch``: the raw world-model reward (from the world-model worker), the real reward
+(NaN off the anchors) and the anchor flag (both from the reward manager).
+:class:`WMRLAdvantageEstimator` reads them with verl's ``uid`` (the group)
 and the response mask (the token counts), runs :func:`wmrl_core.fusion.fuse_step` (the function
 ``wmrl train`` and the TRL integration run too) and writes the effective advantages, broadcast
 over each response's tokens, as verl's ``advantages`` and ``returns``. It holds the calibrator
-and fuser between steps, on the driver, and checkpoints them (:meth:`state_dict`).
+and fuser between steps, in the trainer's process, and checkpoints them (:meth:`state_dict`).
 
 On-policy (one PPO epoch over the batch, ``ppo_epochs=1`` with a single mini-batch) verl's clipped
 loss on these advantages has the gradient of WMRL's fused loss; verl's ``loss_agg_mode``
@@ -30,7 +31,7 @@ from wmrl_core.step import fusion_method
 __all__ = ["WMRLAdvantageEstimator", "FIELDS", "LOSS_AGGREGATION"]
 
 FIELDS = ("wmrl_world_model_reward", "wmrl_real_reward", "wmrl_anchor")
-"""The ``non_tensor_batch`` keys the reward manager writes and the estimator reads."""
+"""The ``non_tensor_batch`` keys the estimator reads."""
 
 LOSS_AGGREGATION = {"token-mean": "token_mean", "seq-mean-token-mean": "sequence_mean"}
 """verl ``actor.loss_agg_mode`` -> the WMRL aggregation whose effective advantages reproduce it."""
@@ -71,8 +72,8 @@ class WMRLAdvantageEstimator:
         missing = [k for k in (*FIELDS, "uid") if k not in data.non_tensor_batch]
         if missing:
             raise ConfigError(
-                f"the batch lacks {missing}: the wmrl advantage estimator needs the wmrl reward manager "
-                "(reward.reward_manager.name=wmrl) and verl's uid per group"
+                f"the batch lacks {missing}: the wmrl advantage estimator needs the wmrl trainer and reward manager "
+                "(trainer.v1.trainer_mode=wmrl, reward.reward_manager.name=wmrl) and verl's uid per group"
             )
         nt = data.non_tensor_batch
         mask = data.batch["response_mask"]
@@ -82,7 +83,7 @@ class WMRLAdvantageEstimator:
         anchor_groups = np.zeros(n_groups, dtype=bool)
         anchor_groups[group_ids[anchor_rows]] = True
         if np.any(anchor_rows != anchor_groups[group_ids]):
-            raise ValueError("a group is partly anchored: the anchor decision must be per uid (the reward manager's)")
+            raise ValueError("a group is partly anchored: the anchor decision must be per uid (per prompt)")
         self.step += 1
         fused = fuse_step(
             world_model_rewards=np.asarray(nt["wmrl_world_model_reward"], dtype=np.float64),

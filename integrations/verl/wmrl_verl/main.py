@@ -1,10 +1,20 @@
-"""``python -m wmrl_verl.main <verl overrides>``: verl's ``main_ppo`` with WMRL's reward manager,
-advantage estimator and trainer registered in this process (docs/integrations.md)."""
+"""``python -m wmrl_verl.main <verl overrides>``: verl's ``main_ppo`` with WMRL's trainer,
+advantage estimator and reward manager registered in every Ray worker of the run
+(:func:`wmrl_verl.registration.with_worker_registration`; docs/integrations.md)."""
 
-from verl.trainer.main_ppo import main
+from __future__ import annotations
 
-import wmrl_verl  # noqa: F401  (registers the reward manager and the estimator)
-import wmrl_verl.trainer  # noqa: F401  (registers trainer.v1.trainer_mode=wmrl)
+import hydra
+from omegaconf import DictConfig
+from verl.trainer.main_ppo import main as verl_main
+
+from wmrl_verl.registration import with_worker_registration
+
+
+@hydra.main(config_path="pkg://verl.trainer.config", config_name="ppo_trainer", version_base=None)
+def main(config: DictConfig) -> None:
+    verl_main(with_worker_registration(config))  # hydra passes a given config straight to verl's main
+
 
 if __name__ == "__main__":
     main()

@@ -1,9 +1,17 @@
-"""``algorithm.adv_estimator=wmrl`` in verl's registry.
+"""WMRL's names in verl's registries, in every process that resolves them.
 
-verl calls a registered estimator with tensors only; the fusion needs the reward manager's
-per-trajectory fields, so the estimator proper runs in :class:`wmrl_verl.trainer.WMRLPPOTrainer`.
-The registered function serves callers that do pass ``non_tensor_batch`` (verl does for some
-estimators) and otherwise says what to use.
+verl resolves ``trainer.v1.trainer_mode``, ``algorithm.adv_estimator`` and
+``reward.reward_manager.name`` from module-level registries, filled when a module is imported, and
+it resolves them inside Ray actors (the task runner, the reward loop workers), not in the process
+that parsed the command line. :func:`register` imports the three WMRL modules;
+:func:`with_worker_registration` makes it the Ray job's ``worker_process_setup_hook``, so Ray runs
+it in every worker process of the job before that worker runs anything (``python -m
+wmrl_verl.main`` does this; docs/integrations.md).
+
+``algorithm.adv_estimator=wmrl`` itself: verl calls a registered estimator with tensors only; the
+fusion needs each trajectory's two raw rewards, so the estimator proper runs in
+:class:`wmrl_verl.trainer.WMRLPPOTrainer`. The registered function serves callers that do pass
+``non_tensor_batch`` and otherwise says what to use.
 """
 
 from __future__ import annotations
@@ -12,11 +20,39 @@ from typing import Any
 
 import numpy as np
 import torch
+from omegaconf import DictConfig, open_dict
 from verl.trainer.ppo.core_algos import register_adv_est
 
 from wmrl_core.errors import ConfigError
 
-__all__ = ["wmrl_advantage", "ESTIMATOR"]
+__all__ = ["wmrl_advantage", "ESTIMATOR", "register", "with_worker_registration", "SETUP_HOOK"]
+
+SETUP_HOOK = "wmrl_verl.registration.register"
+"""This module's :func:`register`, as Ray's ``runtime_env.worker_process_setup_hook`` names it."""
+
+
+def register() -> None:
+    """Register ``wmrl`` as verl's trainer, advantage estimator and reward manager in this process
+    (importing the modules that do; a second call does nothing)."""
+    import wmrl_verl.reward_manager  # noqa: F401
+    import wmrl_verl.trainer  # noqa: F401
+
+
+def with_worker_registration(config: DictConfig) -> DictConfig:
+    """``config`` with :data:`SETUP_HOOK` as ``ray_kwargs.ray_init.runtime_env.worker_process_setup_hook``,
+    which verl's ``run_ppo`` passes to ``ray.init``: every Ray worker of the job registers WMRL."""
+    runtime_env = config.ray_kwargs.ray_init.runtime_env
+    existing = runtime_env.get("worker_process_setup_hook")
+    if existing not in (None, SETUP_HOOK):
+        raise ConfigError(
+            f"ray_kwargs.ray_init.runtime_env.worker_process_setup_hook is {existing!r}; WMRL needs {SETUP_HOOK!r} "
+            "there to register with verl in every Ray worker: remove yours, or launch verl's own "
+            "verl.trainer.main_ppo with a hook of yours that calls wmrl_verl.registration.register()"
+        )
+    with open_dict(config):
+        runtime_env.worker_process_setup_hook = SETUP_HOOK
+    return config
+
 
 ESTIMATOR: dict[str, Any] = {}
 """``{"estimator": WMRLAdvantageEstimator}`` of the driver process, set by whoever owns it."""
