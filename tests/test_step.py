@@ -138,3 +138,84 @@ def test_opposite_rewards_move_the_policy_the_other_way():
     assert (r["fusion/rho2"], r["fusion/w_real"]) == (0.0, pytest.approx(1.0))
     assert r["loss"] == pytest.approx(T * EPS_FACTOR, rel=1e-4)
     assert policy.theta.detach()[0] < 0.2 and policy.theta.detach()[1] > 0.0
+
+
+def test_ratio_diagnostics_hand_computed():
+    """Ratios r = 1.2 and 0.8 at the sampled tokens (the third is masked out):
+    KL = mean((r - 1) - log r) = ((0.2 - log 1.2) + (-0.2 - log 0.8)) / 2; both are 0.2 from 1."""
+    from wmrl_core.step import ratio_diagnostics
+
+    old = torch.log(torch.tensor([[0.5, 0.5, 0.5]]))
+    new = torch.log(torch.tensor([[0.6, 0.4, 0.01]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    kl = ((0.2 - math.log(1.2)) + (-0.2 - math.log(0.8))) / 2
+    assert ratio_diagnostics(new, old, mask, clip_eps=0.15) == {
+        "policy/approx_kl": pytest.approx(kl),
+        "policy/clip_fraction": 1.0,
+    }
+    assert ratio_diagnostics(new, old, mask, clip_eps=0.25)["policy/clip_fraction"] == 0.0
+    nothing = ratio_diagnostics(new, old, torch.zeros(1, 3), clip_eps=0.2)
+    assert all(math.isnan(v) for v in nothing.values())
+
+
+def test_anchor_group_record_counts_groups_without_real_advantage():
+    """Groups 0 and 2 are anchors: group 0 has rewards (1, 0, 1), group 2 (0, 0, NaN), all equal
+    among the finite ones; group 1 (world model only) is not counted."""
+    from wmrl_core.step import anchor_group_record
+
+    real = np.array([1.0, 0.0, 1.0, np.nan, np.nan, np.nan, 0.0, 0.0, np.nan])
+    groups = np.repeat([0, 1, 2], 3)
+    record = anchor_group_record(real, groups, np.array([True, False, True]))
+    assert record == {"rollout/real_reward_sum_per_group": [2.0, 0.0], "rollout/all_equal_group_share": 0.5}
+    none = anchor_group_record(real, groups, np.zeros(3, bool))
+    assert none["rollout/real_reward_sum_per_group"] == [] and math.isnan(none["rollout/all_equal_group_share"])
+
+
+class ReportingTwoArmPolicy(TwoArmPolicy):
+    """Reports its own diagnostics after the update, from what the engine passes it."""
+
+    def update_metrics(self, rollouts: Rollouts, old_log_probs: torch.Tensor, new_log_probs: torch.Tensor):
+        self.seen = (old_log_probs.clone(), new_log_probs.clone())
+        return {"p0": float(torch.softmax(self.theta, -1)[0]), "sigma/0": 1}
+
+
+@pytest.mark.parametrize("policy_class", [TwoArmPolicy, ReportingTwoArmPolicy])
+def test_the_step_record_measures_the_update_on_its_own_tokens(policy_class):
+    """After the update: the ratios of the updated policy (theta near (0.2, 0), so near 1.1 and 0.9) to the
+    sampling one (p = 0.5 per arm) on the four tokens give policy/approx_kl and policy/clip_fraction; real-mode groups (1, 0) and (1, 1) give
+    one all-equal group; a policy with update_metrics adds its own keys as policy/<name>, from the
+    post-update log-probs; one without adds none (and trains exactly as before)."""
+    cfg, policy = config("real"), policy_class()
+    state = TrainState.create(cfg, policy)
+    scored = ScoredStep(
+        rollouts(),
+        anchor_groups=np.array([True, True]),
+        wm_rewards=np.full(4, np.nan),
+        real_rewards=np.array([1.0, 0.0, 1.0, 1.0]),
+    )
+
+    r = update_step(policy, cfg, state, scored, step=1).record
+
+    p = torch.softmax(policy.theta.detach().double(), -1)
+    ratios = torch.stack([p[0], p[1], p[0], p[1]]) / 0.5
+    kl = float(((ratios - 1) - ratios.log()).mean())
+    assert r["policy/approx_kl"] == pytest.approx(kl, rel=1e-6) and 0 < kl < 0.01
+    assert r["policy/clip_fraction"] == 0.0  # ratios near 1.1 and 0.9: inside the 0.2 clip
+    assert r["rollout/real_reward_sum_per_group"] == [1.0, 2.0] and r["rollout/all_equal_group_share"] == 0.5
+    own = {k for k in r if k.startswith("policy/")} - {"policy/approx_kl", "policy/clip_fraction", "policy/entropy"}
+    if policy_class is TwoArmPolicy:
+        assert own == set()
+    else:
+        assert r["policy/p0"] == pytest.approx(float(p[0])) and r["policy/sigma/0"] == 1.0
+        old, new = policy.seen
+        assert torch.equal(old, scored.rollouts.old_log_probs)
+        assert torch.allclose(new.double(), torch.log(torch.stack([p[0], p[1], p[0], p[1]])).unsqueeze(-1))
+    assert policy.theta.detach()[0] > 0.2  # group 0 favours arm 0; group 1 has no advantage
+
+    cfg.logging.update_diagnostics = False  # no extra log_probs call: only the groups' record
+    calls = []
+    log_probs = policy.log_probs
+    policy.log_probs = lambda rollouts: calls.append(1) or log_probs(rollouts)
+    quiet = update_step(policy, cfg, TrainState.create(cfg, policy), scored, step=2).record
+    assert len(calls) == cfg.grpo.epochs and "policy/approx_kl" not in quiet and "policy/p0" not in quiet
+    assert quiet["rollout/all_equal_group_share"] == 0.5

@@ -279,6 +279,14 @@ class LoggingConfig:
     progress: bool = field(
         default=True, metadata={"help": "Show progress: a bar on a terminal, a line per step in a log file."}
     )
+    update_diagnostics: bool = field(
+        default=True,
+        metadata={
+            "help": "After each update, one more ``log_probs`` call (no grad) for ``policy/approx_kl``, "
+            "``policy/clip_fraction`` and the policy's ``update_metrics``: cheap for small policies, a forward "
+            "pass over the batch for a language model (``false`` skips it)."
+        },
+    )
     wandb_project: Optional[str] = field(
         default=None, metadata={"help": "Log to wandb under this project when set (needs ``pip install wandb``)."}
     )

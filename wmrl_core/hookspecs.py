@@ -44,7 +44,8 @@ Policy (factory called as ``factory(env=env, **kwargs)``; usually a ``torch.nn.M
     distribution each token was drawn from, under the current parameters, differentiable;
     feeds the ``policy/entropy`` metric, else NaN, and is required by ``grpo.entropy_coef``),
     ``after_update()`` (called after each optimizer step, e.g. to sync weights into an
-    inference engine), ``close()``.
+    inference engine), ``update_metrics(rollouts, old_log_probs, new_log_probs) -> dict``
+    (after the step's update; each value logged as ``policy/<name>``), ``close()``.
 
 World model (factory called as ``factory(env=env, **kwargs)``)
     ``predict(tasks, solutions) -> list[Outcome | float]``: one batched call predicting the

@@ -31,7 +31,15 @@ from wmrl_core.ledger import ComputeLedger
 from wmrl_core.registry import FuserTable
 from wmrl_core.types import Rollouts
 
-__all__ = ["TrainState", "ScoredStep", "StepUpdate", "update_step", "fusion_method"]
+__all__ = [
+    "TrainState",
+    "ScoredStep",
+    "StepUpdate",
+    "update_step",
+    "fusion_method",
+    "ratio_diagnostics",
+    "anchor_group_record",
+]
 
 
 def fusion_method(cfg: TrainConfig) -> str:
@@ -257,11 +265,68 @@ def _epoch_loss(
     return loss
 
 
+def ratio_diagnostics(
+    new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, mask: torch.Tensor, clip_eps: float
+) -> dict[str, float]:
+    """How far an update moved the policy on the step's own tokens. With ``r = exp(new - old)``, the
+    ratio of the updated policy to the one that sampled the token, over the sampled tokens (mask 1):
+    ``policy/approx_kl`` = mean of ``(r - 1) - log r`` (an unbiased estimate of KL(old || new) in nats
+    per token, >= 0) and ``policy/clip_fraction`` = the share with ``|r - 1| > clip_eps`` (outside the
+    clip range). NaN where no token was sampled."""
+    log_r = (new_log_probs.detach().double() - old_log_probs.detach().double().to(new_log_probs.device))[
+        mask.to(new_log_probs.device) > 0
+    ]
+    if not log_r.numel():
+        return {"policy/approx_kl": math.nan, "policy/clip_fraction": math.nan}
+    r = log_r.exp()
+    return {
+        "policy/approx_kl": float(((r - 1) - log_r).mean()),
+        "policy/clip_fraction": float(((r - 1).abs() > clip_eps).double().mean()),
+    }
+
+
+def anchor_group_record(real_rewards: np.ndarray, group_ids: np.ndarray, anchor_groups: np.ndarray) -> dict[str, Any]:
+    """The anchor groups' real rewards (the executed groups whose real rewards the update uses):
+    ``rollout/real_reward_sum_per_group``, one sum of finite rewards per anchor group in group order
+    (its number of successes for a 0/1 success reward), and ``rollout/all_equal_group_share``, the
+    share of anchor groups whose finite real rewards are all equal (or fewer than two): their real
+    advantages are all 0. ``[]`` and NaN without anchor groups."""
+    sums, equal = [], 0
+    for g in np.flatnonzero(anchor_groups):
+        r = real_rewards[group_ids == g]
+        r = r[np.isfinite(r)]
+        sums.append(float(r.sum()))
+        equal += int(r.size < 2 or r.max() == r.min())
+    share = equal / len(sums) if sums else math.nan
+    return {"rollout/real_reward_sum_per_group": sums, "rollout/all_equal_group_share": share}
+
+
+def _update_diagnostics(policy: Any, cfg: TrainConfig, scored: ScoredStep, mask: torch.Tensor) -> dict[str, Any]:
+    """After the update: :func:`anchor_group_record`, and unless ``logging.update_diagnostics`` is off,
+    :func:`ratio_diagnostics` from one more ``log_probs`` call (no grad; the RNG forked, so the run's
+    draws are the same as without it) and the policy's optional
+    ``update_metrics(rollouts, old_log_probs, new_log_probs)`` as ``policy/<name>``."""
+    rollouts = scored.rollouts
+    old = rollouts.old_log_probs
+    groups = anchor_group_record(scored.real_rewards, scored.group_ids, scored.anchor_groups)
+    if not cfg.logging.update_diagnostics:
+        return groups
+    with torch.no_grad(), torch.random.fork_rng(devices=[old.device] if old.device.type == "cuda" else []):
+        new = policy.log_probs(rollouts)
+        own = policy.update_metrics(rollouts, old, new) if callable(getattr(policy, "update_metrics", None)) else {}
+    return {
+        **ratio_diagnostics(new, old, mask, cfg.grpo.clip_eps),
+        **{f"policy/{name}": float(value) for name, value in own.items()},
+        **groups,
+    }
+
+
 def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: ScoredStep, step: int) -> StepUpdate:
     """Fuse (:func:`~wmrl_core.fusion.fuse_step`), take ``cfg.grpo.epochs`` optimizer steps on ``policy``.
 
     The loss is the plan's exact multi-term sum (``wmrl_core/fusion/base.py``), or with ``fusion.loss=effective``
-    on the first, on-policy pass one GRPO loss on the effective advantages (the same gradient). Replaces
+    on the first, on-policy pass one GRPO loss on the effective advantages (the same gradient); then the
+    diagnostics of the update (:func:`_update_diagnostics`). Replaces
     ``state.debiaser`` and ``state.fuser`` by their updated copies; mutates the optimizer and the policy.
     """
     rollouts = scored.rollouts
@@ -309,6 +374,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         "loss": float(loss.detach()),
         "grad_norm": float(grad_norm),
         "policy/entropy": entropy_mean,
+        **_update_diagnostics(policy, cfg, scored, mask),
         **value_record(fused.record, state.ledger, n_rollouts=len(scored.group_ids)),
         **state.ledger.metrics(),
     }

@@ -53,8 +53,12 @@ def test_generate_and_log_probs_without_simulator(model_dir):
             a = ctrl.act(_obs(rng), {})
             assert a.shape == (1, 7) and np.abs(a).max() <= 1.0
     assert rollouts.mask.sum(1).tolist() == [1, 2, 3, 0]
+    mask, old = rollouts.mask.clone(), rollouts.old_log_probs.clone()
     new = policy.log_probs(rollouts)
     assert new.shape == (4, 4) and new.requires_grad
+    # log_probs reads the rollouts and writes nothing: twice gives the same, the mask and old log-probs stay
+    assert torch.equal(policy.log_probs(rollouts).detach(), new.detach())
+    assert torch.equal(rollouts.mask, mask) and torch.equal(rollouts.old_log_probs, old)
     m = rollouts.mask
     assert torch.allclose(new.detach() * m, rollouts.old_log_probs * m, atol=1e-4)
     assert (rollouts.old_log_probs[m > 0] < 0).all() and (new.detach()[m == 0] == 0).all()

@@ -1,5 +1,7 @@
 """The small VLA: behaviour cloning, and the WMRL policy contract on real episodes."""
 
+import math
+
 import h5py
 import numpy as np
 import pytest
@@ -83,6 +85,8 @@ def test_policy_contract_on_real_episodes():
         rollouts = policy.generate(tasks, group_size=2)
         check_rollouts(rollouts, n_tasks=1, group_size=2)
         assert len(rollouts) == 2 and rollouts.old_log_probs.shape == (2, 5)
+        policy.log_probs(rollouts)  # the trainer's check, before the episodes run (issue 52): changes nothing
+        assert rollouts.mask.sum() == 0
         outcomes = env.execute(rollouts.tasks, rollouts.solutions)
         assert [o.status for o in outcomes] == ["ok", "ok"]
         new = policy.log_probs(rollouts)
@@ -90,6 +94,8 @@ def test_policy_contract_on_real_episodes():
         # same weights: the recomputed log-probs equal the sampling-time ones (GRPO ratio 1)
         assert torch.allclose(new.detach() * rollouts.mask, rollouts.old_log_probs * rollouts.mask, atol=1e-4)
         assert rollouts.mask.sum() == 10
+        env.execute(rollouts.tasks, rollouts.solutions)  # executed again: the new episode replaces the record
+        assert rollouts.mask.sum() == 10 and [len(c.actions) for c in rollouts.solutions] == [5, 5]
     finally:
         env.close()
 
@@ -156,3 +162,119 @@ def test_shipped_base_policy_loads_and_acts(name, tasks):
     actions, _ = model.sample([x], deterministic=True)
     assert actions.shape == (1, 4, 7) and torch.isfinite(actions).all() and actions.abs().max() <= 1
     assert torch.load(path, weights_only=False)["meta"]["tasks"] == list(range(tasks))
+
+
+def _fake_obs(n: int, object_dim: int, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [
+        {"proprio": rng.normal(size=16).astype(np.float32), "object_state": rng.normal(size=object_dim)}
+        for _ in range(n)
+    ]
+
+
+def _snapshot(rollouts) -> tuple:
+    return (
+        rollouts.mask.clone(),
+        rollouts.old_log_probs.clone(),
+        [(len(c.inputs), len(c.actions)) for c in rollouts.solutions],
+    )
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and a[2] == b[2]
+
+
+def test_log_probs_is_pure_before_and_after_execution():
+    """The trainer checks ``log_probs`` before the episodes run (issue 52: it used to clear the whole
+    mask there, so step 1 of every invocation trained on nothing). Calling it changes nothing, twice
+    gives the same, and the mask is the executed steps whenever the episode runs."""
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    from wmrl_core.types import Task
+
+    torch.manual_seed(0)
+    policy = SmallVLAPolicy(max_steps=7, chunk=3, object_dim=4, hidden=16)
+    rollouts = policy.generate([Task(id="t", description="open it")], group_size=2)
+    assert rollouts.mask.sum() == 0  # nothing executed yet
+    before = _snapshot(rollouts)
+    first, second = policy.log_probs(rollouts), policy.log_probs(rollouts)
+    assert torch.equal(first, second) and _same(before, _snapshot(rollouts))
+
+    for o in _fake_obs(5, 4):  # rollout 0 runs 5 steps (as the environment runs it), rollout 1 none
+        rollouts.solutions[0].act(o, {})
+    assert rollouts.mask.tolist() == [[1, 1, 1, 1, 1, 0, 0], [0] * 7]
+    after = _snapshot(rollouts)
+    first, second = policy.log_probs(rollouts), policy.log_probs(rollouts)
+    assert torch.equal(first, second) and _same(after, _snapshot(rollouts))
+    assert first.requires_grad and torch.allclose(first.detach()[0, :5], rollouts.old_log_probs[0, :5], atol=1e-4)
+    assert torch.equal(first.detach()[1], torch.zeros(7))
+
+
+def test_the_record_and_the_mask_move_together():
+    """Whoever runs the controller (the environment clears it first, imagination truncates it) keeps
+    ``inputs``, ``actions`` and the rollout's mask row in step."""
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    from wmrl_core.types import Task
+
+    torch.manual_seed(0)
+    policy = SmallVLAPolicy(max_steps=7, chunk=3, object_dim=4, hidden=16)
+    rollouts = policy.generate([Task(id="t", description="open it")], group_size=1)
+    ctrl = rollouts.solutions[0]
+    for o in _fake_obs(7, 4):
+        ctrl.act(o, {})
+    assert rollouts.mask[0].tolist() == [1] * 7 and len(ctrl.inputs) == 3
+    ctrl.truncate_record(4)  # imagination's episode ended after 4 steps: chunks 0 and 1 remain
+    assert rollouts.mask[0].tolist() == [1, 1, 1, 1, 0, 0, 0] and (len(ctrl.inputs), len(ctrl.actions)) == (2, 4)
+    ctrl.clear_record()  # a real execution starts afresh
+    assert rollouts.mask.sum() == 0 and not ctrl.inputs and not ctrl.actions
+
+
+def test_entropy_is_the_gaussian_entropy_summed_over_action_dimensions():
+    """sigma = exp(log_std) per dimension, state-independent: H = sum_d 0.5 log(2 pi e sigma_d^2) nats
+    at every step; with log_std = (-1, 0, 0.5, -2, -1, 0, 2) (the last clamped to 1, as sampling does)
+    that is 7 * 0.5 * log(2 pi e) + (-1 + 0 + 0.5 - 2 - 1 + 0 + 1) = 9.9326 - 2.5."""
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    from wmrl_core.types import Task
+
+    policy = SmallVLAPolicy(max_steps=5, chunk=2, object_dim=4, hidden=16)
+    with torch.no_grad():
+        policy.model.log_std.copy_(torch.tensor([-1.0, 0.0, 0.5, -2.0, -1.0, 0.0, 2.0]))
+    rollouts = policy.generate([Task(id="t", description="open it")] * 2, group_size=3)
+    entropy = policy.entropy(rollouts)
+    expected = 7 * 0.5 * math.log(2 * math.pi * math.e) - 2.5
+    assert entropy.shape == (6, 5) and torch.allclose(entropy, torch.full((6, 5), expected))
+    assert expected == pytest.approx(7.4326, abs=1e-4)
+    sigma = torch.tensor([-1.0, 0.0, 0.5, -2.0, -1.0, 0.0, 1.0]).exp()
+    assert float(entropy[0, 0].detach()) == pytest.approx(float(torch.distributions.Normal(0.0, sigma).entropy().sum()))
+    entropy.sum().backward()  # differentiable in log_std (the bonus grpo.entropy_coef needs it)
+    assert policy.model.log_std.grad.tolist() == [30.0] * 6 + [0.0]  # 6 x 5 steps each; the clamped one none
+
+
+def test_update_metrics_report_sigma_and_the_action_shift_on_a_fixed_probe_set():
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    from wmrl_core.types import Task
+
+    torch.manual_seed(0)
+    policy = SmallVLAPolicy(max_steps=5, chunk=2, object_dim=4, hidden=16, probe_size=8)
+    twin = SmallVLAPolicy(max_steps=5, chunk=2, object_dim=4, hidden=16, probe_size=8)
+    assert [p.proprio.tolist() for p in policy._probes] == [p.proprio.tolist() for p in twin._probes]  # seeded
+
+    rollouts = policy.generate([Task(id="t", description="open it")], group_size=2)
+    lp = policy.log_probs(rollouts).detach()
+    metrics = policy.update_metrics(rollouts, rollouts.old_log_probs, lp)
+    assert metrics["sigma_mean"] == pytest.approx(math.exp(-1.0))  # init_log_std = -1
+    assert [metrics[f"sigma/{d}"] for d in range(7)] == pytest.approx([math.exp(-1.0)] * 7)
+    assert metrics["action_shift"] == 0.0 and metrics["action_shift_from_start"] == 0.0  # nothing changed
+
+    with torch.no_grad():
+        policy.model.mean_head.bias.add_(0.1)  # an "update"
+        policy.model.log_std[6] = 0.0
+    metrics = policy.update_metrics(rollouts, rollouts.old_log_probs, lp)
+    assert 0 < metrics["action_shift"] == metrics["action_shift_from_start"] < 0.1  # tanh shrinks the shift
+    assert metrics["sigma/6"] == pytest.approx(1.0)
+    policy.generate([Task(id="t", description="open it")], group_size=1)  # the next step samples from here
+    again = policy.update_metrics(rollouts, rollouts.old_log_probs, lp)
+    assert again["action_shift"] == 0.0 and again["action_shift_from_start"] == metrics["action_shift_from_start"]

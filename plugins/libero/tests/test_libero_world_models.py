@@ -176,8 +176,11 @@ def test_small_vla_solutions_are_batched_and_predict_records_the_imagined_episod
     np.testing.assert_allclose(batched.states, generic.states, atol=1e-4)
 
     # predict() records the imagined episode, so a rollout scored only in imagination has a gradient
+    policy.log_probs(rollouts)  # as the trainer checks it, before any episode ran: it must change nothing
+    assert rollouts.mask.sum() == 0
     outs = wm.predict(tasks, rollouts.solutions)
     assert [len(c.actions) for c in rollouts.solutions] == [o.info["imagined_steps"] for o in outs] == [12] * 3
+    assert rollouts.mask.sum() == 3 * 12  # the imagined steps
     log_probs = policy.log_probs(rollouts)
     assert torch.isfinite(log_probs).all() and rollouts.mask.sum() == 3 * 12
     log_probs.sum().backward()

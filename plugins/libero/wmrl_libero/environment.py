@@ -155,13 +155,10 @@ class LiberoEnvironment:
 
     def _controller(self, solution: Any):
         if hasattr(solution, "act"):
-            if isinstance(getattr(solution, "actions", None), list) and isinstance(
-                getattr(solution, "inputs", None), list
-            ):
-                # a controller that records its episode (the small VLA's) may hold an imagined one
-                # (libero-imagination's predict): the real execution's record replaces it
-                solution.inputs.clear()
-                solution.actions.clear()
+            if callable(getattr(solution, "clear_record", None)):
+                # a controller that records its episode (the small VLA's, with its rollout's mask) may
+                # hold an imagined one (libero-imagination's predict): the real execution's record replaces it
+                solution.clear_record()
             return solution
         actions = np.asarray(solution, dtype=np.float64)
         if actions.size == 0 or actions.shape[-1] != 7 or not np.all(np.isfinite(actions)):

@@ -249,7 +249,7 @@ class HFVLAPolicy(nn.Module):
     ``mask`` are zeros at generation and each step's entries are written in place while the
     environment runs the controller (in this process); a rollout never executed keeps an
     empty mask. :meth:`log_probs` recomputes the same tokens' log-probs under the current
-    weights, ``(N, T)``, and clears the mask after the step where the episode ended.
+    weights, ``(N, T)`` (0 at the steps not executed), and changes nothing in the rollouts.
 
     :param env: the WMRL environment; its ``max_episode_steps`` is the default ``max_steps``.
     :param checkpoint: folder of a ``transformers`` causal LM + tokenizer with action tokens.
@@ -303,7 +303,6 @@ class HFVLAPolicy(nn.Module):
         rows, steps, prompts, tokens = [], [], [], []
         for i, ctrl in enumerate(rollouts.solutions):
             n = len(ctrl.tokens)
-            rollouts.mask[i, n:] = 0.0
             rows += [i] * n
             steps += range(n)
             prompts += ctrl.prompts

@@ -14,6 +14,7 @@ Also: the WMRL policy (:class:`SmallVLAPolicy`) and the controller used by
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -192,13 +193,40 @@ class _NoiseController:
     hands out one action per call, so the controller counts the steps actually executed;
     the observations at chunk starts are recorded so that :meth:`SmallVLAPolicy.log_probs`
     can recompute ``log pi(a_t | o_s)`` under new weights.
+
+    The record (``inputs``, ``actions``) is the episode that last ran the controller: a real
+    execution, or an imagined one (``libero-imagination``); whoever runs it writes through
+    :meth:`clear_record`, :meth:`record_input`, :meth:`record_action` and
+    :meth:`truncate_record`, which keep ``mask_row`` (this rollout's row of
+    ``Rollouts.mask``, a view) equal to 1 exactly at the recorded steps.
     """
 
-    def __init__(self, model: SmallVLA, instruction: str, eps: torch.Tensor):
+    def __init__(self, model: SmallVLA, instruction: str, eps: torch.Tensor, mask_row: torch.Tensor | None = None):
         self.model, self.instruction, self.eps = model, instruction, eps  # eps: (T, 7)
+        self.mask_row = torch.zeros(len(eps)) if mask_row is None else mask_row  # (T,)
         self.inputs: list[VLAInput] = []  # one per chunk: the observation it was predicted from
         self.actions: list[torch.Tensor] = []  # one per executed step
         self._planned: torch.Tensor | None = None  # the current chunk (chunk, 7), unclamped
+
+    def clear_record(self) -> None:
+        """Forget the recorded episode (a new execution or imagination of this rollout starts)."""
+        self.inputs.clear()
+        self.actions.clear()
+        self.mask_row.zero_()
+
+    def record_input(self, x: VLAInput) -> None:
+        """The observation a new chunk is planned from."""
+        self.inputs.append(x)
+
+    def record_action(self, a: torch.Tensor) -> None:
+        """The next executed (or imagined) action, unclamped."""
+        self.mask_row[len(self.actions)] = 1.0
+        self.actions.append(a)
+
+    def truncate_record(self, steps: int) -> None:
+        """Keep only the first ``steps`` actions and the chunks they were planned in."""
+        del self.inputs[-(-steps // self.model.chunk) :], self.actions[steps:]
+        self.mask_row[steps:] = 0.0
 
     def _chunk(self, dist: torch.distributions.Normal, row: int, t: int) -> torch.Tensor:
         n = min(self.model.chunk, len(self.eps) - t)
@@ -212,9 +240,9 @@ class _NoiseController:
         if t % self.model.chunk == 0:
             x = VLAInput.from_obs(obs, self.instruction)
             self._planned = self._chunk(self.model.distribution([x]), 0, t)
-            self.inputs.append(x)
+            self.record_input(x)
         a = self._planned[t % self.model.chunk]
-        self.actions.append(a)
+        self.record_action(a)
         return a.clamp(-1, 1).numpy()[None]
 
     @torch.no_grad()
@@ -230,51 +258,131 @@ class _NoiseController:
         return out
 
 
+_FALLBACK_INSTRUCTION = "put the object in the basket"
+"""The probe set's instruction when the policy is built without an environment."""
+
+
 class SmallVLAPolicy(nn.Module):
     """The small VLA as a WMRL policy (GRPO).
 
     A solution is a controller (see :class:`_NoiseController`) that executes each predicted
     chunk in full, as ``wmrl-libero eval`` and DAgger do (so the base policy's measured
     success is what GRPO starts from); its ``T`` log-prob entries are its actions
-    (``T = max_steps``). The mask marks the steps actually executed: it is all ones at
-    generation time and :meth:`log_probs` clears the steps after the episode ended (the
-    environment runs controllers in this process, so they record what happened).
+    (``T = max_steps``). ``old_log_probs`` are known at generation (the noise is drawn in
+    advance); the mask is 0 at generation and becomes 1 at each step as the episode is run
+    (executed by the environment, in this process, or imagined by ``libero-imagination``),
+    so it marks the steps of the recorded episode. :meth:`log_probs` and :meth:`entropy`
+    change nothing: they may be called any number of times, before or after execution.
 
-    :param env: the WMRL environment (unused; for the factory signature).
+    Diagnostics (:meth:`update_metrics`, logged as ``policy/*`` after each update): the
+    standard deviation per action dimension, and how far the update moved the chunk means
+    on a fixed probe set of ``probe_size`` observations drawn once at construction (seed
+    ``probe_seed``) around the model's feature statistics, with the environment's
+    instructions.
+
+    :param env: the WMRL environment (its task instructions make the probe set).
     :param checkpoint: a behaviour-cloned checkpoint to start from (else random weights).
     :param max_steps: actions per rollout (the environment's episode limit).
+    :param probe_size: observations in the probe set (0: no action-shift metrics).
+    :param probe_seed: seed of the probe set.
     """
 
-    def __init__(self, env=None, *, checkpoint: str | None = None, max_steps: int = 520, **model_kwargs):
+    def __init__(
+        self,
+        env=None,
+        *,
+        checkpoint: str | None = None,
+        max_steps: int = 520,
+        probe_size: int = 32,
+        probe_seed: int = 0,
+        **model_kwargs,
+    ):
         super().__init__()
         self.model = load_small_vla(checkpoint) if checkpoint else SmallVLA(**model_kwargs)
         self.max_steps = max_steps
+        self._probes = _probe_set(self.model, _instructions(env), probe_size, probe_seed)
+        self._probe_start = self._probe_means()  # the weights training starts from (also after a resume)
+        self._probe_before: torch.Tensor | None = None  # the weights that sampled the current step
 
+    @torch.no_grad()
+    def _probe_means(self) -> torch.Tensor | None:
+        """The chunk means on the probe set, (P, chunk, 7); ``None`` without probes."""
+        return self.model.distribution(self._probes).mean.clone() if self._probes else None
+
+    def _sigma(self) -> torch.Tensor:
+        return self.model.log_std.clamp(-5, 1).exp()
+
+    @torch.no_grad()
     def generate(self, tasks, group_size: int):
         from wmrl_core.types import Rollouts
 
-        flat, groups, solutions, old = [], [], [], []
-        for g, task in enumerate(tasks):
-            for _ in range(group_size):
-                eps = torch.randn(self.max_steps, 7)
-                sigma = self.model.log_std.clamp(-5, 1).exp().detach()
-                old.append(torch.distributions.Normal(0.0, 1.0).log_prob(eps).sum(-1) - sigma.log().sum())
-                solutions.append(_NoiseController(self.model, task.description, eps))
-                flat.append(task)
-                groups.append(g)
-        old_lp = torch.stack(old)
-        return Rollouts(flat, solutions, np.asarray(groups), old_lp, torch.ones_like(old_lp), extra=None)
+        self._probe_before = self._probe_means()
+        flat = [task for task in tasks for _ in range(group_size)]
+        eps = [torch.randn(self.max_steps, 7) for _ in flat]  # one draw per rollout, in order; each its own tensor
+        old_lp = torch.distributions.Normal(0.0, 1.0).log_prob(torch.stack(eps)).sum(-1) - self._sigma().log().sum()
+        mask = torch.zeros(len(flat), self.max_steps)  # 1 at each step as it is executed or imagined
+        solutions = [_NoiseController(self.model, task.description, eps[i], mask[i]) for i, task in enumerate(flat)]
+        return Rollouts(flat, solutions, np.repeat(np.arange(len(tasks)), group_size), old_lp, mask, extra=None)
 
     def log_probs(self, rollouts) -> torch.Tensor:
-        """``log pi(a_t | o_s)`` per executed step, ``s`` the start of ``t``'s chunk."""
+        """``log pi(a_t | o_s)`` per recorded step, ``s`` the start of ``t``'s chunk; 0 at the
+        steps not recorded (mask 0). Reads ``rollouts``, writes nothing."""
         out = torch.zeros(len(rollouts), self.max_steps)
         k = self.model.chunk
         for i, ctrl in enumerate(rollouts.solutions):
             n = len(ctrl.actions)
-            rollouts.mask[i, n:] = 0.0
             if n:
                 dist = self.model.distribution(ctrl.inputs)  # (chunks, k, 7)
                 steps = torch.arange(n)
                 mean, std = dist.mean[steps // k, steps % k], dist.stddev[steps // k, steps % k]
                 out[i, :n] = torch.distributions.Normal(mean, std).log_prob(torch.stack(ctrl.actions)).sum(-1)
         return out
+
+    def entropy(self, rollouts) -> torch.Tensor:
+        """(N, T) exact entropy in nats of each step's Gaussian, summed over the 7 action
+        dimensions: ``sum_d 0.5 log(2 pi e sigma_d^2)``. sigma does not depend on the
+        observation, so every step has the same value (the engine masks the unrecorded ones)."""
+        per_step = (0.5 * math.log(2 * math.pi * math.e) + self.model.log_std.clamp(-5, 1)).sum()
+        return per_step.expand(len(rollouts), self.max_steps)
+
+    @torch.no_grad()
+    def update_metrics(self, rollouts, old_log_probs: torch.Tensor, new_log_probs: torch.Tensor) -> dict[str, float]:
+        """After the step's update (the engine logs each as ``policy/<name>``): ``sigma_mean`` and
+        ``sigma/<d>`` (the standard deviation of action dimension d = 0..6: xyz, rotation,
+        gripper), ``action_shift`` (mean absolute change of the chunk means on the probe set
+        made by this step's update, in action units) and ``action_shift_from_start`` (since the
+        weights training started from)."""
+        sigma = self._sigma()
+        out = {"sigma_mean": float(sigma.mean()), **{f"sigma/{d}": float(s) for d, s in enumerate(sigma)}}
+        now = self._probe_means()
+        if now is not None:
+            before = self._probe_before
+            out["action_shift"] = float((now - before).abs().mean()) if before is not None else math.nan
+            out["action_shift_from_start"] = float((now - self._probe_start).abs().mean())
+        return out
+
+
+def _instructions(env) -> list[str]:
+    """The environment's task instructions (its train split), in order, each once."""
+    tasks = getattr(env, "tasks", None)
+    if not callable(tasks):
+        return [_FALLBACK_INSTRUCTION]
+    return list(dict.fromkeys(t.description for t in tasks("train"))) or [_FALLBACK_INSTRUCTION]
+
+
+def _probe_set(model: SmallVLA, instructions: list[str], size: int, seed: int) -> list[VLAInput]:
+    """``size`` fixed observations: features ``feat_mean + feat_std * z``, z ~ N(0, I) (features
+    constant in the behaviour-cloning data held at their value), random images when the model
+    reads images, the instructions in turn."""
+    gen = torch.Generator().manual_seed(seed)
+    std = model.feat_std * (model.feat_std > 1e-3)
+    state = (model.feat_mean + std * torch.randn(size, len(std), generator=gen)).numpy().astype(np.float32)
+    probes = []
+    for j in range(size):
+        images = None
+        if model.image_size:
+            side = model.image_size
+            pixels = torch.randint(0, 256, (2, side, side, 3), generator=gen, dtype=torch.uint8).numpy()
+            images = {"agentview_image": pixels[0], "wrist_image": pixels[1]}
+        probes.append(VLAInput(instructions[j % len(instructions)], state[j, :16], state[j, 16:], images))
+    return probes

@@ -21,8 +21,8 @@ Guards against exploitation and compounding error:
 Solutions: an action array ``(T, 7)`` (open loop; the arm holds still after its end, gripper
 unchanged, as the environment does), the small VLA's controller (``model``, ``instruction``,
 ``eps``: batched over episodes, noise from its pre-drawn ``eps``; ``predict`` writes the imagined
-episode into the controller's record ``inputs``/``actions``, so that GRPO has the log-probs of
-a rollout that only imagination scored; a real execution replaces that record), or any object with ``act_batch(obs_list, t) -> (B, k, 7)``
+episode into the controller's record ``inputs``/``actions`` and its rollout's mask, so that GRPO
+has the log-probs of a rollout that only imagination scored; a real execution replaces that record), or any object with ``act_batch(obs_list, t) -> (B, k, 7)``
 or, slowest, ``act(obs, info)`` (called on a deep copy, one episode at a time). Closed-loop
 controllers are asked for actions every ``chunk`` steps and see the imagined observation at
 the start of the chunk (the observation is held within a chunk: an approximation).
@@ -73,8 +73,9 @@ class _NoiseControllers:
     its own chunk boundaries, so a plan made inside a dynamics chunk reads the observation at
     the boundary (exact when the dynamics chunk equals the policy's, the shipped setting).
 
-    With ``record``, each controller's ``inputs`` (one per planned chunk) and ``actions`` (one
-    per step) become the imagined episode, as a real execution records them, so that the
+    With ``record``, each controller's ``inputs`` (one per planned chunk), ``actions`` (one
+    per step) and mask row become the imagined episode, as a real execution records them
+    (through the controller's ``clear_record``/``record_*``/``truncate_record``), so that the
     policy's ``log_probs`` gives a rollout scored only in imagination its gradient; a later real
     execution starts the record afresh (``LiberoEnvironment``)."""
 
@@ -83,15 +84,13 @@ class _NoiseControllers:
         self.planned: list[torch.Tensor | None] = [None] * len(controllers)
         if record:
             for c in controllers:
-                c.inputs.clear()
-                c.actions.clear()
+                c.clear_record()
 
     def truncate(self, steps: np.ndarray) -> None:
         """Keep only the steps each episode actually imagined (before it ended or was cut)."""
         if self.record:
             for c, n in zip(self.controllers, steps):
-                chunks = -(-int(n) // c.model.chunk)  # the chunks those steps were planned in
-                del c.inputs[chunks:], c.actions[int(n) :]
+                c.truncate_record(int(n))
 
     @torch.no_grad()
     def actions(self, obs: list[dict], t: int, k: int) -> np.ndarray:
@@ -115,12 +114,12 @@ class _NoiseControllers:
                         n = min(model.chunk, len(c.eps) - s)
                         self.planned[i] = dist.mean[j, :n] + dist.stddev[j, :n] * c.eps[s : s + n]
                         if self.record:
-                            c.inputs.append(x[j])
+                            c.record_input(x[j])
                 for i in live:
                     a = self.planned[i][s % model.chunk]
                     out[i, s - t] = a.clamp(-1, 1).numpy()
                     if self.record:
-                        self.controllers[i].actions.append(a)
+                        self.controllers[i].record_action(a)
         return out
 
 
