@@ -464,7 +464,7 @@ def test_help_and_configuration_errors_answer_without_importing_torch_or_scikit_
         f"    cli.main({argv!r})\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print(sorted(m for m in ('torch', 'sklearn', 'scipy') if m in sys.modules))\n"
+        "print(sorted(m for m in ('torch', 'sklearn', 'scipy', 'pandas') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout[-2000:] + done.stderr[-2000:]

@@ -28,12 +28,11 @@ execution (see ``wmrl_core.types.MEASURED_COST_KEY``).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from wmrl_autoresearch.grading.grader import grade_predictions
-from wmrl_autoresearch.grading.submission import grade_submission
 from wmrl_autoresearch.sandbox.result import Execution
-from wmrl_autoresearch.tasks.competition_task import CompetitionTask
 from wmrl_autoresearch.tasks.task import AutoResearchTask
 
 __all__ = ["STATUSES", "to_outcome", "rejected_outcome", "outcome_to_dict", "charged_cpu_s"]
@@ -59,7 +58,9 @@ def _status(task: AutoResearchTask, ex: Execution) -> tuple[str, float | None, s
         return "missing_output", None, "the script exited 0 but wrote no $OUTPUT_DIR/predictions.csv"
     if ex.predictions_truncated:
         return "invalid_output", None, "predictions.csv is larger than the size limit"
-    if isinstance(task, CompetitionTask):  # the competition's own grader, in this process
+    if _is_competition(task):  # the competition's own grader, in this process
+        from wmrl_autoresearch.grading.submission import grade_submission
+
         grade = grade_submission(task, ex.predictions)
     else:
         grade = grade_predictions(task, ex.predictions)
@@ -95,7 +96,7 @@ def to_outcome(task: AutoResearchTask, ex: Execution):
         info["notes"] = list(ex.notes)
     if score is not None:
         info["normalized_score"] = task.normalize(score)
-        if isinstance(task, CompetitionTask):
+        if _is_competition(task):
             info.update(task.score_info(score))
     return Outcome(status=status, score=score, info=info)
 
@@ -129,3 +130,10 @@ def rejected_outcome(task: AutoResearchTask, reason: str):
 def outcome_to_dict(task_id: str, outcome) -> dict[str, Any]:
     """JSON-ready view of an outcome (what ``wmrl-autoresearch run-solution`` prints)."""
     return {"task": task_id, "status": outcome.status, "score": outcome.score, **outcome.info}
+
+
+def _is_competition(task: Any) -> bool:
+    """Whether ``task`` is an MLE-bench-format competition. Its module (pandas) is imported only
+    where a competition exists, so ``wmrl train --help`` and the pool's tasks do not pay for it."""
+    module = sys.modules.get("wmrl_autoresearch.tasks.competition_task")
+    return module is not None and isinstance(task, module.CompetitionTask)
