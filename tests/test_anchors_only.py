@@ -8,8 +8,8 @@ change of the world-model rewards (raw or calibrated) changes them.
 import numpy as np
 import torch
 
+from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.config import FusionConfig
-from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion import (
     AnchorsOnlyFuser,
     FusionInputs,
@@ -72,7 +72,7 @@ def test_the_gradient_does_not_move_with_the_world_model_rewards():
     chosen = torch.tensor([0, 1, 2, 0, 1, 2])
     mask = torch.ones(6, 1, dtype=torch.float64)
     real = np.array([1.0, 0.0, np.nan, np.nan, np.nan, np.nan])
-    calibrator = IsotonicDebiaser()
+    calibrator = RewardCalibrator()
     calibrator.update(np.array([0.2, 0.8, 0.5]), np.array([0.0, 1.0, 0.4]), np.array([10, 10, 11]))
     grads, advantages = [], []
     for world_model in (np.array([0.1, 0.9, 0.9, 0.1, 0.3, 0.7]), np.array([5.0, -3.0, -2.0, 8.0, 0.0, 1.0])):

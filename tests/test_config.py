@@ -81,8 +81,8 @@ ENUMERATED = _enumerated_fields()
 
 
 def test_the_enumerations_are_the_ones_their_modules_define():
+    from wmrl_core.calibration import CALIBRATORS
     from wmrl_core.config import MODES, choices
-    from wmrl_core.debias import CALIBRATORS
     from wmrl_core.fusion.engine import ADVANTAGE_SCALES
 
     vocabularies = {key: choices(f) for key, f in ENUMERATED}

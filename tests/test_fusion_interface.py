@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.config import FusionConfig, load_config
-from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ConfigError
 from wmrl_core.fusion import (
     Fuser,
@@ -114,7 +114,7 @@ def _section(method: str) -> FusionConfig:
 
 def _fitted(method: str, aggregation: str):
     """A calibrator and fuser of ``method`` after three earlier steps (so lambda and rho^2 are not 0)."""
-    calibrator, fuser = IsotonicDebiaser(), build_fuser(method, _section(method))
+    calibrator, fuser = RewardCalibrator(), build_fuser(method, _section(method))
     settings = FusionSettings(aggregation=aggregation)
     for s in range(3):
         group_ids, tokens, mask, real, wm, anchors, solutions = _batch(100 + s)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from wmrl_core.debias import IsotonicDebiaser
+from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.synthetic.bandit import SyntheticBanditEnvironment
 from wmrl_core.synthetic.gradient_error import fusion_gradient_errors, group_gradients, relative_errors
 from wmrl_core.synthetic.world_model import SyntheticWorldModel
@@ -30,7 +30,7 @@ def test_rectified_is_unbiased_where_the_world_model_is_not():
     tasks = env.tasks()
     fit_tasks = [tasks[i] for i in rng.integers(0, 8, 400)]
     arms = rng.integers(0, 10, 400).tolist()
-    calibrator = IsotonicDebiaser()
+    calibrator = RewardCalibrator()
     calibrator.update(
         np.array(wm.predict(fit_tasks, arms)),
         np.array([o.score for o in env.execute(fit_tasks, arms)]),
@@ -50,7 +50,7 @@ def test_the_oracle_world_model_bounds_every_unbiased_fusion_from_below():
     env = SyntheticBanditEnvironment(truth_seed=0, seed=0)
     wm = SyntheticWorldModel(env, seed=0)
     probs = np.full((8, 10), 0.1)
-    errors = fusion_gradient_errors(env, wm, probs, IsotonicDebiaser(), rho2=0.5, replications=500, oracle_draws=8)
+    errors = fusion_gradient_errors(env, wm, probs, RewardCalibrator(), rho2=0.5, replications=500, oracle_draws=8)
     oracle_mse, oracle_bias2 = errors["rectified, oracle world model"]
     lam_star = next(v for k, v in errors.items() if k.startswith("rectified (λ*"))
     # the conditional expectation is the best control variate: unbiased, and below any λ's error
@@ -64,7 +64,7 @@ def test_shrinkage_rows_reach_the_best_of_the_family():
     env = SyntheticBanditEnvironment(truth_seed=0, seed=0)
     wm = SyntheticWorldModel(env, seed=0)
     probs = np.full((8, 10), 0.1)
-    errors = fusion_gradient_errors(env, wm, probs, IsotonicDebiaser(), rho2=0.5, replications=500, alphas=(0.0, 1.0))
+    errors = fusion_gradient_errors(env, wm, probs, RewardCalibrator(), rho2=0.5, replications=500, alphas=(0.0, 1.0))
     for name in ("inverse variance", "calibrated"):
         rows = {k: v[0] for k, v in errors.items() if k.startswith(f"shrinkage toward {name}")}
         best = next(v for k, v in rows.items() if "α*" in k)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from wmrl_core.debias import IsotonicDebiaser, ranked_isotonic
+from wmrl_core.calibration import RewardCalibrator, ranked_isotonic
 from wmrl_core.fusion import FusionSettings, fuse_step
 from wmrl_core.fusion.engine import calibrated_advantages, tied_group_share
 from wmrl_core.fusion.mse import MSEWeightedFuser, MSEWeightedSettings, convex_mse, mse_weight
@@ -50,11 +50,11 @@ def test_ranked_calibrator_breaks_ties_by_raw_order_within_groups():
     assert out[1] < out[2] < out[0] and out[4] < out[3]
     np.testing.assert_allclose(out[:3].mean(), 0.5)  # the group's level is kept
     assert np.max(np.abs(out - levels)) <= 0.3 / 2 + 1e-12
-    calibrator = IsotonicDebiaser(calibrator="ranked", slope=0.3)
+    calibrator = RewardCalibrator(calibrator="ranked", slope=0.3)
     calibrator.update(np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.0, 0.0, 1.0, 1.0]), np.array([0, 1, 0, 1]))
     scores, groups = np.array([0.10, 0.15, 0.35, 0.40]), np.array([0, 0, 1, 1])
     assert tied_group_share(calibrator.transform(scores, groups), groups, np.ones(4, bool)) == 0.0
-    isotonic = IsotonicDebiaser()
+    isotonic = RewardCalibrator()
     isotonic.update(np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.0, 0.0, 1.0, 1.0]), np.array([0, 1, 0, 1]))
     assert tied_group_share(isotonic.transform(scores), groups, np.ones(4, bool)) == 1.0  # the step function ties both
 
@@ -80,7 +80,7 @@ def _step(fuser, calibrator, rng, *, rho, step, groups=6, size=4, anchors=(0, 1)
 
 def test_the_world_model_has_no_weight_until_the_gate_opens_then_a_useful_one_gets_it():
     rng = np.random.default_rng(0)
-    fuser, calibrator = MSEWeightedFuser(), IsotonicDebiaser()
+    fuser, calibrator = MSEWeightedFuser(), RewardCalibrator()
     weights, opened = [], []
     for step in range(1, 12):
         fused = _step(fuser, calibrator, rng, rho=0.95, step=step)
@@ -94,7 +94,7 @@ def test_the_world_model_has_no_weight_until_the_gate_opens_then_a_useful_one_ge
 
 def test_a_pure_noise_world_model_gets_no_weight():
     rng = np.random.default_rng(1)
-    fuser, calibrator = MSEWeightedFuser(), IsotonicDebiaser()
+    fuser, calibrator = MSEWeightedFuser(), RewardCalibrator()
     for step in range(1, 30):
         fused = _step(fuser, calibrator, rng, rho=0.0, step=step)
         fuser, calibrator = fused.fuser, fused.calibrator
@@ -104,7 +104,7 @@ def test_a_pure_noise_world_model_gets_no_weight():
 
 def test_plan_does_not_change_the_fuser_and_fit_keeps_its_gate():
     rng = np.random.default_rng(2)
-    fuser, calibrator = MSEWeightedFuser(), IsotonicDebiaser()
+    fuser, calibrator = MSEWeightedFuser(), RewardCalibrator()
     for step in range(1, 4):
         fused = _step(fuser, calibrator, rng, rho=0.9, step=step)
         fuser, calibrator = fused.fuser, fused.calibrator
@@ -152,7 +152,7 @@ def test_noise_pairs_get_a_point_estimate_above_zero_and_a_lower_bound_at_zero()
 def test_the_quantile_option_lowers_only_the_inverse_variance_weight():
     rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
     point, bounded = MSEWeightedFuser(level=0.5), MSEWeightedFuser(level=0.5, rho2_quantile=0.05)
-    cal_a, cal_b = IsotonicDebiaser(), IsotonicDebiaser()
+    cal_a, cal_b = RewardCalibrator(), RewardCalibrator()
     for step in range(1, 8):
         a = _step(point, cal_a, rng_a, rho=0.5, step=step)
         b = _step(bounded, cal_b, rng_b, rho=0.5, step=step)

@@ -138,7 +138,7 @@ def test_wmrl_mode_executes_every_group_and_keeps_real_rewards_on_anchors_only(s
         assert r["fusion/n_real"] == 2 * 4 and r["fusion/n_world_model"] == 8 * 4
         assert math.isfinite(r["reward/world_model_mean"])
     assert records[-1]["compute/execution_items"] == 120
-    assert records[-1]["debias/n_pairs"] == 3 * 2 * 4  # the anchors' (score, success) pairs calibrate
+    assert records[-1]["calibration/n_pairs"] == 3 * 2 * 4  # the anchors' (score, success) pairs calibrate
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from wmrl_core.checkpoint import LEGACY_KEYS, current_keys
 from wmrl_core.config import FusionConfig, TrainConfig
 from wmrl_core.step import ScoredStep, TrainState, update_step
 from wmrl_core.types import Rollouts, Task
@@ -79,7 +80,7 @@ def test_rectified_step_hand_computed():
     assert r["loss"] == pytest.approx(-T / 2 * EPS_FACTOR, rel=1e-4)
     assert r["reward/train_mean"] == pytest.approx((1.0 + 0.0 + 0.1 + 0.7) / 4)
     assert r["reward/calibrated_mean"] == pytest.approx(0.45)  # no anchor pairs before this step: raw
-    assert r["debias/n_pairs"] == 2 and r["anchors/groups"] == 1
+    assert r["calibration/n_pairs"] == 2 and r["anchors/groups"] == 1
     # this step's anchors joined the calibration and the lambda window only after being used
     assert update.anchor_pairs == {
         "step": 1,
@@ -101,7 +102,7 @@ def test_rectified_step_hand_computed():
 
 def test_world_model_step_pools_streams_and_leaves_calibration_alone():
     """world_model mode: no anchors, raw predictions (0.8, 0.2) and (0.7, 0.1) both favour arm 0,
-    so w_real = 0, w_wm = 4/4 and L = -T; nothing enters the debiaser."""
+    so w_real = 0, w_wm = 4/4 and L = -T; nothing enters the calibrator."""
     cfg, policy = config("world_model"), TwoArmPolicy()
     state = TrainState.create(cfg, policy)
     scored = ScoredStep(
@@ -117,7 +118,7 @@ def test_world_model_step_pools_streams_and_leaves_calibration_alone():
     assert (r["fusion/w_real"], r["fusion/w_world_model"]) == (0.0, 1.0)
     assert math.isnan(r["fusion/lambda"]) and math.isnan(r["reward/calibrated_mean"])
     assert r["loss"] == pytest.approx(-T * 0.3 / (0.3 + 1e-6), rel=1e-4)
-    assert update.anchor_pairs is None and state.debiaser.n_pairs_ == 0
+    assert update.anchor_pairs is None and state.calibrator.n_pairs_ == 0
     assert policy.theta.detach()[0] > 0.2 and policy.theta.detach()[1] < 0.0
 
 
@@ -219,3 +220,25 @@ def test_the_step_record_measures_the_update_on_its_own_tokens(policy_class):
     quiet = update_step(policy, cfg, TrainState.create(cfg, policy), scored, step=2).record
     assert len(calls) == cfg.grpo.epochs and "policy/approx_kl" not in quiet and "policy/p0" not in quiet
     assert quiet["rollout/all_equal_group_share"] == 0.5
+
+
+def test_a_checkpoint_that_names_the_calibrator_debiaser_still_loads():
+    """Checkpoints written before the calibration rename hold the calibrator under ``debiaser``."""
+    cfg = config("wmrl", method="rectified")
+    state = TrainState.create(cfg, TwoArmPolicy())
+    state.calibrator.update(np.array([0.1, 0.9, 0.4, 0.6]), np.array([0.0, 1.0, 0.0, 1.0]), np.array([0, 0, 1, 1]))
+    state.fuser.update(np.array([1.0, -1.0]), np.array([2.0, -2.0]))
+    old = {("debiaser" if key == "calibrator" else key): value for key, value in state.state_dict().items()}
+    assert "calibrator" not in old
+
+    restored = TrainState.create(cfg, TwoArmPolicy())
+    restored.load_state_dict(old)
+    assert restored.calibrator.state_dict() == state.calibrator.state_dict()
+    assert restored.calibrator.n_pairs_ == 4
+    assert restored.fuser.state_dict() == state.fuser.state_dict()
+
+
+def test_current_keys_reads_each_old_entry_under_its_new_name_unless_that_is_there():
+    assert LEGACY_KEYS == {"rectified": "fuser", "debiaser": "calibrator"}
+    assert current_keys({"rectified": 1, "debiaser": 2, "step": 3}) == {"fuser": 1, "calibrator": 2, "step": 3}
+    assert current_keys({"debiaser": 2, "calibrator": 4}) == {"debiaser": 2, "calibrator": 4}

@@ -15,7 +15,7 @@ REQUIRED = [
     "step",
     "reward/real_mean",
     "reward/world_model_mean",
-    "debias/residual_var",
+    "calibration/residual_var",
     "fusion/w_world_model",
     "fusion/w_real",
     "compute/generation_s",
@@ -76,7 +76,7 @@ def test_each_mode_writes_a_complete_run_directory(synthetic_config, tmp_path, m
     else:
         assert executed == 12 * 2 * 8  # 10% of 20 groups of 8
         assert last["compute/world_model_items"] == 12 * 20 * 8
-        assert summary["final"]["debias/n_pairs"] == executed
+        assert summary["final"]["calibration/n_pairs"] == executed
 
 
 @pytest.mark.parametrize("method", ["rectified", "inverse_variance"])
@@ -194,8 +194,8 @@ def test_wmrl_beats_world_model_only_on_the_truth(synthetic_config, tmp_path):
 
 @pytest.mark.slow
 def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic_config, tmp_path):
+    from wmrl_core.calibration import RewardCalibrator
     from wmrl_core.config import CalibrationConfig
-    from wmrl_core.debias import IsotonicDebiaser
 
     train(
         load_config(
@@ -211,7 +211,7 @@ def test_each_step_is_calibrated_by_a_map_fitted_on_earlier_steps_only(synthetic
     )
     rows = [json.loads(line) for line in (tmp_path / "run" / "anchor_pairs.jsonl").read_text().splitlines()]
     assert rows[0]["calibrated"] == rows[0]["world_model"]  # no earlier pairs: the identity
-    earlier = IsotonicDebiaser.from_config(CalibrationConfig())  # the default calibration
+    earlier = RewardCalibrator.from_config(CalibrationConfig())  # the default calibration
     for previous, row in zip(rows, rows[1:]):
         earlier.update(np.array(previous["world_model"]), np.array(previous["real"]), np.zeros(len(previous["real"])))
         np.testing.assert_allclose(row["calibrated"], earlier.transform(np.array(row["world_model"])))

@@ -14,7 +14,7 @@ class AnchorSampler:
     uninterrupted one and no RNG state needs saving.
 
     :param fraction: share of groups executed for real, in [0, 1] (1.0 is plain GRPO).
-    :param min_groups: lower bound per step (1 keeps the debiaser fed every step).
+    :param min_groups: lower bound per step (1 keeps the calibrator fed every step).
     :param seed: base seed.
     """
 

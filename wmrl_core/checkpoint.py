@@ -35,6 +35,8 @@ __all__ = [
     "load_checkpoint",
     "has_checkpoint",
     "CheckpointError",
+    "LEGACY_KEYS",
+    "current_keys",
     "rng_state",
     "set_rng_state",
     "RESUMABLE_CHANGES",
@@ -204,6 +206,21 @@ _STEP_FILE = re.compile(r"step_(\d+)\.pt")
 
 class CheckpointError(WMRLError, RuntimeError):
     """No checkpoint of a run can be read."""
+
+
+LEGACY_KEYS = {"rectified": "fuser", "debiaser": "calibrator"}
+"""Checkpoint entries under their earlier names (``rectified``: wmrl 0.1's fuser; ``debiaser``:
+the calibrator before it was named so) and the names they are read as."""
+
+
+def current_keys(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` (a copy) with each entry of :data:`LEGACY_KEYS` under its current name, unless
+    that name is already there."""
+    state = dict(state)
+    for old, new in LEGACY_KEYS.items():
+        if old in state and new not in state:
+            state[new] = state.pop(old)
+    return state
 
 
 def rng_state() -> dict[str, Any]:

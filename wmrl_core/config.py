@@ -137,7 +137,7 @@ class CalibrationConfig:
         metadata={
             "help": "``isotonic`` (step function), ``smoothed`` (isotonic levels joined strictly monotonically, "
             "so calibration never ties scores the world model ranks apart) or ``ranked`` (isotonic levels, ties "
-            "broken by the raw order within each group); see ``wmrl_core/debias.py``.",
+            "broken by the raw order within each group); see ``wmrl_core/calibration.py``.",
             "choices": "wmrl_core.config_choices:CALIBRATORS",
         },
     )

@@ -11,7 +11,7 @@ from typing import Literal
 __all__ = ["ADVANTAGE_SCALES", "CALIBRATORS", "LossAggregation"]
 
 CALIBRATORS = ("isotonic", "smoothed", "ranked")
-"""``calibration.method``: the calibrators of :class:`wmrl_core.debias.IsotonicDebiaser`."""
+"""``calibration.calibrator``: the maps of :class:`wmrl_core.calibration.RewardCalibrator`."""
 
 ADVANTAGE_SCALES = ("own", "real")
 """``fusion.advantage_scale``: what :mod:`wmrl_core.fusion.engine` scales the calibrated advantages by."""

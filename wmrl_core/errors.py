@@ -46,6 +46,11 @@ class ContractError(WMRLError, TypeError):
     """A plugin component does not honour the interface documented in `wmrl_core.hookspecs`."""
 
 
+class DataError(WMRLError, ValueError):
+    """Data a component reads (a competition's files, a solution's predictions) is missing or
+    malformed; the message names the file or value and what to change."""
+
+
 class ComponentError(WMRLError, RuntimeError):
     """A component raised, or returned something the engine cannot use; the message names the
     component, the method and what to change."""

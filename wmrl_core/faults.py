@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_core.contracts import is_rewarded
-from wmrl_core.errors import WMRLError
+from wmrl_core.errors import ComponentError, WMRLError
 from wmrl_core.types import Outcome, Task, as_outcome
 from wmrl_core.waits import DEFAULT_PREDICT_TIMEOUT_S, deadline_s, heartbeat
 
@@ -179,7 +179,7 @@ class _Call:
             self.error = exc
 
 
-class CallTimedOut(Exception):
+class CallTimedOut(ComponentError):
     """A call did not return within its deadline; it was abandoned on its thread."""
 
 
@@ -192,7 +192,7 @@ def call_with_deadline(fn: Callable[[], Any], timeout_s: float | None) -> Any:
     call = _Call(fn)
     call.thread.join(timeout_s)
     if call.thread.is_alive():
-        raise CallTimedOut
+        raise CallTimedOut(f"the call did not return within {timeout_s:g} s; it runs on, abandoned")
     if call.error is not None:
         raise call.error
     return call.result

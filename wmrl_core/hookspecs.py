@@ -90,7 +90,7 @@ Reward extractor (factory called as ``factory(env=env, **kwargs)``)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -208,4 +208,25 @@ def wmrl_register_experiments(table: ComponentTable) -> None:
     :mod:`wmrl_core.experiments.stats`.
 
     :param table: the experiment table of the registry.
+    """
+
+
+# --------------------------------------------------------------------------- sandboxes
+
+
+@hookspec
+def wmrl_register_sandboxes(table: Any) -> None:
+    """Register sandbox backends: where a domain that runs untrusted code (AutoResearch's solution
+    scripts) runs it. The engine never calls this hook; the sandboxed domain does, when it makes its
+    sandboxes (``wmrl_autoresearch.sandbox.registry.sandbox_table``), so a backend added by another
+    package (a Kubernetes pod, a remote sandbox service) needs no edit of the domain.
+
+    Call ``table.add(name, "pkg.module:Factory", isolated=..., description=..., image=...,
+    uses_gpus=..., warm_starts=..., charges="cpu_s" | "wall_s")`` once per backend; the name is what
+    users write as ``environment.kwargs.sandbox``. The factory is called once per pool with the pool's
+    settings and returns a provider of sandboxes (``wmrl_autoresearch.sandbox.backend``:
+    ``SandboxProvider``, ``Sandbox``).
+
+    :param table: the sandbox-backend table of the domain that calls the hook
+        (``wmrl_autoresearch.sandbox.registry.SandboxTable``).
     """

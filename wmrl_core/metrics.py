@@ -3,7 +3,8 @@ starts), TensorBoard, and wandb if asked.
 
 A line is appended with one unbuffered write; if the disk fills up mid-line the file is cut back
 to its last complete line and :class:`~wmrl_core.faults.DiskFullError` is raised. Reading
-tolerates a partial last line (a process killed mid-write) and skips it with a warning.
+tolerates a partial last line (a process killed mid-write) and skips it with a warning, and gives
+metrics written under an earlier name (:data:`LEGACY_METRICS`) back under the current one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ import numpy as np
 
 from wmrl_core.faults import atomic_write_text, disk_full_guard
 
-__all__ = ["MetricsWriter", "nanmean", "read_metrics", "strict_json"]
+__all__ = ["MetricsWriter", "nanmean", "read_metrics", "strict_json", "LEGACY_METRICS"]
+
+LEGACY_METRICS = {
+    "debias/residual_var": "calibration/residual_var",
+    "debias/raw_residual_var": "calibration/raw_residual_var",
+    "debias/n_pairs": "calibration/n_pairs",
+}
+"""Metrics that runs before the calibration rename wrote under ``debias/``, and their current names."""
 
 
 def nanmean(values: Iterable[float | None]) -> float:
@@ -76,7 +84,7 @@ class MetricsWriter:
     ):
         self.path = Path(run_dir) / "metrics.jsonl"
         if truncate_after_step is not None and self.path.exists():
-            kept = [r for r in read_metrics(self.path) if r["step"] <= truncate_after_step]
+            kept = [r for r in _records(self.path) if r["step"] <= truncate_after_step]  # as written
             atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept), "metrics")
         self._file = self.path.open("ab", buffering=0)
         self._tb = None
@@ -125,11 +133,22 @@ class MetricsWriter:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The records of ``metrics.jsonl`` (or of the run directory holding it).
+    """The records of ``metrics.jsonl`` (or of the run directory holding it), each metric under its
+    current name (one of :data:`LEGACY_METRICS` under its new name, unless both are there).
 
     A partial last line (the writer was killed mid-line) is skipped with a warning; a corrupt
     line elsewhere raises ``ValueError`` naming its line number.
     """
+    records = _records(path)
+    for record in records:
+        for old, new in LEGACY_METRICS.items():
+            if old in record and new not in record:
+                record[new] = record.pop(old)
+    return records
+
+
+def _records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of ``metrics.jsonl`` as written (:func:`read_metrics`)."""
     path = Path(path)
     if path.is_dir():
         path = path / "metrics.jsonl"
@@ -145,7 +164,7 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
                 warnings.warn(
                     f"{path}: skipped a partial last line ({len(line)} characters, {exc.msg})",
                     RuntimeWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
                 continue
             raise ValueError(f"{path}, line {i}: not a JSON record ({exc.msg}); the file is corrupt") from None

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from wmrl_core.anchors import AnchorSampler
-from wmrl_core.checkpoint import CheckpointError, rng_state, set_rng_state
+from wmrl_core.calibration import RewardCalibrator
+from wmrl_core.checkpoint import CheckpointError, current_keys, rng_state, set_rng_state
 from wmrl_core.config import TrainConfig
-from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ComponentError
 from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import Fuser, FusionSettings, PolicyGradients, build_fuser, fuse_step, fused_loss
@@ -53,7 +53,7 @@ class TrainState:
     """What a run carries from step to step; :meth:`state_dict` is its checkpoint.
 
     :param optimizer: Adam over the policy's trainable parameters.
-    :param debiaser: the isotonic map from world-model to real rewards, fitted on anchor pairs.
+    :param calibrator: the monotone map from world-model to real rewards, fitted on anchor pairs.
     :param fuser: the fusion method's state (:func:`fusion_method`; ``wmrl_core/fusion/``).
     :param ledger: compute charged per stage, in seconds.
     :param anchor_sampler: which groups are executed for real (seeded per step, stateless).
@@ -69,7 +69,7 @@ class TrainState:
     """
 
     optimizer: torch.optim.Optimizer
-    debiaser: IsotonicDebiaser
+    calibrator: RewardCalibrator
     fuser: Fuser
     ledger: ComputeLedger
     anchor_sampler: AnchorSampler
@@ -80,9 +80,10 @@ class TrainState:
     environment: Any = None
     world_model: Any = None
 
-    REQUIRED_KEYS = ("policy", "optimizer", "debiaser", "ledger", "task_rng", "rng")
-    """Entries every checkpoint of ``wmrl train`` has; ``fuser`` (``rectified`` in wmrl 0.1's),
-    ``environment``, ``world_model`` and ``reference`` are ``None`` or absent where there is nothing."""
+    REQUIRED_KEYS = ("policy", "optimizer", "calibrator", "ledger", "task_rng", "rng")
+    """Entries every checkpoint of ``wmrl train`` has (under an earlier name in older ones:
+    :data:`~wmrl_core.checkpoint.LEGACY_KEYS`); ``fuser``, ``environment``, ``world_model`` and
+    ``reference`` are ``None`` or absent where there is nothing."""
 
     @classmethod
     def create(
@@ -111,7 +112,7 @@ class TrainState:
             set_prior(validation)
         return cls(
             optimizer=optimizer,
-            debiaser=IsotonicDebiaser.from_config(cfg.calibration),
+            calibrator=RewardCalibrator.from_config(cfg.calibration),
             fuser=fuser,
             ledger=ComputeLedger(),
             anchor_sampler=anchor_sampler,
@@ -130,7 +131,7 @@ class TrainState:
         return {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "debiaser": self.debiaser.state_dict(),
+            "calibrator": self.calibrator.state_dict(),
             "fuser": self.fuser.state_dict(),
             "ledger": self.ledger.state_dict(),
             "task_rng": self.task_rng.bit_generator.state,
@@ -146,6 +147,7 @@ class TrainState:
 
         :raises CheckpointError: when ``state`` lacks an entry of :data:`REQUIRED_KEYS`.
         """
+        state = current_keys(state)
         missing = [key for key in self.REQUIRED_KEYS if key not in state]
         if missing:
             raise CheckpointError(
@@ -154,10 +156,9 @@ class TrainState:
             )
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.debiaser.load_state_dict(state["debiaser"])
-        fuser_state = state.get("fuser", state.get("rectified"))  # wmrl 0.1 checkpoints say "rectified"
-        if fuser_state is not None:
-            self.fuser.load_state_dict(fuser_state)
+        self.calibrator.load_state_dict(state["calibrator"])
+        if state.get("fuser") is not None:
+            self.fuser.load_state_dict(state["fuser"])
         self.ledger.load_state_dict(state["ledger"])
         self.task_rng.bit_generator.state = state["task_rng"]
         for name in ("environment", "world_model"):
@@ -327,7 +328,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
     The loss is the plan's exact multi-term sum (``wmrl_core/fusion/base.py``), or with ``fusion.loss=effective``
     on the first, on-policy pass one GRPO loss on the effective advantages (the same gradient); then the
     diagnostics of the update (:func:`_update_diagnostics`). Replaces
-    ``state.debiaser`` and ``state.fuser`` by their updated copies; mutates the optimizer and the policy.
+    ``state.calibrator`` and ``state.fuser`` by their updated copies; mutates the optimizer and the policy.
     """
     rollouts = scored.rollouts
     device = rollouts.old_log_probs.device  # the policy's device (GPU for LLM policies)
@@ -338,7 +339,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         group_ids=scored.group_ids,
         anchor_groups=scored.anchor_groups,
         token_counts=mask.sum(dim=-1).cpu().numpy(),
-        calibrator=state.debiaser,
+        calibrator=state.calibrator,
         fuser=state.fuser,
         settings=FusionSettings.from_config(cfg),
         step=step,
@@ -347,7 +348,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
             policy, rollouts, mask, cfg.grpo.loss_aggregation, sketch_dim=cfg.fusion.gradient_sketch_dim, seed=cfg.seed
         ),
     )
-    state.debiaser, state.fuser = fused.calibrator, fused.fuser
+    state.calibrator, state.fuser = fused.calibrator, fused.fuser
     ref_lp, entropy_mean = _reference_log_probs_and_entropy(policy, cfg, state, rollouts, mask)
     kwargs: dict[str, Any] = dict(
         clip_eps=cfg.grpo.clip_eps,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from wmrl_core.debias import IsotonicDebiaser
+from wmrl_core.calibration import RewardCalibrator
 
 ARCHIVE = Path("docs/results/autoresearch/equal_execution/archive")
 CALIBRATORS = {"isotonic": {}, "smoothed": {"slope": 0.01}, "ranked": {"slope": 0.5}}
@@ -42,7 +42,7 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 def replay(pairs: list[dict[str, Any]], calibrator: str) -> dict[str, list[float]]:
     """Per anchor group of every step: tied (0/1), kept, agreement and raw agreement."""
-    cal = IsotonicDebiaser(calibrator=calibrator, **CALIBRATORS[calibrator])
+    cal = RewardCalibrator(calibrator=calibrator, **CALIBRATORS[calibrator])
     out: dict[str, list[float]] = {"tied": [], "kept": [], "agreement": [], "raw_agreement": []}
     for record in pairs:
         raw, real = np.asarray(record["world_model"], float), np.asarray(record["real"], float)

@@ -53,6 +53,7 @@ SYNTHETIC: dict[str, Any] = {
         "world_model": ["mode=world_model", "steps=120"],
         "wmrl": ["mode=wmrl", "steps=120"],
         "wmrl_inverse_variance": ["mode=wmrl", "steps=120", "fusion.method=inverse_variance"],
+        # `debias`/`denoise`: the sections' earlier names, kept in arm names that finished runs and archives carry
         "wmrl_no_debias": ["mode=wmrl", "steps=120", "calibration.enabled=false"],
         "wmrl_no_denoise": ["mode=wmrl", "steps=120", "fusion.enabled=false"],
     },
@@ -94,7 +95,7 @@ def _scale_steps(arms: dict[str, list[str]], factor: float, default_steps: int) 
 
 
 def plot_calibration(run_dir: Path, path: Path) -> None:
-    """Raw and debiased world-model rewards against real rewards on the anchors of one run."""
+    """Raw and calibrated world-model rewards against real rewards on the anchors of one run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,7 +109,7 @@ def plot_calibration(run_dir: Path, path: Path) -> None:
     cal = np.concatenate([r["calibrated"] for r in rows]).astype(float)
     ok = np.isfinite(real) & np.isfinite(raw) & np.isfinite(cal)
     fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=True)
-    for ax, pred, title in ((axes[0], raw, "raw world model"), (axes[1], cal, "debiased (online isotonic)")):
+    for ax, pred, title in ((axes[0], raw, "raw world model"), (axes[1], cal, "calibrated (online isotonic)")):
         ax.scatter(pred[ok], real[ok], s=6, alpha=0.4)
         lo, hi = np.nanmin([pred[ok].min(), real[ok].min()]), np.nanmax([pred[ok].max(), real[ok].max()])
         ax.plot([lo, hi], [lo, hi], "k--", lw=1)

@@ -81,6 +81,7 @@ SYNTHETIC_ARMS: dict[str, list[str]] = {
     ],
     # lambda tuned on per-rollout advantage moments, duplicates counted apart
     "wmrl_rollout_moments": ["mode=wmrl", "fusion.kwargs.lambda_moments=rollout", f"steps={WMRL_STEPS}"],
+    # `debias`/`denoise`: the sections' earlier names, kept in arm names that finished runs and archives carry
     "wmrl_no_debias": ["mode=wmrl", "calibration.enabled=false", f"steps={WMRL_STEPS}"],
     "wmrl_no_denoise": ["mode=wmrl", "fusion.enabled=false", f"steps={WMRL_STEPS}"],
     "wmrl_independent_wm": ["mode=wmrl", "world_model.kwargs.quality=independent", f"steps={WMRL_STEPS}"],

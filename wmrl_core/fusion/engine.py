@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.config_choices import ADVANTAGE_SCALES
-from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion.base import (
     Fuser,
     FusionInputs,
@@ -96,8 +96,8 @@ class FusedStep:
     :param terms: the plan's loss terms (:func:`~wmrl_core.fusion.base.multi_term_loss`).
     :param calibrator: the calibrator with this step's anchor pairs added.
     :param fuser: the fuser fitted on this step's anchors.
-    :param record: the step's ``reward/*``, ``debias/*``, ``fusion/*``, ``calibration/*`` and
-        ``anchors/groups`` metrics.
+    :param record: the step's ``reward/*``, ``fusion/*``, ``calibration/*`` and ``anchors/groups``
+        metrics.
     :param anchor_pairs: this step's anchor pairs (raw, calibrated, real) for
         ``anchor_pairs.jsonl`` when anchored with anchors, else ``None``.
     :param rewards: (N,) the reward each row trains on: real on anchor rows, calibrated
@@ -108,7 +108,7 @@ class FusedStep:
     advantages: np.ndarray
     row_weights: np.ndarray
     terms: tuple[LossTerm, ...]
-    calibrator: IsotonicDebiaser
+    calibrator: RewardCalibrator
     fuser: Fuser
     record: dict[str, Any]
     anchor_pairs: dict[str, Any] | None
@@ -162,16 +162,16 @@ def _rewarded(rewards: np.ndarray, rows: np.ndarray) -> int:
     return int(np.sum(np.isfinite(rewards[rows])))
 
 
-def _calibration_record(calibrator: IsotonicDebiaser) -> dict[str, Any]:
+def _calibration_record(calibrator: RewardCalibrator) -> dict[str, Any]:
     residual_var = raw_residual_var = math.nan
     if calibrator.n_pairs_ >= 2:
         cross = cross_fitted_calibration(calibrator.x_, calibrator.y_, calibrator.groups_)
         residual_var = float(np.var(calibrator.y_ - cross))
         raw_residual_var = float(np.var(calibrator.y_ - calibrator.x_))
     return {
-        "debias/residual_var": residual_var,
-        "debias/raw_residual_var": raw_residual_var,
-        "debias/n_pairs": calibrator.n_pairs_,
+        "calibration/residual_var": residual_var,
+        "calibration/raw_residual_var": raw_residual_var,
+        "calibration/n_pairs": calibrator.n_pairs_,
     }
 
 
@@ -182,7 +182,7 @@ def fuse_step(
     group_ids: np.ndarray,
     anchor_groups: np.ndarray,
     token_counts: np.ndarray,
-    calibrator: IsotonicDebiaser,
+    calibrator: RewardCalibrator,
     fuser: Fuser,
     settings: FusionSettings,
     step: int,

@@ -32,6 +32,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from wmrl_core.errors import ConfigError
 from wmrl_core.grpo import LossAggregation, aggregate
 
 __all__ = [
@@ -54,8 +55,9 @@ MAX_WHOLE_PARAMETERS = 5_000_000
 would take tens of MB); ``fusion.gradient_sketch_dim`` sketches them instead."""
 
 
-class MissingGradientsError(RuntimeError):
-    """A fuser needs per-group gradients that the trainer did not provide."""
+class MissingGradientsError(ConfigError, RuntimeError):
+    """A fuser needs per-group gradients that the trainer did not provide (the fix is another
+    ``fusion`` setting, as for :func:`refuse_gradient_fusers`)."""
 
 
 def require_gradients(group_gradient: GroupGradient | None, who: str) -> GroupGradient:
@@ -73,8 +75,6 @@ def refuse_gradient_fusers(fuser: Any, trainer: str) -> None:
     """A clear error, when the trainer is built, for a fuser that needs per-group gradients a
     trainer cannot give (rather than one at the first anchored step)."""
     if getattr(fuser, "needs_group_gradients", False):
-        from wmrl_core.errors import ConfigError
-
         raise ConfigError(
             f"{trainer} does not compute per-group policy gradients, which this fusion needs "
             f"({type(fuser).__name__}): set fusion.method=rectified and fusion.kwargs.lambda_moments=solution "

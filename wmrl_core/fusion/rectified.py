@@ -67,8 +67,8 @@ distinct solutions.
 step's draw), so the expected excess variance from tuning is proportional to
 :math:`E(\hat\lambda - \lambda^*)^2`. Once a policy repeats itself only a few (group, solution) sums are
 non-zero in the window, and for a world model independent of the truth the ratio is then
-zero-mean noise that clipping at 0 turns into a positive :math:`\hat\lambda` (0.3 late in training,
-with pure noise added to the update). Among multiples :math:`c\hat\lambda`, the squared error is
+zero-mean noise that clipping at 0 turns into a positive :math:`\hat\lambda`, which adds pure noise
+to the update. Among multiples :math:`c\hat\lambda`, the squared error is
 smallest at :math:`c = \lambda^{*2}/(\lambda^{*2} + \operatorname{Var}\hat\lambda)`; with
 :math:`E\hat\lambda^2 = \lambda^{*2} + \operatorname{Var}\hat\lambda` its plug-in is the positive-part
 James-Stein factor
@@ -89,11 +89,11 @@ whenever its t statistic :math:`t = \hat\lambda/\widehat{\mathrm{se}}` exceeds 1
 t statistic has about :math:`m - 1` degrees of freedom, and early in a run, or with one anchor
 group a step, :math:`m` is 2 or 3: under a world model independent of the truth
 :math:`P(t > 3) = 10\%` at one degree of freedom, so :math:`\tilde\lambda \approx 0.9\hat\lambda`
-on one step in ten, and the window carries the same lucky groups for many steps (measured:
-weight above 0.1 on 10% of steps with the ``noise`` world model, one run at 0.13-0.55 for 13
-steps). The point estimate of the variance from two clusters is the trouble: it is as likely to
-be far too small as not. A variance that does not need many groups is the slope's *null*
-variance: were the calibrated advantages independent of the real ones within each group,
+on one step in ten, and the window carries the same lucky groups for many steps (measured with
+the ``noise`` world model in docs/results/synthetic/noise_weight.md). The point estimate of the
+variance from two clusters is the trouble: it is as likely to be far too small as not. A
+variance that does not need many groups is the slope's *null* variance: were the calibrated
+advantages independent of the real ones within each group,
 :math:`r_g = \sum_u S^R_u S^C_u = \sum_i a_i b_i` (with :math:`a_i = S^R_{u(i)}`, the summed real
 advantage of rollout :math:`i`'s solution, and :math:`b_i = A^C_i`) would be a linear statistic
 of a random permutation of :math:`b`, whose variance is exactly
@@ -108,12 +108,10 @@ anchors show it (for a within-group correlation :math:`\rho`, after roughly
 :math:`(q/\rho)^2` anchor rollouts), and keeps :math:`1 - 1/t^2` of its slope. The null
 variance is not used for the shrinkage itself: under a useful world model the slope's variance
 is smaller than under independence, and shrinking by the larger of the two variances lowered
-the late weight of useful world models (measured: 0.75-0.81 against 0.84-0.89 with the
-sandwich alone). Why 0.999: a window holds about ten steps' groups, so one lucky window keeps a
-weight for ten steps; with a t critical value on the sandwich variance instead of this test,
-levels 0.975 and 0.995 each left one of 40 runs of 30 steps with the ``noise`` world model at a
-mean weight above 0.05 (docs/results/synthetic/noise_weight.md); lower levels of this test were
-not measured.
+the late weight of useful world models. Why 0.999: a window holds about ten steps' groups, so one
+lucky window keeps a weight for ten steps. The level and the alternatives (a t critical value on
+the sandwich variance, the larger of the two variances) were chosen on runs with the ``noise``
+world model and with useful ones: docs/results/synthetic/noise_weight.md.
 
 The moments are computed on earlier steps' anchors, back to the ``window``-th most recent group
 with :math:`c_g > 0` (:class:`RectifiedFuser`), never on this step's, so that

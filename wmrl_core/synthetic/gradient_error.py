@@ -44,8 +44,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from wmrl_core.calibration import RewardCalibrator
+from wmrl_core.checkpoint import current_keys
 from wmrl_core.config import load_config
-from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.fusion import InverseVarianceFuser, inverse_variance_weights
 from wmrl_core.metrics import read_metrics
 from wmrl_core.synthetic.bandit import SyntheticBanditEnvironment
@@ -98,7 +99,7 @@ def simulate_group_gradients(
     env: SyntheticBanditEnvironment,
     world_model: SyntheticWorldModel,
     probs: np.ndarray,
-    calibrator: IsotonicDebiaser,
+    calibrator: RewardCalibrator,
     replications: int,
     batch_tasks: int,
     group_size: int,
@@ -122,7 +123,7 @@ def fusion_gradient_errors(
     env: SyntheticBanditEnvironment,
     world_model: SyntheticWorldModel,
     probs: np.ndarray,
-    calibrator: IsotonicDebiaser,
+    calibrator: RewardCalibrator,
     *,
     rho2: float,
     lams: tuple[float, ...] = (0.5, 1.0),
@@ -180,11 +181,11 @@ def _run(run_dir: Path) -> tuple[Any, SyntheticBanditEnvironment, SyntheticWorld
     return cfg, env, SyntheticWorldModel(env, **dict(cfg.world_model.kwargs))
 
 
-def _snapshot(run_dir: Path, step: int) -> tuple[dict[str, Any], np.ndarray, IsotonicDebiaser]:
+def _snapshot(run_dir: Path, step: int) -> tuple[dict[str, Any], np.ndarray, RewardCalibrator]:
     """The checkpoint of ``step``, its policy's probabilities (tasks x arms) and its calibrator."""
-    ckpt = torch.load(run_dir / "checkpoints" / f"step_{step:06d}.pt", weights_only=False)
-    calibrator = IsotonicDebiaser()
-    calibrator.load_state_dict(ckpt["debiaser"])
+    ckpt = current_keys(torch.load(run_dir / "checkpoints" / f"step_{step:06d}.pt", weights_only=False))
+    calibrator = RewardCalibrator()
+    calibrator.load_state_dict(ckpt["calibrator"])
     return ckpt, torch.softmax(ckpt["policy"]["logits"], dim=-1).numpy(), calibrator
 
 

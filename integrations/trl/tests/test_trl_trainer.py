@@ -28,7 +28,7 @@ def _trainer(model_dir, out_dir, *, max_steps=3, save_steps=100, **wmrl_override
 
 
 def test_trains_on_fused_advantages_and_executes_only_anchors(tiny_qwen2, tmp_path):
-    from wmrl_core.debias import IsotonicDebiaser
+    from wmrl_core.calibration import RewardCalibrator
     from wmrl_core.fusion import FusionSettings, build_fuser, fuse_step
 
     trainer, env = _trainer(tiny_qwen2, tmp_path / "run", max_steps=3)
@@ -47,7 +47,7 @@ def test_trains_on_fused_advantages_and_executes_only_anchors(tiny_qwen2, tmp_pa
         int(np.sum(np.isfinite(np.asarray(s["wm_rewards"], float)) & np.isfinite(np.asarray(s["real_rewards"], float))))
         for s in seen
     )
-    assert seen[-1]["record"]["debias/n_pairs"] == pairs > 0  # every anchor pair with both rewards is kept
+    assert seen[-1]["record"]["calibration/n_pairs"] == pairs > 0  # every anchor pair with both rewards is kept
     for key in ("fusion/w_real", "fusion/w_world_model", "fusion/n_effective"):
         assert np.isfinite(seen[-1]["record"][key]), key
     logged = {k for entry in trainer.state.log_history for k in entry}
@@ -57,7 +57,7 @@ def test_trains_on_fused_advantages_and_executes_only_anchors(tiny_qwen2, tmp_pa
     from wmrl_core.vowels import vowels_config
 
     cfg = vowels_config()
-    calibrator, fuser = IsotonicDebiaser(), build_fuser(cfg.fusion.method, cfg.fusion)
+    calibrator, fuser = RewardCalibrator(), build_fuser(cfg.fusion.method, cfg.fusion)
     settings = FusionSettings(aggregation="sequence_mean", scale_advantages=True)
     for s in seen:
         result = fuse_step(

@@ -55,8 +55,8 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import get_callable_name
 
 from wmrl_core.anchors import AnchorSampler
+from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.config import TrainConfig
-from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ConfigError
 from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import FusionSettings, build_fuser, effective_advantages, fuse_step
@@ -249,7 +249,7 @@ class WMRLGRPOTrainer(GRPOTrainer):
         self.anchor_sampler = AnchorSampler(
             fraction=wmrl.anchors.fraction, min_groups=wmrl.anchors.min_groups, seed=wmrl.seed
         )
-        self.calibrator = IsotonicDebiaser.from_config(wmrl.calibration)
+        self.calibrator = RewardCalibrator.from_config(wmrl.calibration)
         self.fuser = build_fuser(fusion_method(wmrl), wmrl.fusion)
         refuse_gradient_fusers(self.fuser, "WMRLGRPOTrainer (TRL)")
         self.fusion_settings = FusionSettings.from_config(wmrl)

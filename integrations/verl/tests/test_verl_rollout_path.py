@@ -198,7 +198,7 @@ def test_trainer_fuses_the_transfer_queue_batch(wired, train_step):
     np.testing.assert_allclose(advantages.numpy(), expected.batch["advantages"].numpy(), rtol=1e-5, atol=1e-6)
     shown = written["rm_scores"].to_padded_tensor(0.0).sum(-1).numpy()
     np.testing.assert_allclose(shown, np.where(anchors, real, wm), rtol=1e-6)
-    assert metrics["wmrl/debias/n_pairs"] == int(anchors.sum())
+    assert metrics["wmrl/calibration/n_pairs"] == int(anchors.sum())
 
 
 def test_validation_rollouts_are_executed_for_real(wired):

@@ -20,8 +20,8 @@ else:
 
 from verl import DataProto  # noqa: E402
 
+from wmrl_core.calibration import RewardCalibrator  # noqa: E402
 from wmrl_core.config import load_config  # noqa: E402
-from wmrl_core.debias import IsotonicDebiaser  # noqa: E402
 from wmrl_core.fusion import FusionSettings, build_fuser, fuse_step  # noqa: E402
 from wmrl_core.types import Outcome, Task  # noqa: E402
 
@@ -182,7 +182,7 @@ def test_estimator_writes_wmrl_engines_advantages(method, loss_agg_mode, aggrega
 
     cfg = _cfg(f"fusion.method={method}")
     estimator = WMRLAdvantageEstimator(cfg, loss_agg_mode=loss_agg_mode)
-    calibrator, fuser = IsotonicDebiaser.from_config(cfg.calibration), build_fuser(method, cfg.fusion)
+    calibrator, fuser = RewardCalibrator.from_config(cfg.calibration), build_fuser(method, cfg.fusion)
     for step in range(1, 5):
         mask, uids, wm, _ = _batch(seed=step)
         anchor_groups = np.array([True, False, False, True])
@@ -213,7 +213,7 @@ def test_estimator_writes_wmrl_engines_advantages(method, loss_agg_mode, aggrega
         adv = data.batch["advantages"]
         assert adv.shape == mask.shape and torch.all(adv[mask == 0] == 0)
         np.testing.assert_allclose(adv[:, 0].numpy(), expected.advantages, rtol=1e-6, atol=1e-6)
-    assert data.meta_info["wmrl"]["debias/n_pairs"] == 4 * 8
+    assert data.meta_info["wmrl"]["calibration/n_pairs"] == 4 * 8
 
     restored = WMRLAdvantageEstimator(cfg, loss_agg_mode=loss_agg_mode)
     restored.load_state_dict(estimator.state_dict())

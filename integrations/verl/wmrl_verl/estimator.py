@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.config import TrainConfig
-from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ConfigError
 from wmrl_core.fusion import FusionSettings, build_fuser, fuse_step
 from wmrl_core.fusion.gradients import refuse_gradient_fusers
@@ -59,7 +59,7 @@ class WMRLAdvantageEstimator:
             )
         cfg.grpo.loss_aggregation = LOSS_AGGREGATION[loss_agg_mode]
         self.cfg = cfg
-        self.calibrator = IsotonicDebiaser.from_config(cfg.calibration)
+        self.calibrator = RewardCalibrator.from_config(cfg.calibration)
         self.fuser = build_fuser(fusion_method(cfg), cfg.fusion)
         refuse_gradient_fusers(self.fuser, "the verl integration")
         self.settings = FusionSettings.from_config(cfg)

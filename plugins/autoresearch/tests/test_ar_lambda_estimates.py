@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from wmrl_autoresearch.experiments import lambda_estimates as le
 
-from wmrl_core.debias import IsotonicDebiaser
+from wmrl_core.calibration import RewardCalibrator
 
 
 def _group(real, calibrated, h_real, h_calibrated, sketch_real=None, sketch_calibrated=None, keys=None):
@@ -81,8 +81,8 @@ def test_bootstrap_interval_brackets_the_plug_in_and_is_seeded():
 # ------------------------------------------------------------------ calibration
 
 
-def _debiaser():
-    return IsotonicDebiaser()
+def _calibrator():
+    return RewardCalibrator()
 
 
 def test_cross_fitted_rewards_hand_computed():
@@ -92,16 +92,16 @@ def test_cross_fitted_rewards_hand_computed():
     wm = np.array([0.5, 5.0, 0.0, 1.0, 2.0, 4.0, 2.0, 3.0])
     real = np.array([0.0, 1.0, 10.0, 20.0, 2.0, 3.0, 30.0, 40.0])
     groups = np.array([0, 0, 1, 1, 2, 2, 3, 3])
-    out = le.cross_fitted_rewards(wm, real, groups, _debiaser)
+    out = le.cross_fitted_rewards(wm, real, groups, _calibrator)
     assert out == pytest.approx([15.0, 40.0, 0.0, 2 / 3, 30.0, 40.0, 2.0, 2.0])
 
 
 def test_cross_fitted_rewards_identity_without_the_other_half_and_nan_kept():
     wm = np.array([0.1, 0.9, np.nan, 0.4])
-    out = le.cross_fitted_rewards(wm, np.array([1.0, 0.0, 1.0, 0.0]), np.array([0, 0, 2, 2]), _debiaser)
+    out = le.cross_fitted_rewards(wm, np.array([1.0, 0.0, 1.0, 0.0]), np.array([0, 0, 2, 2]), _calibrator)
     assert out[[0, 1, 3]] == pytest.approx([0.1, 0.9, 0.4]) and math.isnan(out[2])
     with pytest.raises(ValueError, match="equal length"):
-        le.cross_fitted_rewards(wm, wm[:3], np.zeros(4, int), _debiaser)
+        le.cross_fitted_rewards(wm, wm[:3], np.zeros(4, int), _calibrator)
 
 
 # ------------------------------------------------------------------ the fuser's estimates on a window

@@ -5,7 +5,7 @@ Commands::
     wmrl-autoresearch tasks [--split train|heldout|all] [--task-file F] [--json]
     wmrl-autoresearch tasks --competitions REGISTRY DATA [--heldout ID|SPLIT.txt] [--tabular-only] [--json]
     wmrl-autoresearch build-pool [--output PATH]   # vet the packaged datasets, write the pool manifest
-    wmrl-autoresearch run-solution TASK SCRIPT.py [--sandbox docker|local-unsafe] [--timeout S] ...
+    wmrl-autoresearch run-solution TASK SCRIPT.py [--sandbox NAME] [--timeout S] ...   # NAME: docker, local-unsafe ...
     wmrl-autoresearch build-image [--tag T] [--mirror URL] [--pip-arg ARG] [--if-missing]
     wmrl-autoresearch bench-sandbox [--latency-runs N] [--throughput-runs N] [--parallel P] [--sklearn-runs N]
                                     [--repetitions R] [--sklearn-only] [--json]
@@ -231,13 +231,28 @@ def _cmd_corpus_cache(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
+def _add_sandbox_options(parser: argparse.ArgumentParser, sandboxes) -> None:
+    """``--sandbox NAME`` (a registered backend; an unknown name fails with the known ones) and ``--image``."""
+    listing = "; ".join(spec.summary() for spec in sandboxes).replace("%", "%%")  # argparse formats help with %
+    parser.add_argument(
+        "--sandbox", default="docker", metavar="NAME", help=f"the sandbox backend (default: docker): {listing}"
+    )
+    images = ", ".join(f"{spec.name}: {spec.image}" for spec in sandboxes if spec.image)
+    parser.add_argument("--image", help=f"the sandbox image, for backends that take one (default: {images or 'none'})")
 
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wmrl-autoresearch", description=__doc__.split("\n")[0])
     p.add_argument("-v", "--verbose", action="store_true", help="log progress")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_task_commands(sub)
+    _add_sandbox_commands(sub)
+    _add_corpus_commands(sub)
+    return p
 
+
+def _add_task_commands(sub) -> None:
+    """``tasks`` and ``build-pool``."""
     t = sub.add_parser("tasks", help="list the tasks")
     t.add_argument("--split", choices=["train", "heldout", "all"], default="all")
     t.add_argument(
@@ -265,15 +280,17 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--output", help="manifest path (default: the package's tasks/data/pool.json)")
     v.set_defaults(fn=_cmd_build_pool)
 
+
+def _add_sandbox_commands(sub) -> None:
+    """``run-solution``, ``build-image``, ``bench-sandbox`` and ``sweep``."""
+    from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
+    from wmrl_autoresearch.sandbox.registry import sandbox_table
+
+    sandboxes = sandbox_table()
     r = sub.add_parser("run-solution", help="run and grade one script on one task; prints the outcome as JSON")
     r.add_argument("task", help="task id (see `wmrl-autoresearch tasks`)")
     r.add_argument("script", help="path of the Python solution script")
-    r.add_argument(
-        "--sandbox",
-        choices=["docker", "local-unsafe"],
-        default="docker",
-        help="local-unsafe runs WITHOUT isolation (machines without Docker, trusted code only)",
-    )
+    _add_sandbox_options(r, sandboxes)
     r.add_argument(
         "--timeout",
         type=float,
@@ -281,7 +298,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--memory-mb", type=int, help="memory limit in MiB (default: the task's)")
     r.add_argument("--cpus", type=float, help="CPU quota in cores (default: the task's)")
-    r.add_argument("--image", default=SANDBOX_IMAGE)
     r.add_argument("--gpus", default="auto", help="'auto', 'none' or comma-separated NVIDIA device ids")
     r.add_argument("--task-file", action="append", default=[], help="extra YAML/JSON/CSV task description")
     r.add_argument(
@@ -306,14 +322,16 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--sklearn-runs", type=int, default=8, help="runs per pandas + scikit-learn batch")
     m.add_argument("--repetitions", type=int, default=3, help="cold and warm pandas + scikit-learn batches each")
     m.add_argument("--sklearn-only", action="store_true", help="only the pandas + scikit-learn cold/warm batches")
-    m.add_argument("--sandbox", choices=["docker", "local-unsafe"], default="docker")
-    m.add_argument("--image", default=SANDBOX_IMAGE)
+    _add_sandbox_options(m, sandboxes)
     m.add_argument("--json", action="store_true")
     m.set_defaults(fn=_cmd_bench)
 
     s = sub.add_parser("sweep", help="remove sandbox containers whose owner process is gone")
     s.set_defaults(fn=_cmd_sweep)
 
+
+def _add_corpus_commands(sub) -> None:
+    """``build-corpus``, ``corpus-cache`` and ``build-world-model``."""
     c = sub.add_parser(
         "build-corpus",
         help="execute sampled programs on the training tasks (never held-out) in sandboxes; resumable (hours)",
@@ -344,7 +362,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="fit the outcome model on the corpus (--families W: the world-model families only); --help for options",
         add_help=False,
     )
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

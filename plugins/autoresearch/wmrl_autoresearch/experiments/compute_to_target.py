@@ -101,6 +101,7 @@ SUITE: dict[str, Any] = {
         "wmrl": ["mode=wmrl", "steps=16"],
         "wmrl_inverse_variance": ["mode=wmrl", "steps=16", "fusion.method=inverse_variance"],
         "wmrl_shrinkage": ["mode=wmrl", "steps=16", "fusion.method=shrinkage"],
+        # `debias`/`denoise`: the sections' earlier names, kept in arm names that finished runs and archives carry
         "wmrl_no_debias": ["mode=wmrl", "steps=16", "calibration.enabled=false"],
         "wmrl_no_denoise": ["mode=wmrl", "steps=16", "fusion.enabled=false"],
         # the control: the world_model arm's settings with i.i.d. U(0, 1) rewards (the `noise`

@@ -50,10 +50,10 @@ import torch
 
 from wmrl_autoresearch.experiments import config_path
 from wmrl_core import checkers
+from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.checkpoint import load_checkpoint
 from wmrl_core.components import make_components
 from wmrl_core.config import load_config
-from wmrl_core.debias import IsotonicDebiaser
 from wmrl_core.errors import ConfigError
 from wmrl_core.fusion import PolicyGradients
 from wmrl_core.fusion.rectified import (
@@ -175,7 +175,7 @@ def cross_fitted_rewards(
     world_model: np.ndarray,
     real: np.ndarray,
     group_ids: np.ndarray,
-    make_calibrator: Callable[[], IsotonicDebiaser],
+    make_calibrator: Callable[[], RewardCalibrator],
 ) -> np.ndarray:
     """Calibrated world-model rewards, two-fold by group parity: the rows of the groups with
     even (odd) id are mapped by a calibrator (``make_calibrator()``) fitted on the pairs of the
@@ -341,7 +341,7 @@ def sample_groups(cfg: Any, args: argparse.Namespace) -> tuple[list[GroupSample]
 
     cal = cfg.calibration
     if cal.enabled:
-        calibrated = cross_fitted_rewards(wm, real, group_ids, lambda: IsotonicDebiaser.from_config(cal))
+        calibrated = cross_fitted_rewards(wm, real, group_ids, lambda: RewardCalibrator.from_config(cal))
     else:
         calibrated = wm.copy()
     samples = group_samples(c.policy, rollouts, real, calibrated, cfg, args.sketch_dim)

@@ -22,11 +22,12 @@ import numpy as np
 
 from wmrl_autoresearch.tasks.labels import label_string
 from wmrl_autoresearch.tasks.task import AutoResearchTask
+from wmrl_core.errors import DataError
 
 __all__ = ["Grade", "grade_predictions", "InvalidPredictions", "parse_number"]
 
 
-class InvalidPredictions(ValueError):
+class InvalidPredictions(DataError):
     """The predictions file cannot be scored; the message says why."""
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 
+from wmrl_core.errors import ComponentError
+
 __all__ = ["DockerUnavailableError", "docker_client"]
 
 
-class DockerUnavailableError(RuntimeError):
+class DockerUnavailableError(ComponentError):
     """No reachable Docker engine (or no ``docker`` Python package)."""
 
 

@@ -39,13 +39,20 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from wmrl_autoresearch.sandbox.backend import LIFETIME_GRACE_S, SandboxStartError
 from wmrl_autoresearch.sandbox.cpu_meter import CpuMeter, CpuWatch
 from wmrl_autoresearch.sandbox.exec_process import ExecProcess
 from wmrl_autoresearch.sandbox.image import SANDBOX_UID
 from wmrl_autoresearch.sandbox.limits import SandboxLimits, thread_env
 from wmrl_autoresearch.sandbox.orphans import owner_labels
 from wmrl_autoresearch.sandbox.result import PREDICTIONS_FILENAME, SOLUTION_FILENAME, Execution
-from wmrl_autoresearch.sandbox.runner import FIFO_NAME, READY_MARKER, runner_argv, wants_preimport
+from wmrl_autoresearch.sandbox.runner import (
+    FIFO_NAME,
+    PREIMPORT_WAIT_S,
+    READY_MARKER,
+    runner_argv,
+    wants_preimport,
+)
 from wmrl_autoresearch.sandbox.workspace import Slot
 
 __all__ = ["DockerSandbox", "SANDBOX_ENV", "CONTAINER_GRACE_S", "PREIMPORT_WAIT_S", "SandboxStartError"]
@@ -65,15 +72,9 @@ SANDBOX_ENV = {
 """Environment of every solution; ``OMP_NUM_THREADS`` etc. are added from the CPU quota."""
 
 _EXIT_SIGKILL = 137  # 128 + SIGKILL: how a kernel OOM kill shows up as an exit status
-CONTAINER_GRACE_S = 10.0
+CONTAINER_GRACE_S = LIFETIME_GRACE_S
 """Extra lifetime of a container beyond its run's wall-clock limit, seconds."""
 _POLL_S = 0.1  # how often the host reads a running script's CPU time, seconds
-PREIMPORT_WAIT_S = 300.0
-"""Longest wait for the pre-importing runner to finish its imports (~1 CPU-s) before a sandbox error, seconds."""
-
-
-class SandboxStartError(RuntimeError):
-    """A container could not be created or started (image missing, engine down ...)."""
 
 
 class DockerSandbox:

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wmrl_core.errors import ComponentError
+
 __all__ = [
     "SANDBOX_IMAGE",
     "SANDBOX_UID",
@@ -90,7 +92,7 @@ IMAGE_ENV = {
 }
 
 
-class ImageBuildError(RuntimeError):
+class ImageBuildError(ComponentError):
     """The offline image build failed; the message names the step and the fix."""
 
 

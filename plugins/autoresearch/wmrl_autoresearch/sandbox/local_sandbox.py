@@ -25,13 +25,14 @@ import time
 import warnings
 from pathlib import Path
 
+from wmrl_autoresearch.sandbox.backend import ProcessProvider, ProviderSettings
 from wmrl_autoresearch.sandbox.cpu_meter import CpuWatch
 from wmrl_autoresearch.sandbox.docker_sandbox import SANDBOX_ENV
 from wmrl_autoresearch.sandbox.limits import SandboxLimits, thread_env
 from wmrl_autoresearch.sandbox.result import PREDICTIONS_FILENAME, SOLUTION_FILENAME, CappedBuffer, Execution
 from wmrl_autoresearch.sandbox.workspace import Slot
 
-__all__ = ["LocalProcessSandbox", "UNSAFE_WARNING"]
+__all__ = ["LocalProcessSandbox", "LocalProvider", "UNSAFE_WARNING"]
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +72,35 @@ UNSAFE_WARNING = (
 _warned = False
 
 
-def warn_unsafe() -> None:
-    """Warn loudly (warnings + log) that the local fallback gives no isolation."""
+def warn_unsafe(stacklevel: int = 3) -> None:
+    """Warn loudly (warnings + log) that the local fallback gives no isolation.
+
+    :param stacklevel: as ``warnings.warn``'s, counted from this function's caller's caller.
+    """
     global _warned
-    warnings.warn(UNSAFE_WARNING, UserWarning, stacklevel=3)
+    warnings.warn(UNSAFE_WARNING, UserWarning, stacklevel=stacklevel)
     if not _warned:
         log.warning("!" * 20 + " " + UNSAFE_WARNING + " " + "!" * 20)
         print(f"\n!!! {UNSAFE_WARNING} !!!\n", file=sys.stderr)
         _warned = True
 
 
+class LocalProvider(ProcessProvider):
+    """The ``local-unsafe`` backend (:class:`~.backend.SandboxProvider`): warns loudly when a pool opens it."""
+
+    def __init__(self, settings: ProviderSettings):
+        warn_unsafe(stacklevel=5)  # at the code that opened the pool, as SandboxPool(...) is reached from it
+
+    def sandbox(
+        self, limits: SandboxLimits, slot: Slot, *, lifetime_s: float, gpu_ids: tuple[str, ...], preimport: bool
+    ) -> LocalProcessSandbox:
+        return LocalProcessSandbox(limits, slot)
+
+
 class LocalProcessSandbox:
     """A child process in its own session, with rlimits, killed as a group at the timeout.
 
-    Same interface as :class:`~wmrl_autoresearch.sandbox.DockerSandbox`: ``start``, ``run``, ``remove``.
+    A :class:`~.backend.Sandbox`; it never ends by itself, takes no GPUs and has no pre-importing runner.
 
     :param python: interpreter running the scripts (needs numpy/pandas/scikit-learn for real tasks).
     """

@@ -1,11 +1,14 @@
 """SandboxPool: many sandboxes at once (bounded), optionally started ahead of need (warm).
 
+* ``backend`` names a registered sandbox backend (:mod:`.registry`: ``docker``, ``local-unsafe``, or
+  one a plugin adds); the pool asks its registration what it can do (warm starts, GPUs, an image)
+  and drives its :class:`~.backend.SandboxProvider`, never its name.
 * At most ``max_parallel`` scripts run at the same time; :meth:`SandboxPool.run_many`
   returns the executions in request order.
-* ``warm=N`` keeps N started containers waiting, refilled in the background, so a run skips
-  container creation and start; with ``preimport`` (default) each has already imported numpy,
-  pandas and scikit-learn in its waiting runner (:mod:`.runner`). A container never runs two
-  solutions: each is removed after its one run and replaced.
+* ``warm=N`` keeps N started sandboxes waiting (backends with warm starts), refilled in the
+  background, so a run skips container creation and start; with ``preimport`` (default) each has
+  already imported numpy, pandas and scikit-learn in its waiting runner (:mod:`.runner`). A sandbox
+  never runs two solutions: each is removed after its one run and replaced.
 * Scripts are limited and charged by CPU time (:mod:`.cpu_meter`). A run killed at the
   wall-clock safety net while still computing (``starved``: the host gave it no CPU) is not the
   script's fault: it is retried once in a new sandbox, then reported as ``sandbox_error``. So is
@@ -13,11 +16,12 @@
   the engine's exec refused): the script has not run, and a transient engine error under load
   would otherwise cost a reward.
 * A script larger than ``limits.script_bytes`` is refused without running (``rejected``).
-* With NVIDIA GPUs, every sandbox holds ``gpus_per_sandbox`` devices exclusively
-  (:class:`~wmrl_autoresearch.sandbox.gpus.GpuPool`); on CPU-only hosts the pool is empty.
+* With NVIDIA GPUs and a backend that uses them, every sandbox holds ``gpus_per_sandbox`` devices
+  exclusively (:class:`~wmrl_autoresearch.sandbox.gpus.GpuPool`); on CPU-only hosts the pool is empty.
 * Cleanup: every sandbox is removed after its run (``finally``); :meth:`close` removes the
   rest (also called at interpreter exit, and on SIGTERM, which is turned into ``SystemExit``
-  when no other handler is installed); orphans of crashed processes are swept at start-up.
+  when no other handler is installed); the Docker backend sweeps orphans of crashed processes
+  when it opens.
 """
 
 from __future__ import annotations
@@ -36,25 +40,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from wmrl_autoresearch.sandbox.docker_sandbox import (
-    CONTAINER_GRACE_S,
-    PREIMPORT_WAIT_S,
-    DockerSandbox,
-    SandboxStartError,
-)
+from wmrl_autoresearch.sandbox.backend import LIFETIME_GRACE_S, ProviderSettings, SandboxStartError
 from wmrl_autoresearch.sandbox.gpus import GpuPool, detect_nvidia_gpus
-from wmrl_autoresearch.sandbox.image import SANDBOX_IMAGE
 from wmrl_autoresearch.sandbox.limits import SandboxLimits
+from wmrl_autoresearch.sandbox.registry import SandboxTable, sandbox_table
 from wmrl_autoresearch.sandbox.result import Execution
-from wmrl_autoresearch.sandbox.runner import PREIMPORT_MIN_MEMORY_MB
+from wmrl_autoresearch.sandbox.runner import PREIMPORT_MIN_MEMORY_MB, PREIMPORT_WAIT_S
 from wmrl_autoresearch.sandbox.workspace import Workspace
 from wmrl_autoresearch.tasks.task import AutoResearchTask
 
-__all__ = ["SandboxPool", "RunRequest", "BACKENDS"]
+__all__ = ["SandboxPool", "RunRequest"]
 
 log = logging.getLogger(__name__)
-
-BACKENDS = ("docker", "local-unsafe")
 
 
 @dataclass
@@ -79,22 +76,25 @@ def _sigterm_to_exit(signum, frame):  # pragma: no cover - exercised through a s
 class SandboxPool:
     """Runs scripts in sandboxes, ``max_parallel`` at a time.
 
-    :param backend: ``"docker"`` (isolated) or ``"local-unsafe"`` (NOT isolated; warns loudly).
+    :param backend: a registered sandbox backend: ``"docker"`` (isolated), ``"local-unsafe"`` (NOT
+        isolated; warns loudly), or one a plugin registers (``wmrl_register_sandboxes``).
     :param limits: limits of every sandbox.
     :param max_parallel: concurrent runs; default ``cpu_count // cpus`` (and no more than the GPU groups).
-    :param warm: containers kept started ahead of need (docker only); 0 disables warm mode.
+    :param warm: sandboxes kept started ahead of need (backends with warm starts); 0 disables warm mode.
     :param preimport: warm containers start the pre-importing runner (numpy, pandas, scikit-learn); not
         when ``limits.memory_mb`` is below :data:`~.runner.PREIMPORT_MIN_MEMORY_MB`.
-    :param image: sandbox image name.
-    :param client: a docker client to reuse; created from the environment otherwise.
-    :param gpus: ``"auto"`` (detect NVIDIA GPUs), ``"none"``, or a list of device ids.
+    :param image: sandbox image name (default: the backend's registered image).
+    :param client: a client of the backend's engine to reuse (docker: a ``DockerClient``); made otherwise.
+    :param gpus: ``"auto"`` (detect NVIDIA GPUs), ``"none"``, or a list of device ids (backends that use GPUs).
     :param gpus_per_sandbox: devices given to each sandbox when GPUs are present.
     :param warm_lifetime_s: a warm container removes itself after this long, seconds.
     :param workdir: host directory for task files and slots (see :mod:`wmrl_autoresearch.sandbox.workspace`).
     :param handle_sigterm: turn SIGTERM into ``SystemExit`` so that cleanup runs (main thread only,
         only when SIGTERM still has its default handler).
-    :param engine_wait_s: how long :meth:`run_many` waits for a Docker engine that stopped answering
-        before it raises :class:`~wmrl_autoresearch.sandbox.engine_outage.EngineLostError`, seconds.
+    :param engine_wait_s: how long :meth:`run_many` waits for an engine that stopped answering before
+        the backend gives up (Docker: :class:`~wmrl_autoresearch.sandbox.engine_outage.EngineLostError`), seconds.
+    :param sandboxes: the registered backends (default: the installed plugins', :func:`~.registry.sandbox_table`).
+    :raises UnknownSandboxError: ``backend`` is not registered (the message lists the known ones).
     """
 
     def __init__(
@@ -105,7 +105,7 @@ class SandboxPool:
         max_parallel: int | None = None,
         warm: int = 0,
         preimport: bool = True,
-        image: str = SANDBOX_IMAGE,
+        image: str | None = None,
         client=None,
         gpus: str | Sequence[str] = "auto",
         gpus_per_sandbox: int = 1,
@@ -113,45 +113,35 @@ class SandboxPool:
         workdir: str | os.PathLike | None = None,
         handle_sigterm: bool = True,
         engine_wait_s: float = 300.0,
+        sandboxes: SandboxTable | None = None,
     ):
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown sandbox backend {backend!r}; use one of {BACKENDS}")
+        self.spec = (sandboxes if sandboxes is not None else sandbox_table()).get(backend)
         self.backend = backend
         self.limits = limits or SandboxLimits()
-        self.image = image
-        self.warm_target = int(warm) if backend == "docker" else 0
+        self.image = image or self.spec.image
+        self.warm_target = int(warm) if self.spec.warm_starts else 0
         self.preimport = bool(preimport)
         self._warm_preimports = self.preimport and self.limits.memory_mb >= PREIMPORT_MIN_MEMORY_MB
         self.warm_lifetime_s = float(warm_lifetime_s)
         self.engine_wait_s = float(engine_wait_s)
-        self.client = None
-        self._owns_client = False
-        if backend == "docker":
-            from wmrl_autoresearch.sandbox.docker_client import docker_client
-            from wmrl_autoresearch.sandbox.orphans import sweep_orphans
-
-            self._owns_client = client is None  # a client we made is ours to close
-            self.client = client or docker_client()
-            self.swept = sweep_orphans(self.client)
-            device_ids = detect_nvidia_gpus() if gpus == "auto" else ([] if gpus == "none" else list(gpus))
-        else:
-            from wmrl_autoresearch.sandbox.local_sandbox import warn_unsafe
-
-            warn_unsafe()
-            self.swept = []
-            device_ids = []
-            if warm:
-                log.warning("warm mode needs the docker backend; ignored for %s", backend)
+        self.provider = self.spec.make(ProviderSettings(image=self.image, client=client))
+        if warm and not self.spec.warm_starts:
+            log.warning("warm mode needs a backend with warm starts; ignored for %s", backend)
+        device_ids = [] if not self.spec.uses_gpus else _device_ids(gpus)
         self.gpu_pool = GpuPool(device_ids, gpus_per_sandbox)
         default_parallel = max(1, int((os.cpu_count() or 1) // max(self.limits.cpus, 1e-9)))
         self.max_parallel = max(1, min(int(max_parallel or default_parallel), self.gpu_pool.capacity))
         self.workspace = Workspace(workdir)
         self._executor = ThreadPoolExecutor(self.max_parallel, thread_name_prefix="wmrl-sandbox")
-        self._live: set = set()
+        self._live: dict = {}  # live sandbox -> the GPUs it holds
         self._live_lock = threading.Lock()
         self._warm: queue.Queue = queue.Queue()
         self._closed = threading.Event()
         self._refill = threading.Event()
+        self._start_threads(handle_sigterm)
+
+    def _start_threads(self, handle_sigterm: bool) -> None:
+        """The reaper, the warmer (warm mode), cleanup at exit and on SIGTERM."""
         self._warmer: threading.Thread | None = None
         # used sandboxes are removed by a background reaper, off the run's critical path
         self._to_reap: queue.Queue = queue.Queue()
@@ -181,19 +171,19 @@ class SandboxPool:
         """Create and start one sandbox (holding its GPUs). Raises SandboxStartError/TimeoutError."""
         limits = limits or self.limits
         slot = self.workspace.new_slot()
-        if self.backend == "local-unsafe":
-            from wmrl_autoresearch.sandbox.local_sandbox import LocalProcessSandbox
-
-            sandbox = LocalProcessSandbox(limits, slot)
-        else:
-            try:
-                gpu_ids = self.gpu_pool.acquire(gpu_wait_s)
-            except TimeoutError:
-                slot.remove()
-                raise
-            sandbox = DockerSandbox(self.client, self.image, limits, slot, lifetime_s, gpu_ids, preimport=preimport)
+        try:
+            gpu_ids = self.gpu_pool.acquire(gpu_wait_s)
+        except TimeoutError:
+            slot.remove()
+            raise
+        try:
+            sandbox = self.provider.sandbox(limits, slot, lifetime_s=lifetime_s, gpu_ids=gpu_ids, preimport=preimport)
+        except BaseException:
+            self.gpu_pool.release(gpu_ids)
+            slot.remove()
+            raise
         with self._live_lock:
-            self._live.add(sandbox)
+            self._live[sandbox] = gpu_ids
         try:
             sandbox.start()
         except BaseException:
@@ -204,13 +194,12 @@ class SandboxPool:
     def _discard(self, sandbox) -> None:
         """Remove a sandbox and give its GPUs back; idempotent."""
         with self._live_lock:
-            was_live = sandbox in self._live
-            self._live.discard(sandbox)
+            gpu_ids = self._live.pop(sandbox, None)
         try:
             sandbox.remove()
         finally:
-            if was_live:
-                self.gpu_pool.release(getattr(sandbox, "gpu_ids", ()))
+            if gpu_ids is not None:
+                self.gpu_pool.release(gpu_ids)
 
     def _reap(self) -> None:
         while True:
@@ -247,7 +236,7 @@ class SandboxPool:
 
     def _acquire(self, limits: SandboxLimits):
         """A started sandbox for one run: a warm one if available, else a new one. Returns (sandbox, warm)."""
-        deadline_margin = limits.wall_limit_s + CONTAINER_GRACE_S
+        deadline_margin = limits.wall_limit_s + LIFETIME_GRACE_S
         while True:
             sandbox = None
             if limits == self.limits:
@@ -265,7 +254,7 @@ class SandboxPool:
                 # with GPUs, poll so that a warm container that appears meanwhile is taken instead
                 wait = 0.2 if self.gpu_pool.enabled else None
                 # lifetime: the run's wall limit, plus the longest pre-import wait and the grace period
-                lifetime_s = limits.wall_limit_s + PREIMPORT_WAIT_S + 2 * CONTAINER_GRACE_S
+                lifetime_s = limits.wall_limit_s + PREIMPORT_WAIT_S + 2 * LIFETIME_GRACE_S
                 return self._new_sandbox(lifetime_s, gpu_wait_s=wait, limits=limits), False
             except TimeoutError:
                 continue
@@ -356,12 +345,8 @@ class SandboxPool:
 
     def _check_engine(self, after_errors: bool) -> None:
         """Wait (bounded) for an engine that does not answer; after an outage or sandbox errors,
-        remove the containers that died with it. Docker backend only."""
-        if self.client is None:
-            return
-        from wmrl_autoresearch.sandbox.engine_outage import engine_answers, recover_from_outage
-
-        if engine_answers(self.client) and not after_errors:
+        remove the sandboxes that died with it (the provider's ``answers`` and ``recover``)."""
+        if self.provider.answers() and not after_errors:
             return
         while True:  # warm containers do not survive an outage
             try:
@@ -377,7 +362,7 @@ class SandboxPool:
             with self._live_lock:
                 return {s.name for s in self._live}
 
-        recover_from_outage(self.client, self.engine_wait_s, keep=running)
+        self.provider.recover(self.engine_wait_s, keep=running)
 
     def wait_reaped(self, timeout_s: float = 30.0) -> bool:
         """Block until every used sandbox has been removed; False on timeout."""
@@ -420,11 +405,15 @@ class SandboxPool:
             self._reaper.join(30.0)
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.workspace.close()
-        if self._owns_client and self.client is not None:
-            self.client.close()  # its HTTP connection pool (an unclosed socket otherwise)
+        self.provider.close()
 
     def __enter__(self) -> SandboxPool:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _device_ids(gpus: str | Sequence[str]) -> list[str]:
+    """The NVIDIA devices ``gpus`` names: ``"auto"`` detects them, ``"none"`` is none."""
+    return detect_nvidia_gpus() if gpus == "auto" else ([] if gpus == "none" else list(gpus))

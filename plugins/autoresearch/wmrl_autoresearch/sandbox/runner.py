@@ -30,6 +30,7 @@ __all__ = [
     "FIFO_NAME",
     "PREIMPORT_MIN_MEMORY_MB",
     "PREIMPORT_MODULES",
+    "PREIMPORT_WAIT_S",
     "READY_MARKER",
     "RUNNER_SOURCE",
     "runner_argv",
@@ -58,6 +59,9 @@ PREIMPORT_MODULES = (
 
 PREIMPORT_MIN_MEMORY_MB = 512
 """Warm containers with a smaller memory limit do not pre-import (the imports take ~160 MiB)."""
+
+PREIMPORT_WAIT_S = 300.0
+"""Longest wait for the pre-importing runner to finish its imports (~1 CPU-s) before a sandbox error, seconds."""
 
 TRIGGER_MODULES = frozenset({"pandas", "sklearn"})
 """A script that imports any of these (at any depth) is run by the runner."""

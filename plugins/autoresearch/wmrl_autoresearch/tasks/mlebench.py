@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wmrl_core.errors import DataError
+
 __all__ = [
     "CompetitionEntry",
     "CompetitionError",
@@ -55,7 +57,7 @@ __all__ = [
 ]
 
 
-class CompetitionError(ValueError):
+class CompetitionError(DataError):
     """A competition cannot become a task; the message says why and what to do."""
 
 
