@@ -242,3 +242,51 @@ def test_current_keys_reads_each_old_entry_under_its_new_name_unless_that_is_the
     assert LEGACY_KEYS == {"rectified": "fuser", "debiaser": "calibrator"}
     assert current_keys({"rectified": 1, "debiaser": 2, "step": 3}) == {"fuser": 1, "calibrator": 2, "step": 3}
     assert current_keys({"debiaser": 2, "calibrator": 4}) == {"debiaser": 2, "calibrator": 4}
+
+
+class TwoRatePolicy(TwoArmPolicy):
+    """The two-arm policy with its logit split into two parameters, each with its own Adam rate."""
+
+    def __init__(self, groups=None):
+        super().__init__()
+        self.theta = torch.nn.Parameter(torch.tensor([0.2]))
+        self.other = torch.nn.Parameter(torch.tensor([0.0]))
+        self.groups = groups
+
+    def log_probs(self, rollouts: Rollouts) -> torch.Tensor:
+        logits = torch.cat([self.theta, self.other])
+        return torch.log_softmax(logits, -1)[torch.as_tensor(rollouts.solutions)].unsqueeze(-1)
+
+    def optimizer_param_groups(self, lr):
+        if self.groups is not None:
+            return self.groups(self)
+        return [{"params": [self.theta], "lr": lr}, {"params": [self.other], "lr": 10 * lr}]
+
+
+def test_a_policys_own_parameter_groups_set_each_parameters_rate():
+    """Adam's first step moves every parameter by its learning rate (the sign of its gradient):
+    the parameter in the 10x group moves 10x as far."""
+    cfg, policy = config("real"), TwoRatePolicy()
+    state = TrainState.create(cfg, policy)
+    assert [g["lr"] for g in state.optimizer.param_groups] == [cfg.grpo.lr, 10 * cfg.grpo.lr]
+    real = np.array([1.0, 0.0, 1.0, 0.0])
+    scored = ScoredStep(
+        rollouts(), anchor_groups=np.array([True, True]), wm_rewards=np.full(4, np.nan), real_rewards=real
+    )
+
+    update_step(policy, cfg, state, scored, step=1)
+
+    assert float(policy.theta) - 0.2 == pytest.approx(cfg.grpo.lr, rel=1e-3)
+    assert 0.0 - float(policy.other) == pytest.approx(10 * cfg.grpo.lr, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [lambda p: [{"params": [p.theta]}], lambda p: [{"params": [p.theta, p.other]}, {"params": [p.other]}]],
+    ids=["a parameter missing", "a parameter twice"],
+)
+def test_parameter_groups_that_miss_or_repeat_a_parameter_are_refused(groups):
+    from wmrl_core.errors import ComponentError
+
+    with pytest.raises(ComponentError, match="exactly once"):
+        TrainState.create(config("real"), TwoRatePolicy(groups))

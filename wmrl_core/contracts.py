@@ -36,6 +36,7 @@ __all__ = [
     "HasReferenceLogProbs",
     "HasEntropy",
     "SyncsAfterUpdate",
+    "HasOptimizerParamGroups",
     "Closeable",
     "Stateful",
     "LearnsFromAnchors",
@@ -157,6 +158,14 @@ class SyncsAfterUpdate(Protocol):
     """Called after each optimizer step (e.g. to push new weights into an inference engine)."""
 
     def after_update(self) -> None: ...
+
+
+@runtime_checkable
+class HasOptimizerParamGroups(Protocol):
+    """Policies that choose Adam's parameter groups (e.g. another learning rate for an
+    exploration parameter); each trainable parameter appears in exactly one group."""
+
+    def optimizer_param_groups(self, lr: float) -> list[dict[str, Any]]: ...
 
 
 @runtime_checkable

@@ -45,7 +45,10 @@ Policy (factory called as ``factory(env=env, **kwargs)``; usually a ``torch.nn.M
     feeds the ``policy/entropy`` metric, else NaN, and is required by ``grpo.entropy_coef``),
     ``after_update()`` (called after each optimizer step, e.g. to sync weights into an
     inference engine), ``update_metrics(rollouts, old_log_probs, new_log_probs) -> dict``
-    (after the step's update; each value logged as ``policy/<name>``), ``close()``.
+    (after the step's update; each value logged as ``policy/<name>``),
+    ``optimizer_param_groups(lr) -> list[dict]`` (Adam's parameter groups, e.g. another rate for an
+    exploration parameter; each trainable parameter exactly once; else one group at ``grpo.lr``),
+    ``close()``.
 
 World model (factory called as ``factory(env=env, **kwargs)``)
     ``predict(tasks, solutions) -> list[Outcome | float]``: one batched call predicting the

@@ -22,6 +22,7 @@ from wmrl_core.anchors import AnchorSampler
 from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.checkpoint import CheckpointError, current_keys, rng_state, set_rng_state
 from wmrl_core.config import TrainConfig
+from wmrl_core.contracts import HasOptimizerParamGroups
 from wmrl_core.errors import ComponentError
 from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import Fuser, FusionSettings, PolicyGradients, build_fuser, fuse_step, fused_loss
@@ -40,6 +41,23 @@ __all__ = [
     "ratio_diagnostics",
     "anchor_group_record",
 ]
+
+
+def optimizer_param_groups(policy: Any, lr: float) -> list[dict[str, Any]]:
+    """Adam's parameter groups: the policy's own ``optimizer_param_groups(lr)`` (e.g. a separate rate
+    for an exploration parameter), else one group of every trainable parameter at ``lr``. A policy's
+    groups must cover each trainable parameter exactly once."""
+    if not isinstance(policy, HasOptimizerParamGroups):
+        return [{"params": [p for p in policy.parameters() if p.requires_grad], "lr": lr}]
+    groups = list(policy.optimizer_param_groups(lr))
+    listed = [id(p) for group in groups for p in group["params"]]
+    trainable = {id(p) for p in policy.parameters() if p.requires_grad}
+    if len(listed) != len(set(listed)) or set(listed) != trainable:
+        raise ComponentError(
+            f"{type(policy).__name__}.optimizer_param_groups() must list each trainable parameter exactly once "
+            f"({len(listed)} listed, {len(set(listed))} distinct, {len(trainable)} trainable)"
+        )
+    return groups
 
 
 def fusion_method(cfg: TrainConfig) -> str:
@@ -97,7 +115,7 @@ class TrainState:
     ) -> TrainState:
         """The state of a fresh run of ``cfg`` training ``policy`` (on ``environment`` with ``world_model``);
         its fuser is made from ``fusers`` (the run's registry's; default: the installed plugins')."""
-        optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=cfg.grpo.lr)
+        optimizer = torch.optim.Adam(optimizer_param_groups(policy, cfg.grpo.lr), lr=cfg.grpo.lr)
         reference = None
         if cfg.grpo.kl_coef and not callable(getattr(policy, "reference_log_probs", None)):
             reference = copy.deepcopy(policy).requires_grad_(False)

@@ -278,3 +278,25 @@ def test_update_metrics_report_sigma_and_the_action_shift_on_a_fixed_probe_set()
     policy.generate([Task(id="t", description="open it")], group_size=1)  # the next step samples from here
     again = policy.update_metrics(rollouts, rollouts.old_log_probs, lp)
     assert again["action_shift"] == 0.0 and again["action_shift_from_start"] == metrics["action_shift_from_start"]
+
+
+def test_sigma_scale_widens_every_action_dimension_and_log_std_gets_its_own_rate():
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    from wmrl_core.config import TrainConfig
+    from wmrl_core.step import TrainState
+
+    torch.manual_seed(0)
+    base = SmallVLAPolicy(max_steps=5, chunk=2, object_dim=4, hidden=16, probe_size=0)
+    torch.manual_seed(0)
+    wide = SmallVLAPolicy(max_steps=5, chunk=2, object_dim=4, hidden=16, probe_size=0, sigma_scale=3.0, log_std_lr=0.01)
+    assert torch.allclose(wide._sigma(), 3 * base._sigma())
+    assert torch.equal(wide.model.mean_head.weight, base.model.mean_head.weight)  # only sigma changed
+
+    cfg = TrainConfig(mode="real")
+    groups = TrainState.create(cfg, wide).optimizer.param_groups
+    assert [g["lr"] for g in groups] == [cfg.grpo.lr, 0.01]
+    assert groups[1]["params"] == [wide.model.log_std]
+    assert len(TrainState.create(cfg, base).optimizer.param_groups) == 1  # no log_std_lr: one rate
+    with pytest.raises(ValueError, match="sigma_scale must be a positive number"):
+        SmallVLAPolicy(max_steps=5, chunk=2, object_dim=4, hidden=16, sigma_scale=0.0)

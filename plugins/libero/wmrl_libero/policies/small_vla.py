@@ -285,6 +285,13 @@ class SmallVLAPolicy(nn.Module):
     :param max_steps: actions per rollout (the environment's episode limit).
     :param probe_size: observations in the probe set (0: no action-shift metrics).
     :param probe_seed: seed of the probe set.
+    :param sigma_scale: multiplies the checkpoint's action standard deviation at construction
+        (``log_std += log(sigma_scale)``), e.g. 3 for a positive control that must recover the
+        success lost to wider exploration. A resumed run reads its own ``log_std`` back.
+    :param log_std_lr: Adam learning rate of ``log_std`` (``None``: ``grpo.lr``, like every other
+        weight). At the rates that keep the network's weights stable ``log_std`` moves by ~lr a
+        step, so a change of sigma by a factor e takes ~1/lr steps; a separate rate lets the
+        exploration width adapt within a run.
     """
 
     def __init__(
@@ -295,11 +302,21 @@ class SmallVLAPolicy(nn.Module):
         max_steps: int = 520,
         probe_size: int = 32,
         probe_seed: int = 0,
+        sigma_scale: float = 1.0,
+        log_std_lr: float | None = None,
         **model_kwargs,
     ):
         super().__init__()
+        if not (math.isfinite(sigma_scale) and sigma_scale > 0):
+            raise ValueError(f"sigma_scale must be a positive number, got {sigma_scale!r}")
+        if log_std_lr is not None and not (math.isfinite(log_std_lr) and log_std_lr >= 0):
+            raise ValueError(f"log_std_lr must be a non-negative number or null, got {log_std_lr!r}")
         self.model = load_small_vla(checkpoint) if checkpoint else SmallVLA(**model_kwargs)
+        if sigma_scale != 1.0:
+            with torch.no_grad():
+                self.model.log_std.add_(math.log(sigma_scale))
         self.max_steps = max_steps
+        self.log_std_lr = log_std_lr
         self._probes = _probe_set(self.model, _instructions(env), probe_size, probe_seed)
         self._probe_start = self._probe_means()  # the weights training starts from (also after a resume)
         self._probe_before: torch.Tensor | None = None  # the weights that sampled the current step
@@ -311,6 +328,14 @@ class SmallVLAPolicy(nn.Module):
 
     def _sigma(self) -> torch.Tensor:
         return self.model.log_std.clamp(-5, 1).exp()
+
+    def optimizer_param_groups(self, lr: float) -> list[dict]:
+        """Adam's parameter groups: the network at ``lr``, ``log_std`` at ``log_std_lr`` when set."""
+        if self.log_std_lr is None:
+            return [{"params": [p for p in self.parameters() if p.requires_grad], "lr": lr}]
+        log_std = self.model.log_std
+        rest = [p for p in self.parameters() if p.requires_grad and p is not log_std]
+        return [{"params": rest, "lr": lr}, {"params": [log_std], "lr": self.log_std_lr}]
 
     @torch.no_grad()
     def generate(self, tasks, group_size: int):

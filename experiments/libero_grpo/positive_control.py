@@ -1,0 +1,264 @@
+"""Can GRPO move LIBERO success here? A positive control (issue 52, item 2), pre-registered in
+``PREREGISTRATION_POSITIVE_CONTROL.md`` beside this file.
+
+The shipped small VLA's action standard deviation is widened three-fold (``sigma_scale=3``), which
+costs success; ``real`` (GRPO on the simulator's sparse success, every group simulated) must win it
+back, against the matched noise control (the same recipe on i.i.d. U(0, 1) scores of imagined
+rollouts). Arms, seeds outer and arms inner, through :func:`wmrl_core.experiments.runner.run_arms`:
+
+* ``base``: not trained; evaluated at the behaviour-cloning sigma and at three times it;
+* ``real``: every group simulated;
+* ``noise_control``: ``mode=world_model`` with ``libero-imagination``'s ``noise_scores``.
+
+Every evaluation samples the policy once from each training init state (0-39) of tasks 4 and 6 with
+the seed's shared evaluation noise (the same draws for every arm of a seed).
+
+    python experiments/libero_grpo/positive_control.py                # run (resumable), then the page
+    python experiments/libero_grpo/positive_control.py --report       # the page from the archive only
+    python experiments/libero_grpo/positive_control.py --pack-partial # after stopping mid-run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs/libero/libero_long.yaml"
+CHECKPOINT = "plugins/libero/checkpoints/small_vla_dagger_t0-9_h1024.pt"
+TASKS = [4, 6]
+TRAIN_INITS = list(range(40))
+SIGMA_SCALE = 3.0
+SEEDS = [5200, 5201, 5202]
+"""Fresh seeds: no LIBERO study used 5200-5202 (the sizing pilot used 9100)."""
+STEPS = 24
+EPISODES_PER_STEP = 32
+COMMON = [
+    f"environment.kwargs.task_indices=[{','.join(map(str, TASKS))}]",
+    "environment.kwargs.num_workers=2",
+    "environment.kwargs.envs_per_worker=2",
+    f"policy.kwargs.checkpoint={CHECKPOINT}",
+    f"policy.kwargs.sigma_scale={SIGMA_SCALE}",
+    "policy.kwargs.log_std_lr=0.03",
+    "rollout.batch_tasks=4",
+    "rollout.group_size=8",
+    "grpo.lr=1.0e-4",
+    "grpo.kl_coef=0.0",
+    "grpo.epochs=2",
+    "grpo.loss_aggregation=sequence_mean",
+    f"steps={STEPS}",
+    "checkpoint.every=4",
+    "eval.every=0",
+]
+ARMS: dict[str, list[str] | None] = {
+    "base": None,
+    "real": ["mode=real"],
+    "noise_control": ["mode=world_model", "world_model.kwargs.noise_scores=true"],
+}
+SETTINGS = {"tasks": TASKS, "train_inits": [0, 39], "eval_samples_per_init": 1, "sigma_scale": SIGMA_SCALE}
+RUNS = ROOT / "runs/libero_positive_control"
+ARCHIVE = ROOT / "docs/results/libero/positive_control/archive"
+PAGE = ROOT / "docs/results/libero/positive_control/positive_control.md"
+
+
+def evaluation_noise_seed(seed: int) -> int:
+    """The shared evaluation noise of experiment seed ``seed`` (every arm draws the same)."""
+    return 1_000_003 * seed + 11
+
+
+def success_counts(env: Any, policy: Any, seed: int, label: str) -> dict[str, Any]:
+    """One sampled episode of ``policy`` from every training init state of :data:`TASKS`."""
+    import torch
+
+    from wmrl_core.types import Task
+
+    tasks = [t for t in env.tasks("train") if t.data["init_state"] in TRAIN_INITS]
+    assert all(isinstance(t, Task) for t in tasks)
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(evaluation_noise_seed(seed))
+        rollouts = policy.generate(tasks, 1)
+    outcomes = env.execute(rollouts.tasks, rollouts.solutions)
+    ok = [(o, t) for o, t in zip(outcomes, rollouts.tasks) if o.status == "ok"]
+    per_task = {str(i): [int(o.score) for o, t in ok if t.data["task_index"] == i] for i in TASKS}
+    out = {
+        "successes": int(sum(o.score for o, _ in ok)),
+        "episodes": len(ok),
+        "infrastructure_failures": len(outcomes) - len(ok),
+        "per_task": {k: [sum(v), len(v)] for k, v in per_task.items()},
+    }
+    print(f"  eval {label}: {out['successes']}/{out['episodes']}", flush=True)
+    return out
+
+
+class Evaluator:
+    """``evaluate(run)`` for :func:`run_arms`: the base at sigma x1 and x3, a trained arm's final policy."""
+
+    def __init__(self) -> None:
+        self._env = None
+
+    def env(self):
+        if self._env is None:
+            from wmrl_libero.environment import LiberoEnvironment
+
+            self._env = LiberoEnvironment(task_indices=TASKS, num_workers=2, envs_per_worker=2, trajectory_states=0)
+        return self._env
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+
+    def __call__(self, run) -> dict[str, Any]:
+        from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+        from wmrl_core.checkpoint import load_checkpoint
+
+        env = self.env()
+        name = f"seed {run.seed} {run.arm.name}"
+        if not run.arm.train:
+            return {
+                f"sigma_x{scale:g}": success_counts(
+                    env,
+                    SmallVLAPolicy(env, checkpoint=str(ROOT / CHECKPOINT), sigma_scale=scale, probe_size=0),
+                    run.seed,
+                    f"{name} sigma x{scale:g}",
+                )
+                for scale in (1.0, SIGMA_SCALE)
+            }
+        policy = SmallVLAPolicy(env, checkpoint=str(ROOT / CHECKPOINT), sigma_scale=SIGMA_SCALE, probe_size=0)
+        policy.load_state_dict(load_checkpoint(run.run_dir / "checkpoints")["policy"])
+        return {"final": success_counts(env, policy, run.seed, f"{name} final")}
+
+
+def training_curve(run_dir: Path) -> list[float]:
+    """``real``'s success per training step (its ``reward/real_mean``: 32 simulated episodes)."""
+    from wmrl_core.metrics import read_metrics
+
+    return [float(r["reward/real_mean"]) for r in read_metrics(run_dir) if r.get("reward/real_mean") is not None]
+
+
+def sigma_curve(run_dir: Path) -> list[float]:
+    from wmrl_core.metrics import read_metrics
+
+    return [float(r["policy/sigma_mean"]) for r in read_metrics(run_dir) if r.get("policy/sigma_mean") is not None]
+
+
+def episodes_to_half_recovery(curve: list[float], threshold: float, window: int = 3) -> int | None:
+    """Episodes simulated until the trailing ``window``-step mean of training success first reaches
+    ``threshold`` (``EPISODES_PER_STEP`` per step); ``None``: never within the run."""
+    for t in range(window, len(curve) + 1):
+        if np.mean(curve[t - window : t]) >= threshold:
+            return t * EPISODES_PER_STEP
+    return None
+
+
+def analyse(records: dict[str, dict[int, dict]], curves: dict[int, list[float]]) -> dict[str, Any]:
+    """The pre-registered endpoints from the evaluations (``records[arm][seed]``) and ``real``'s curves."""
+    from wmrl_core.experiments.stats import mean_t_interval
+
+    seeds = sorted(records.get("base", {}))
+    s1 = sum(records["base"][s]["sigma_x1"]["successes"] for s in seeds) / sum(
+        records["base"][s]["sigma_x1"]["episodes"] for s in seeds
+    )
+    s3 = sum(records["base"][s]["sigma_x3"]["successes"] for s in seeds) / sum(
+        records["base"][s]["sigma_x3"]["episodes"] for s in seeds
+    )
+    threshold = s3 + (s1 - s3) / 2
+    recovery = {s: episodes_to_half_recovery(curves[s], threshold) for s in seeds if s in curves}
+
+    def rate(arm: str, s: int) -> float | None:
+        r = records.get(arm, {}).get(s)
+        return r["final"]["successes"] / r["final"]["episodes"] if r else None
+
+    diffs = [
+        rate("real", s) - rate("noise_control", s)
+        for s in seeds
+        if rate("real", s) is not None and rate("noise_control", s) is not None
+    ]
+    mean, half = mean_t_interval(diffs) if len(diffs) >= 2 else (float("nan"), float("nan"))
+    reached = sum(v is not None for v in recovery.values())
+    return {
+        "seeds": seeds,
+        "success_sigma_x1": s1,
+        "success_sigma_x3": s3,
+        "threshold": threshold,
+        "episodes_to_half_recovery": recovery,
+        "real_minus_control": diffs,
+        "real_minus_control_mean": mean,
+        "real_minus_control_ci": [mean - half, mean + half],
+        "passes": bool(len(diffs) == len(SEEDS) and mean - half > 0 and reached >= 2),
+        "final": {arm: {s: rate(arm, s) for s in seeds} for arm in ("real", "noise_control")},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from wmrl_core.experiments.runner import pack_unfinished, run_arms
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--report", action="store_true", help="no training: the page from what is finished")
+    ap.add_argument("--pack-partial", action="store_true", help="pack half-done arm-seeds into the archive")
+    ap.add_argument(
+        "--smoke", metavar="DIR", help="every arm end to end in DIR: 1 seed, 2 steps, tiny groups, 2 init states"
+    )
+    args = ap.parse_args(argv)
+    global RUNS, ARCHIVE, PAGE, SEEDS, TRAIN_INITS
+    common, settings = COMMON, SETTINGS
+    if args.smoke:
+        RUNS, ARCHIVE = Path(args.smoke) / "runs", Path(args.smoke) / "archive"
+        PAGE, SEEDS, TRAIN_INITS = Path(args.smoke) / "page.md", SEEDS[:1], [0, 1]
+        common = [
+            *COMMON,
+            "steps=2",
+            "rollout.batch_tasks=1",
+            "rollout.group_size=2",
+            "policy.kwargs.max_steps=40",
+            "environment.kwargs.max_episode_steps=40",
+        ]
+        settings = {**SETTINGS, "smoke": True}
+    if args.pack_partial:
+        for path in pack_unfinished(RUNS, ARCHIVE):
+            print("packed", path)
+        return 0
+    evaluate = Evaluator()
+    try:
+        runs = run_arms(
+            CONFIG,
+            ARMS,
+            SEEDS,
+            RUNS,
+            overrides=common,
+            evaluate=evaluate,
+            settings=settings,
+            archive=ARCHIVE,
+            ignore=["environment.kwargs.num_workers"],
+            report_only=args.report,
+            progress=True,
+            on_run=lambda run: print(f"== seed {run.seed} {run.arm.name}", flush=True),
+        )
+    finally:
+        evaluate.close()
+    records: dict[str, dict[int, dict]] = {}
+    curves: dict[int, list[float]] = {}
+    sigmas: dict[int, list[float]] = {}
+    for run in runs:
+        records.setdefault(run.arm.name, {})[run.seed] = run.record
+        if run.arm.name == "real":
+            curves[run.seed] = training_curve(run.run_dir)
+            sigmas[run.seed] = sigma_curve(run.run_dir)
+    if "base" not in records:
+        print("nothing finished yet")
+        return 0
+    result = analyse(records, curves)
+    result["curves"], result["sigma"] = curves, sigmas
+    PAGE.parent.mkdir(parents=True, exist_ok=True)
+    (PAGE.parent / "positive_control.json").write_text(json.dumps(result, indent=1, default=str))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("curves", "sigma")}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
