@@ -133,10 +133,14 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def experiment_table():
-    """The registered experiments (``wmrl_register_experiments``), from the installed plugins."""
+    """The registered experiments (``wmrl_register_experiments``): the installed plugins', and the
+    studies of the current directory's ``experiments/*/study.py`` (:mod:`wmrl_core.experiments.studies`)."""
+    from wmrl_core.experiments.studies import register_studies
     from wmrl_core.plugins import build_registry, get_plugin_manager
 
-    return build_registry(get_plugin_manager()).experiments
+    pm = get_plugin_manager()
+    register_studies(pm)
+    return build_registry(pm).experiments
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:

@@ -83,8 +83,8 @@ def write_page(runs: list, out: Path) -> None:
     print("\n".join(text), flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=ee.CONFIG, help="the main job's config")
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults_ar"))
     parser.add_argument("--archive", type=Path, default=Path("docs/results/autoresearch/fusion_defaults/archive"))

@@ -78,11 +78,11 @@ def replay_archive(archive: Path = ARCHIVE) -> dict[str, dict[str, float]]:
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--archive", type=Path, default=ARCHIVE)
     parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     result = replay_archive(args.archive)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "autoresearch_calibration.json").write_text(json.dumps(result, indent=1) + "\n")

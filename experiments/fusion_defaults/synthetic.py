@@ -223,8 +223,8 @@ def benign_floor(results: dict[str, Any]) -> dict[str, Any]:
     return {"per_seed": rows, "mean": mean, "half_width": half, "upper": upper, "met": upper <= BENIGN_RATIO_FLOOR}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=("calibration", "floors", "floors-bound", "decoy-check", "report"))
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults"))
     parser.add_argument("--out", type=Path, default=None, help="report: where the page and its archive go")

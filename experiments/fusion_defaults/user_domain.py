@@ -110,11 +110,11 @@ def markdown(results: dict[str, dict[int, dict[str, float]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults_user"))
     parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     results = run(args.runs)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "user_domain.md").write_text(markdown(results))

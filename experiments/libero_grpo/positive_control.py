@@ -195,10 +195,10 @@ def analyse(records: dict[str, dict[int, dict]], curves: dict[int, list[float]])
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from wmrl_core.experiments.runner import pack_unfinished, run_arms
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("--report", action="store_true", help="no training: the page from what is finished")
     ap.add_argument("--pack-partial", action="store_true", help="pack half-done arm-seeds into the archive")
     ap.add_argument(

@@ -1,0 +1,12 @@
+"""GRPO on LIBERO (issue 52): does `real` itself learn here, and with which recipe."""
+
+from wmrl_core import hookimpl
+
+
+@hookimpl
+def wmrl_register_experiments(table):
+    table.add(
+        "libero-positive-control",
+        "experiments.libero_grpo.positive_control:main",
+        description="LIBERO: real recovers the success lost to a 3x wider sigma, against the noise control (3 seeds)",
+    )
