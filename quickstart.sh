@@ -31,5 +31,5 @@ else
   say "its real execution needs the sandbox. Running the synthetic experiment instead, which needs no execution."
   say "On trusted code only, the job also runs without isolation:"
   say "  wmrl train configs/autoresearch/quickstart.yaml environment.kwargs.sandbox=local-unsafe"
-  wmrl experiment synthetic --seeds 3 --out runs/experiment-synthetic
+  wmrl experiment synthetic --seeds 0-2 --out runs/experiment-synthetic
 fi

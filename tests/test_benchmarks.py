@@ -13,7 +13,7 @@ COMMAND = [sys.executable, "-m", "wmrl_core.cli", "experiment", "compute-to-targ
 
 def test_synthetic_quick_benchmark_writes_table_json_and_plots(tmp_path):
     proc = subprocess.run(
-        [*COMMAND, "--suite", "synthetic", "--quick", "--seeds", "2", "--out", str(tmp_path)],
+        [*COMMAND, "--suite", "synthetic", "--quick", "--seeds", "0-1", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -44,7 +44,7 @@ def test_the_benchmark_says_when_the_execution_cache_is_on(tmp_path):
             "synthetic",
             "--quick",
             "--seeds",
-            "1",
+            "0-0",
             "--arms",
             "real",
             "wmrl",
@@ -78,7 +78,7 @@ def test_synthetic_quick_sweep(tmp_path):
             "--sweep",
             "--quick",
             "--seeds",
-            "1",
+            "0-0",
             "--out",
             str(tmp_path),
         ],

@@ -29,6 +29,26 @@ def test_every_hook_is_in_the_plugin_docs_with_its_signature():
         assert f"{name}({params})" in docs, f"docs/plugins.md lacks `{name}({params})`"
 
 
+def test_every_optional_capability_is_in_the_hook_docs_and_the_plugin_docs():
+    """The component interface is written once, as the protocols of ``wmrl_core.contracts`` that the
+    engine checks with ``isinstance``; the prose in ``hookspecs.py`` and docs/plugins.md is tested
+    against them, so a capability the engine uses cannot go undocumented."""
+    from wmrl_core import contracts
+
+    prose = inspect.getdoc(hookspecs) or ""
+    docs = (ROOT / "docs/plugins.md").read_text()
+    optional = [
+        getattr(contracts, name)
+        for name in contracts.__all__
+        if isinstance(getattr(contracts, name), type) and getattr(getattr(contracts, name), "_is_runtime_protocol", False)
+    ]
+    assert len(optional) >= 10
+    for protocol in optional:
+        for member in contracts.required_methods(protocol) or protocol.__annotations__:
+            assert f"{member}" in prose, f"hookspecs.py's docstring does not describe `{member}` ({protocol.__name__})"
+            assert f"`{member}" in docs, f"docs/plugins.md does not describe `{member}` ({protocol.__name__})"
+
+
 def test_every_outcome_status_is_in_the_plugin_docs_table():
     docs = (ROOT / "docs/plugins.md").read_text()
     for name, spec in STATUSES.items():
@@ -75,8 +95,10 @@ def test_transfer_docs_table_is_the_reports_table(name, report):
 
 
 def test_every_experiment_the_docs_name_is_registered():
-    """A command the docs print as ``wmrl experiment NAME`` runs: NAME is a registered experiment."""
-    from wmrl_core.plugins import build_registry
+    """A command the docs print as ``wmrl experiment NAME`` runs from the repository root: NAME is an
+    installed plugin's experiment or a study of the checkout (``experiments/<study>/study.py``)."""
+    from wmrl_core.experiments.studies import register_studies
+    from wmrl_core.plugins import build_registry, get_plugin_manager
 
     pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "docs/results/README.md"]
     pages += [*(ROOT / "plugins").glob("*/README.md"), *(ROOT / "plugins").glob("*/docs/*.md")]
@@ -85,7 +107,9 @@ def test_every_experiment_the_docs_name_is_registered():
         for page in pages
         for name in re.findall(r"wmrl experiment ([a-z][a-z0-9-]*)", page.read_text())
     }
-    registered = set(build_registry().experiments.names())
+    pm = get_plugin_manager()
+    register_studies(pm, ROOT)
+    registered = set(build_registry(pm).experiments.names())
     missing = sorted(f"{page}: {name}" for page, name in cited if name not in registered)
     assert not missing, f"docs cite experiments that are not registered ({', '.join(sorted(registered))}): {missing}"
 

@@ -1,8 +1,10 @@
 """The side-by-side report: compute to target, gain over the untrained policy, paired speed-up."""
 
+from pathlib import Path
+
 import pytest
 
-from wmrl_core.experiments.synthetic import (
+from experiments.synthetic.theorem import (
     ArmResult,
     compute_to_reach,
     markdown_table,
@@ -130,7 +132,7 @@ def test_wmrl_experiment_synthetic_help_shows_its_options(capsys):
 def test_wmrl_experiment_synthetic_runs_end_to_end(capsys, synthetic_config, tmp_path):
     from wmrl_core.cli import main
 
-    argv = ["experiment", "synthetic", "--config", str(synthetic_config), "--seeds", "1", "--arms", "real"]
+    argv = ["experiment", "synthetic", "--config", str(synthetic_config), "--seeds", "0-0", "--arms", "real"]
     argv += ["--replications", "0", "--out", str(tmp_path), "steps=2", "eval.every=1", "eval.samples_per_task=4"]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -139,13 +141,16 @@ def test_wmrl_experiment_synthetic_runs_end_to_end(capsys, synthetic_config, tmp
     assert "unknown arms ['rael']" in capsys.readouterr().err
 
 
-def test_the_synthetic_experiment_is_registered_by_the_core_plugin():
+def test_the_synthetic_experiment_is_registered_by_its_study_in_the_checkout():
+    from wmrl_core.experiments.studies import register_studies
     from wmrl_core.plugins import build_registry, describe_plugins, get_plugin_manager
 
     pm = get_plugin_manager(entry_points=False)
+    assert "synthetic" not in build_registry(pm).experiments  # a study is not part of the installed package
+    register_studies(pm, Path(__file__).resolve().parents[1])
     registry = build_registry(pm)
     spec = registry.experiments.get("synthetic")
-    assert spec.plugin == "wmrl_core.synthetic.plugin" and spec.load().__name__ == "main"
+    assert spec.plugin == "experiments.synthetic.study" and spec.load().__name__ == "main"
     infos = {i.name: i for i in describe_plugins(pm, registry)}
-    assert "synthetic" in infos["wmrl_core.synthetic.plugin"].components["experiment"]
+    assert "synthetic" in infos["experiments.synthetic.study"].components["experiment"]
     assert "experiment" not in registry.tables()  # not a component of a run

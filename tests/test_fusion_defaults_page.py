@@ -14,9 +14,8 @@ PAGE = ROOT / "docs/results/synthetic/fusion_defaults"
 @pytest.mark.slow  # replays the AutoResearch archive's anchor pairs, about 7 s
 def test_the_page_is_rebuilt_unchanged_from_its_archive(tmp_path):
     shutil.copy(PAGE / "runs.json.gz", tmp_path / "runs.json.gz")
-    script = ROOT / "experiments/fusion_defaults/synthetic.py"
     subprocess.run(
-        [sys.executable, str(script), "report", "--from-archive", "--out", str(tmp_path)],
+        [sys.executable, "-m", "experiments.fusion_defaults.synthetic", "report", "--from-archive", "--out", str(tmp_path)],
         cwd=ROOT,
         check=True,
         capture_output=True,

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from wmrl_core.experiments import gpu_check
+from benchmarks import gpu_check
 
 
 def test_every_listed_check_has_a_runner_and_every_entry_point_resolves():

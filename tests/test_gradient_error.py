@@ -5,7 +5,7 @@ import pytest
 
 from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.synthetic.bandit import SyntheticBanditEnvironment
-from wmrl_core.synthetic.gradient_error import fusion_gradient_errors, group_gradients, relative_errors
+from experiments.synthetic.gradient_error import fusion_gradient_errors, group_gradients, relative_errors
 from wmrl_core.synthetic.world_model import SyntheticWorldModel
 
 
@@ -73,8 +73,8 @@ def test_shrinkage_rows_reach_the_best_of_the_family():
 
 def test_lambda_estimates_read_a_gradient_moment_run(tmp_path):
     from wmrl_core.config import load_config
-    from wmrl_core.synthetic.gradient_error import lambda_estimates
-    from wmrl_core.synthetic.noise_weight import CONFIG
+    from experiments.synthetic.gradient_error import lambda_estimates
+    from experiments.synthetic.noise_weight import CONFIG
     from wmrl_core.trainer import train
 
     run = tmp_path / "run"

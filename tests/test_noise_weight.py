@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from wmrl_core.synthetic.noise_weight import longest_run_above, run_noise_weight, summarize_weights, weights_of_run
+from experiments.synthetic.noise_weight import longest_run_above, run_noise_weight, summarize_weights, weights_of_run
 
 
 def test_summary_of_weights_hand_computed():

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from wmrl_core.synthetic.policy_evaluation import (
+from experiments.synthetic.policy_evaluation import (
     classical_mean,
     ppi_mean,
     run_policy_evaluation,

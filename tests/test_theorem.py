@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from wmrl_core.experiments.synthetic import SYNTHETIC_ARMS, run_curves, with_steps, write_report
+from experiments.synthetic.theorem import SYNTHETIC_ARMS, run_curves, with_steps, write_report
 from wmrl_core.synthetic.bandit import BanditTruth
 
 pytestmark = pytest.mark.slow

@@ -37,6 +37,7 @@ __all__ = [
     "HasEntropy",
     "SyncsAfterUpdate",
     "HasOptimizerParamGroups",
+    "ReportsUpdateMetrics",
     "Closeable",
     "Stateful",
     "LearnsFromAnchors",
@@ -158,6 +159,15 @@ class SyncsAfterUpdate(Protocol):
     """Called after each optimizer step (e.g. to push new weights into an inference engine)."""
 
     def after_update(self) -> None: ...
+
+
+@runtime_checkable
+class ReportsUpdateMetrics(Protocol):
+    """Policies that report figures of their own after each update (logged as ``policy/<name>``)."""
+
+    def update_metrics(
+        self, rollouts: Rollouts, old_log_probs: torch.Tensor, new_log_probs: torch.Tensor
+    ) -> dict[str, float]: ...
 
 
 @runtime_checkable

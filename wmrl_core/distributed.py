@@ -51,6 +51,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from wmrl_core.contracts import Closeable, KnowsTrueReward, Stateful
 from wmrl_core.errors import WMRLError
 from wmrl_core.types import CostModel, Outcome, Task
 
@@ -122,8 +123,8 @@ class _ExecutionWorker:
         return {
             "pid": os.getpid(),
             "cost": getattr(env, "cost", None),
-            "true_reward": callable(getattr(env, "true_reward", None)),
-            "stateful": callable(getattr(env, "state_dict", None)) and callable(getattr(env, "load_state_dict", None)),
+            "true_reward": isinstance(env, KnowsTrueReward),
+            "stateful": isinstance(env, Stateful),
         }
 
     def execute(self, tasks: list[Task], solutions: list[Any]) -> list[Any]:
@@ -136,14 +137,14 @@ class _ExecutionWorker:
         return self.env.true_reward(task, solution)
 
     def state_dict(self) -> Any:
-        return self.env.state_dict() if callable(getattr(self.env, "state_dict", None)) else None
+        return self.env.state_dict() if isinstance(self.env, Stateful) else None
 
     def load_state_dict(self, state: Any) -> None:
-        if state is not None and callable(getattr(self.env, "load_state_dict", None)):
+        if state is not None and isinstance(self.env, Stateful):
             self.env.load_state_dict(state)
 
     def close(self) -> None:
-        if callable(getattr(self.env, "close", None)):
+        if isinstance(self.env, Closeable):
             self.env.close()
 
 
@@ -256,7 +257,7 @@ class RayExecutionPool:
         # true_reward exists only when the environment has it: the trainer checks for the attribute
         if self._local is not None:
             self.cost: CostModel | None = getattr(self._local, "cost", None)
-            if callable(getattr(self._local, "true_reward", None)):
+            if isinstance(self._local, KnowsTrueReward):
                 self.true_reward = self._local.true_reward
         else:
             self.cost = first["cost"]
@@ -286,7 +287,7 @@ class RayExecutionPool:
                 except Exception as exc:
                     log.warning("killing a Ray execution worker: %s", exc)
         local, self._local = self._local, None
-        if local is not None and callable(getattr(local, "close", None)):
+        if local is not None and isinstance(local, Closeable):
             local.close()
         if self._started_ray and ray.is_initialized():
             ray.shutdown()

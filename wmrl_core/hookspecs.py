@@ -31,6 +31,8 @@ Environment (the real, expensive execution; factory called as ``factory(**kwargs
     ``cost`` is declared, else the call's wall time (``wmrl_core.ledger.measured_cost_s``).
     Optional: ``cost: CostModel`` (declared cost per call/item), ``true_reward(task,
     solution) -> float`` (domains that know the truth; feeds ``eval/true_reward``),
+    ``timeout_s(n_solutions) -> float`` (how long an ``execute`` of that many solutions may take
+    before the engine calls it hung, unless the config sets a deadline; ``math.inf``: none),
     ``close()``.
 
 Policy (factory called as ``factory(env=env, **kwargs)``; usually a ``torch.nn.Module``)
@@ -69,14 +71,18 @@ World model (factory called as ``factory(env=env, **kwargs)``)
     to ``execution``, and scores every rollout from its real outcome instead of calling
     ``predict``; anchor groups still train on the real reward and calibrate the scores, the
     others on the calibrated scores, so it densifies the reward and saves no execution),
-    ``state_dict()``/``load_state_dict()``
+    ``execute_for_scoring(tasks, solutions) -> list[Outcome]`` (beside ``predict_from_outcomes``:
+    a world model that needs only part of each execution, e.g. an episode's first half, executes
+    the non-anchor groups that far itself and saves the rest), ``timeout_s(n_solutions) -> float``
+    (a ``predict`` deadline, as the environment's), ``state_dict()``/``load_state_dict()``
     (checkpointed and restored, so learned state resumes exactly). The predictions
     need not be calibrated or even on the real reward's scale: the engine calibrates them
-    monotonically on earlier steps' anchors (``calibration.calibrator``: ``isotonic`` or
-    ``smoothed``), and with ``fusion.method=rectified`` (the default) the update stays
-    unbiased whatever the world model gets wrong, using it only as far as it tracks the real
-    advantages (``fusion.method=inverse_variance``: a convex combination weighted by the
-    explained within-group variance; see docs/method.md).
+    monotonically on earlier steps' anchors (``calibration.calibrator``), and the default fusion
+    (``fusion.method=mse_weighted``) gives the world model weight only once the anchors show that
+    it ranks like the real rewards, and as much as the anchors' estimate of its bias allows
+    (``rectified``: an update that stays unbiased whatever the world model gets wrong;
+    ``inverse_variance``: a convex combination weighted by the explained within-group variance;
+    see docs/method.md).
 
 Fusion method (factory called as ``factory(settings)``; registered by ``wmrl_register_fusers``)
     A :class:`~wmrl_core.fusion.base.Fuser`: ``plan(inputs) -> FusionPlan`` (this step's loss
@@ -211,6 +217,32 @@ def wmrl_register_experiments(table: ComponentTable) -> None:
     :mod:`wmrl_core.experiments.stats`.
 
     :param table: the experiment table of the registry.
+    """
+
+
+@hookspec
+def wmrl_register_gpu_checks(table: ComponentTable) -> None:
+    """Register checks that need an NVIDIA GPU (``python benchmarks/gpu_check.py`` runs them; CI
+    machines have none, so these are the only runs of a plugin's GPU paths).
+
+    Call ``table.add(name, "pkg.module:check", description=...)`` once per check. The check is
+    called as ``check(ctx) -> dict`` in a process of its own (``ctx["tmp"]``: a scratch folder),
+    raises on failure and returns what it measured (JSON-able), e.g. ``{"tokens_per_s": ...}``.
+
+    :param table: the GPU-check table of the registry.
+    """
+
+
+@hookspec
+def wmrl_register_compute_suites(table: ComponentTable) -> None:
+    """Register a domain of the compute-to-target benchmark (``--suite NAME``).
+
+    Call ``table.add(name, "pkg.module:SUITE", description=...)``; ``SUITE`` is a dict: ``config``
+    (a YAML path), ``metric`` and ``label`` (what is compared), ``arms`` (name -> overrides),
+    ``overrides``, ``quick``, ``quick_steps``, ``seeds``, and optionally
+    ``report(out, results, summary, spec)`` for what only that domain reports.
+
+    :param table: the compute-suite table of the registry.
     """
 
 

@@ -35,6 +35,8 @@ BUILTIN_PLUGINS = (
 _REGISTRATION_HOOKS = {k.hook: k.table for k in COMPONENT_KINDS} | {
     "wmrl_register_experiments": "experiments",
     "wmrl_register_fusers": "fusers",
+    "wmrl_register_gpu_checks": "gpu_checks",
+    "wmrl_register_compute_suites": "compute_suites",
 }
 
 

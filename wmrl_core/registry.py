@@ -213,6 +213,10 @@ class Registry:
     reward_extractors: ComponentTable
     experiments: ComponentTable
     """What ``wmrl experiment NAME`` runs; not a component of a run, so not in :meth:`tables`."""
+    gpu_checks: ComponentTable
+    """The checks ``benchmarks/gpu_check.py`` runs on a machine with a GPU (``"module:function"``)."""
+    compute_suites: ComponentTable
+    """The domains of the compute-to-target benchmark (``"module:SUITE"``, a dict)."""
     fusers: FuserTable
     """The fusion methods (``fusion.method``): built by the engine, not by the components' factories,
     so not in :meth:`tables` either."""
@@ -221,6 +225,8 @@ class Registry:
         for k in COMPONENT_KINDS:  # one table per kind, named as wmrl_core.contracts says
             setattr(self, k.table, ComponentTable(k.kind))
         self.experiments = ComponentTable("experiment")
+        self.gpu_checks = ComponentTable("GPU check")
+        self.compute_suites = ComponentTable("compute-to-target suite")
         self.fusers = FuserTable()
 
     def tables(self) -> dict[str, ComponentTable]:
@@ -230,7 +236,13 @@ class Registry:
     def listed_tables(self) -> dict[str, ComponentTable | FuserTable]:
         """Kind name -> its table, for ``wmrl plugins``: the components', the experiments' and the
         fusion methods'."""
-        return {**self.tables(), "experiment": self.experiments, FuserSpec.kind: self.fusers}
+        return {
+            **self.tables(),
+            "experiment": self.experiments,
+            FuserSpec.kind: self.fusers,
+            "GPU check": self.gpu_checks,
+            "compute-to-target suite": self.compute_suites,
+        }
 
     def _set_plugin(self, plugin_name: str) -> None:
         for table in self.listed_tables().values():

@@ -22,7 +22,14 @@ from wmrl_core.anchors import AnchorSampler
 from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.checkpoint import CheckpointError, current_keys, rng_state, set_rng_state
 from wmrl_core.config import TrainConfig
-from wmrl_core.contracts import HasOptimizerParamGroups
+from wmrl_core.contracts import (
+    HasEntropy,
+    HasOptimizerParamGroups,
+    HasReferenceLogProbs,
+    ReportsUpdateMetrics,
+    Stateful,
+    SyncsAfterUpdate,
+)
 from wmrl_core.errors import ComponentError
 from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import Fuser, FusionSettings, PolicyGradients, build_fuser, fuse_step, fused_loss
@@ -47,12 +54,13 @@ def optimizer_param_groups(policy: Any, lr: float) -> list[dict[str, Any]]:
     """Adam's parameter groups: the policy's own ``optimizer_param_groups(lr)`` (e.g. a separate rate
     for an exploration parameter), else one group of every trainable parameter at ``lr``. A policy's
     groups must cover each trainable parameter exactly once."""
+    trainable = [p for p in policy.parameters() if p.requires_grad]
     if not isinstance(policy, HasOptimizerParamGroups):
-        return [{"params": [p for p in policy.parameters() if p.requires_grad], "lr": lr}]
+        return [{"params": trainable, "lr": lr}]
     groups = list(policy.optimizer_param_groups(lr))
     listed = [id(p) for group in groups for p in group["params"]]
-    trainable = {id(p) for p in policy.parameters() if p.requires_grad}
-    if len(listed) != len(set(listed)) or set(listed) != trainable:
+    ids = {id(p) for p in trainable}
+    if len(listed) != len(set(listed)) or set(listed) != ids:
         raise ComponentError(
             f"{type(policy).__name__}.optimizer_param_groups() must list each trainable parameter exactly once "
             f"({len(listed)} listed, {len(set(listed))} distinct, {len(trainable)} trainable)"
@@ -117,7 +125,7 @@ class TrainState:
         its fuser is made from ``fusers`` (the run's registry's; default: the installed plugins')."""
         optimizer = torch.optim.Adam(optimizer_param_groups(policy, cfg.grpo.lr), lr=cfg.grpo.lr)
         reference = None
-        if cfg.grpo.kl_coef and not callable(getattr(policy, "reference_log_probs", None)):
+        if cfg.grpo.kl_coef and not isinstance(policy, HasReferenceLogProbs):
             reference = copy.deepcopy(policy).requires_grad_(False)
         fraction = {"real": 1.0, "world_model": 0.0, "wmrl": cfg.anchors.fraction}[cfg.mode]
         anchor_sampler = AnchorSampler(
@@ -188,7 +196,7 @@ class TrainState:
 
 
 def _stateful(obj: Any) -> bool:
-    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+    return isinstance(obj, Stateful)
 
 
 @dataclass
@@ -240,7 +248,7 @@ def _reference_log_probs_and_entropy(
         if cfg.grpo.kl_coef:
             ref = state.reference
             ref_lp = policy.reference_log_probs(rollouts) if ref is None else ref.log_probs(rollouts)
-        if callable(getattr(policy, "entropy", None)):
+        if isinstance(policy, HasEntropy):
             entropy_mean = float(rollout_entropy(policy.entropy(rollouts), mask).mean())
     return ref_lp, entropy_mean
 
@@ -332,7 +340,7 @@ def _update_diagnostics(policy: Any, cfg: TrainConfig, scored: ScoredStep, mask:
         return groups
     with torch.no_grad(), torch.random.fork_rng(devices=[old.device] if old.device.type == "cuda" else []):
         new = policy.log_probs(rollouts)
-        own = policy.update_metrics(rollouts, old, new) if callable(getattr(policy, "update_metrics", None)) else {}
+        own = policy.update_metrics(rollouts, old, new) if isinstance(policy, ReportsUpdateMetrics) else {}
     return {
         **ratio_diagnostics(new, old, mask, cfg.grpo.clip_eps),
         **{f"policy/{name}": float(value) for name, value in own.items()},
@@ -385,7 +393,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
             else torch.tensor(math.nan)
         )
         state.optimizer.step()
-    if callable(getattr(policy, "after_update", None)):
+    if isinstance(policy, SyncsAfterUpdate):
         policy.after_update()
     record = {
         "step": step,

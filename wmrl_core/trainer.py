@@ -47,7 +47,15 @@ from wmrl_core.checkpoint import (
 )
 from wmrl_core.components import Components, make_components
 from wmrl_core.config import TrainConfig, to_yaml
-from wmrl_core.contracts import LearnsFromAnchors, ScoresExecutions, ScoresPartialExecutions, is_rewarded
+from wmrl_core.contracts import (
+    HasEntropy,
+    KnowsTrueReward,
+    LearnsFromAnchors,
+    ScoresExecutions,
+    ScoresPartialExecutions,
+    SizesItsDeadline,
+    is_rewarded,
+)
 from wmrl_core.errors import ComponentError, ConfigError, TrainedOnNothingError, WMRLError
 from wmrl_core.experiments.stats import stratified_standard_error
 from wmrl_core.faults import CallTimedOut, StepFaults, atomic_write_text, call_with_deadline, raise_if_disk_full
@@ -130,7 +138,7 @@ def execute(c: Any, tasks: Sequence[Task], solutions: Sequence[Any], when: str) 
                 "environment.execute_timeout_s"
                 if configured is not None
                 else "the environment's timeout_s()"
-                if callable(getattr(c.environment, "timeout_s", None))
+                if isinstance(c.environment, SizesItsDeadline)
                 else "the default deadline"
             )
             raise ComponentError(
@@ -176,7 +184,7 @@ def evaluate(c: Components, tasks: Sequence[Task], samples_per_task: int, seed: 
         torch.manual_seed(seed)
         rollouts = c.policy.generate(list(tasks), samples_per_task)
     checkers.check_rollout_counts(rollouts, len(tasks), samples_per_task, _who(c, "policy"))
-    if callable(getattr(c.environment, "true_reward", None)):
+    if isinstance(c.environment, KnowsTrueReward):
         with component_call(_who(c, "environment"), "true_reward", when):
             truth = [float(c.environment.true_reward(t, s)) for t, s in zip(rollouts.tasks, rollouts.solutions)]
         return {
@@ -534,7 +542,7 @@ def _start(
     when any of it fails."""
     c = make_components(cfg, registry, pm)
     try:
-        if cfg.grpo.entropy_coef and not callable(getattr(c.policy, "entropy", None)):
+        if cfg.grpo.entropy_coef and not isinstance(c.policy, HasEntropy):
             raise ConfigError(
                 f"grpo.entropy_coef={cfg.grpo.entropy_coef} needs a policy with an `entropy(rollouts)` method, and "
                 f"policy {cfg.policy.name!r} has none: set grpo.entropy_coef=0 (grpo.kl_coef regularises any policy)"

@@ -1,6 +1,6 @@
 """The engine's new defaults on AutoResearch, pre-registered (``PREREGISTRATION_AUTORESEARCH.md``
 beside this file): the equal-execution benchmark's machinery
-(:mod:`wmrl_autoresearch.experiments.equal_execution`: the main job's config, the same W/R/E split
+(:mod:`experiments.autoresearch_equal_execution.equal_execution`: the main job's config, the same W/R/E split
 and world model, offline evaluation of kept checkpoints on all 63 E tasks with common random numbers,
 execution caches, archive and resume) with this study's arms, seeds and evaluation steps.
 
@@ -21,8 +21,12 @@ import sys
 from pathlib import Path
 
 import torch
-from wmrl_autoresearch.experiments import equal_execution as ee
-from wmrl_autoresearch.experiments import heldout_gain as hg
+
+if __package__ in (None, ""):  # run as a script: the checkout's root holds the experiments/ namespace
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments.autoresearch_equal_execution import equal_execution as ee  # noqa: E402
+from experiments.autoresearch_heldout_gain import heldout_gain as hg  # noqa: E402
 
 LEARN = ["world_model.kwargs.learn_from_anchors=true"]
 ARMS: dict[str, list[str]] = {

@@ -1,6 +1,6 @@
 """How much of AutoResearch's world-model ranking each calibrator keeps, replayed on the archive.
 
-Every world-model arm-seed of ``docs/results/autoresearch/equal_execution/archive`` logged its anchor
+Every world-model arm-seed of ``experiments/autoresearch_equal_execution/archive`` logged its anchor
 pairs (raw world-model score, real reward, step, group). Each calibrator is refitted online exactly as
 the engine does (a step's scores calibrated with the map fitted on earlier steps, then the step's pairs
 added), and on each step's anchor groups (a uniform sample of the step's groups) three things are read:
@@ -11,7 +11,7 @@ added), and on each step's anchor groups (a uniform sample of the step's groups)
 * **agreement**: the within-group Spearman correlation of calibrated scores with the real rewards, beside
   the raw scores' own (what calibration adds or loses of the ranking that matters).
 
-    python experiments/fusion_defaults/autoresearch_archive.py --out docs/results/synthetic/fusion_defaults
+    python -m experiments.fusion_defaults.autoresearch_archive --out docs/results/synthetic/fusion_defaults
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from scipy.stats import spearmanr
 
 from wmrl_core.calibration import RewardCalibrator
 
-ARCHIVE = Path("docs/results/autoresearch/equal_execution/archive")
+ARCHIVE = Path("experiments/autoresearch_equal_execution/archive")
 CALIBRATORS = {"isotonic": {}, "smoothed": {"slope": 0.01}, "ranked": {"slope": 0.5}}
 
 

@@ -25,12 +25,12 @@ from synthetic import (  # type: ignore[import-not-found]
 from wmrl_core.experiments.stats import mean_t_interval
 
 COMMANDS = """```
-python experiments/fusion_defaults/synthetic.py calibration --runs runs/fusion_defaults
-python experiments/fusion_defaults/synthetic.py floors --runs runs/fusion_defaults
-python experiments/fusion_defaults/synthetic.py floors-bound --runs runs/fusion_defaults
-python experiments/fusion_defaults/synthetic.py decoy-check --runs runs/fusion_defaults   # exploratory
-python experiments/fusion_defaults/synthetic.py report --runs runs/fusion_defaults --out docs/results/synthetic/fusion_defaults
-python experiments/fusion_defaults/synthetic.py report --from-archive --out docs/results/synthetic/fusion_defaults  # from runs.json.gz
+python -m experiments.fusion_defaults.synthetic calibration --runs runs/fusion_defaults
+python -m experiments.fusion_defaults.synthetic floors --runs runs/fusion_defaults
+python -m experiments.fusion_defaults.synthetic floors-bound --runs runs/fusion_defaults
+python -m experiments.fusion_defaults.synthetic decoy-check --runs runs/fusion_defaults   # exploratory
+python -m experiments.fusion_defaults.synthetic report --runs runs/fusion_defaults --out docs/results/synthetic/fusion_defaults
+python -m experiments.fusion_defaults.synthetic report --from-archive --out docs/results/synthetic/fusion_defaults  # from runs.json.gz
 ```"""
 
 

@@ -2,11 +2,11 @@
 rankings, and the floors of the default fusion (``mse_weighted``). Pre-registered in
 ``PREREGISTRATION.md`` beside this file; results in ``docs/results/synthetic/fusion_defaults/``.
 
-    python experiments/fusion_defaults/synthetic.py calibration --runs runs/fusion_defaults
-    python experiments/fusion_defaults/synthetic.py floors --runs runs/fusion_defaults
-    python experiments/fusion_defaults/synthetic.py report --runs runs/fusion_defaults \\
+    python -m experiments.fusion_defaults.synthetic calibration --runs runs/fusion_defaults
+    python -m experiments.fusion_defaults.synthetic floors --runs runs/fusion_defaults
+    python -m experiments.fusion_defaults.synthetic report --runs runs/fusion_defaults \\
         --out docs/results/synthetic/fusion_defaults
-    python experiments/fusion_defaults/synthetic.py report --from-archive --out docs/results/synthetic/fusion_defaults
+    python -m experiments.fusion_defaults.synthetic report --from-archive --out docs/results/synthetic/fusion_defaults
 
 Resumable: finished runs are read back (the kit's :func:`~wmrl_core.experiments.runner.run_arms`),
 and a run whose stored config differs from the plan is refused. ``report`` trains nothing.
@@ -28,9 +28,9 @@ import numpy as np
 from wmrl_core.experiments.package_data import synthetic_config
 from wmrl_core.experiments.runner import run_arms
 from wmrl_core.experiments.stats import mean_t_interval
-from wmrl_core.experiments.synthetic import compute_to_reach, smoothed_final
+from experiments.synthetic.theorem import compute_to_reach, smoothed_final
 from wmrl_core.metrics import read_metrics
-from wmrl_core.synthetic.noise_weight import summarize_weights
+from experiments.synthetic.noise_weight import summarize_weights
 
 CONFIG = synthetic_config()
 COMMON = ["checkpoint.every=0", "logging.tensorboard=false"]

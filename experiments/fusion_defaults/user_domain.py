@@ -2,7 +2,7 @@
 a package), under the default fusion with each calibrator. Not pre-registered: added after the
 synthetic calibration choice, as the issue asks for a user domain beside the synthetic ones.
 
-    python experiments/fusion_defaults/user_domain.py --runs runs/fusion_defaults_user \\
+    python -m experiments.fusion_defaults.user_domain --runs runs/fusion_defaults_user \\
         --out docs/results/synthetic/fusion_defaults
 """
 
@@ -91,7 +91,7 @@ def markdown(results: dict[str, dict[int, dict[str, float]]]) -> str:
         "Not pre-registered (added after the calibration choice). The README's plugin as printed: a softmax per task "
         "over 10 digits, a world model that scores a guess by its distance to the answer, real reward 1 for the exact "
         "digit; `configs/synthetic/wmrl.yaml` with the README's component names, the default fusion, seeds 200-205, "
-        "60 steps. Command: `python experiments/fusion_defaults/user_domain.py --runs runs/fusion_defaults_user "
+        "60 steps. Command: `python -m experiments.fusion_defaults.user_domain --runs runs/fusion_defaults_user "
         "--out docs/results/synthetic/fusion_defaults`.",
         "",
         "| calibrator | final evaluated reward (6 seeds, 95% t) | tied groups | world model's mean weight |",

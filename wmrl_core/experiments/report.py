@@ -20,6 +20,8 @@ from wmrl_core.experiments.stats import mean_t_interval
 
 __all__ = [
     "parse_int_ranges",
+    "format_int_ranges",
+    "seed_list",
     "add_common_flags",
     "markdown_table",
     "number",
@@ -50,7 +52,34 @@ def parse_int_ranges(text: str) -> list[int]:
     return out
 
 
-def _int_list(text: str) -> list[int]:
+def format_int_ranges(values: Sequence[int]) -> str:
+    """The inverse of :func:`parse_int_ranges`: ``[0, 1, 2, 5]`` -> ``"0-2,5"`` (runs of consecutive
+    integers as ranges, in the given order)."""
+    parts: list[str] = []
+    run: list[int] = []
+    for v in values:
+        if run and v == run[-1] + 1:
+            run.append(v)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [v]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(parts)
+
+
+def seed_list(text: str) -> list[int]:
+    """``--seeds`` as every study reads it (an ``argparse`` type): a list or ranges of seeds, ``0-4``
+    or ``0,3,7``. A bare integer is refused: studies once read it as a count, so ``--seeds 3`` would
+    silently mean seed 3 alone to one reader and seeds 0-2 to another."""
+    text = str(text).strip()
+    if text.isdigit():
+        n = int(text)
+        raise argparse.ArgumentTypeError(
+            f"--seeds {text} is ambiguous: write {'0-' + str(n - 1) if n > 1 else '0-0'} for {n} seed(s) "
+            f"from 0, or {n}-{n} for seed {n} alone"
+        )
     try:
         values = parse_int_ranges(text)
     except ValueError as exc:
@@ -77,10 +106,10 @@ def add_common_flags(
     ``--quick`` every arm end to end at toy size (the CI check)."""
     parser.add_argument(
         "--seeds",
-        type=_int_list,
-        default=None if seeds is None else _int_list(seeds),
+        type=seed_list,
+        default=None if seeds is None else seed_list(seeds),
         required=seeds is None,
-        help=f"seeds, as a list or ranges: '0-5' or '0,3,7' (default {seeds})",
+        help=f"seeds, a list or ranges: '0-5' or '0,3,7' (default {seeds})",
     )
     parser.add_argument("--runs", default=runs, required=runs is None, help=f"run folders (default {runs})")
     parser.add_argument("--archive", default=archive, help=f"archive of finished arm-seeds (default {archive})")

@@ -297,15 +297,21 @@ def run_arms(
     :raises ConfigError: a finished arm-seed's stored config, or the stored ``settings``, differ
         from this call's; an arm-seed is half-done in ``runs_dir`` and finished in the archive.
     """
-    from wmrl_core.checkpoint import has_checkpoint
-    from wmrl_core.trainer import train
-
     arm_list = as_arms(arms)
     runs_dir = Path(runs_dir)
-    archive = Path(archive) if archive is not None else None
-    archived = (*ARCHIVED_FILES, *archive_files)
+    plan = _Plan(
+        config=config,
+        runs_dir=runs_dir,
+        archive=Path(archive) if archive is not None else None,
+        archived=(*ARCHIVED_FILES, *archive_files),
+        reuse=reuse,
+        evaluate=evaluate,
+        ignore=(*IGNORED_SETTINGS, *ignore),
+        plugin_manager=plugin_manager,
+        progress=progress,
+    )
     if settings is not None:
-        for folder in (runs_dir, archive):
+        for folder in (runs_dir, plan.archive):
             if folder is None:
                 continue
             if not reuse and (folder / "settings.json").exists():
@@ -322,59 +328,94 @@ def run_arms(
                 f"run_dir={run_dir}",
                 f"logging.progress={str(progress).lower()}",
             ]
-            cfg = load_config(config, base)
-
-            def finished(folder: Path, arm: Arm = arm, cfg: TrainConfig = cfg) -> bool:
-                trained = not arm.train or _trained_to(folder, cfg.steps)
-                return trained and (evaluate is None or (folder / RECORD_FILE).is_file())
-
-            run = ArmRun(arm, seed, run_dir, cfg)
-            if archive is not None and reuse and not report_only and not finished(archive / run_dir.name):
-                if unpack_unfinished(archive, runs_dir, run_dir.name):
-                    print(
-                        f"[runner] {run_dir.name}: resuming the half-done run packed in {archive / PARTIAL_DIR}",
-                        flush=True,
-                    )
-            if reuse and archive is not None and not finished(run_dir) and finished(archive / run_dir.name):
-                if has_checkpoint(run_dir / "checkpoints"):
-                    raise ConfigError(
-                        f"{run_dir} holds an unfinished run and {archive / run_dir.name} a finished one of the "
-                        f"same arm-seed; remove one of them (rm -r {run_dir}, or the archived copy) and run again"
-                    )
-                _copy(archive / run_dir.name, run_dir, archived)
-                run.restored = True
-            if reuse and arm.train and _trained_to(run_dir, cfg.steps):  # finished, or trained but not evaluated
-                changed = _changed_settings(run_dir, cfg, (*IGNORED_SETTINGS, *ignore))
-                if changed:
-                    raise ConfigError(
-                        f"{run_dir} finished training with other settings than this experiment gives it now: "
-                        f"{'; '.join(changed)}. Put them back, or use another output folder"
-                    )
-            if not (reuse and finished(run_dir)):
+            run = ArmRun(arm, seed, run_dir, load_config(config, base))
+            if plan.archive is not None and reuse:
+                _restore_from_archive(run, plan, unpack=not report_only)
+            if reuse and arm.train and _trained_to(run_dir, run.config.steps):  # finished, or trained not evaluated
+                _refuse_changed_settings(run, plan)
+            if not (reuse and plan.finished(run, run_dir)):
                 if report_only:
                     continue
-                book = _read_json(run_dir / RUNNER_FILE) if reuse else {}
-                if arm.train and not (reuse and _trained_to(run_dir, cfg.steps)):
-                    resume = reuse and has_checkpoint(run_dir / "checkpoints")
-                    if resume:
-                        cfg = run.config = load_config(config, [*base, "resume=true"])
-                    if progress:
-                        print(f"[runner] {run_dir.name}: training{' (resumed)' if resume else ''}", flush=True)
-                    started = time.process_time()
-                    train(cfg, plugin_manager=plugin_manager() if plugin_manager else None)
-                    book["train_cpu_s"] = float(book.get("train_cpu_s", 0.0)) + time.process_time() - started
-                    run.trained = True
-                book.update(arm=arm.name, seed=seed, overrides=list(arm.overrides))
-                run_dir.mkdir(parents=True, exist_ok=True)
-                (run_dir / RUNNER_FILE).write_text(json.dumps(book, indent=1) + "\n")
-                if evaluate is not None:
-                    (run_dir / RECORD_FILE).write_text(json.dumps(dict(evaluate(run)), default=float) + "\n")
+                _train_and_evaluate(run, base, plan)
             run.record = _read_json(run_dir / RECORD_FILE)
             run.train_cpu_s = float(_read_json(run_dir / RUNNER_FILE).get("train_cpu_s", math.nan))
-            if archive is not None and not run.restored and finished(run_dir):
-                _copy(run_dir, archive / run_dir.name, archived)
-                _pack_path(archive, run_dir.name).unlink(missing_ok=True)  # finished: the half-done pack is stale
+            if plan.archive is not None and not run.restored and plan.finished(run, run_dir):
+                _copy(run_dir, plan.archive / run_dir.name, plan.archived)
+                _pack_path(plan.archive, run_dir.name).unlink(missing_ok=True)  # finished: the pack is stale
             runs.append(run)
             if on_run is not None:
                 on_run(run)
     return runs
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every arm-seed of one :func:`run_arms` call shares."""
+
+    config: str | Path
+    runs_dir: Path
+    archive: Path | None
+    archived: tuple[str, ...]
+    reuse: bool
+    evaluate: Callable[[ArmRun], Mapping[str, Any]] | None
+    ignore: tuple[str, ...]
+    plugin_manager: Callable[[], Any] | None
+    progress: bool
+
+    def finished(self, run: ArmRun, folder: Path) -> bool:
+        """``folder`` holds ``run``'s arm-seed trained to its steps (if it trains) and evaluated (if
+        the experiment evaluates)."""
+        trained = not run.arm.train or _trained_to(folder, run.config.steps)
+        return trained and (self.evaluate is None or (folder / RECORD_FILE).is_file())
+
+
+def _restore_from_archive(run: ArmRun, plan: _Plan, *, unpack: bool) -> None:
+    """Bring back what the archive holds of ``run``: a half-done pack (``unpack``), resumed by the
+    training that follows, or a finished arm-seed's files (``run.restored``)."""
+    from wmrl_core.checkpoint import has_checkpoint
+
+    assert plan.archive is not None
+    archived = plan.archive / run.name
+    if unpack and not plan.finished(run, archived) and unpack_unfinished(plan.archive, plan.runs_dir, run.name):
+        print(f"[runner] {run.name}: resuming the half-done run packed in {plan.archive / PARTIAL_DIR}", flush=True)
+    if not plan.finished(run, run.run_dir) and plan.finished(run, archived):
+        if has_checkpoint(run.run_dir / "checkpoints"):
+            raise ConfigError(
+                f"{run.run_dir} holds an unfinished run and {archived} a finished one of the "
+                f"same arm-seed; remove one of them (rm -r {run.run_dir}, or the archived copy) and run again"
+            )
+        _copy(archived, run.run_dir, plan.archived)
+        run.restored = True
+
+
+def _refuse_changed_settings(run: ArmRun, plan: _Plan) -> None:
+    changed = _changed_settings(run.run_dir, run.config, plan.ignore)
+    if changed:
+        raise ConfigError(
+            f"{run.run_dir} finished training with other settings than this experiment gives it now: "
+            f"{'; '.join(changed)}. Put them back, or use another output folder"
+        )
+
+
+def _train_and_evaluate(run: ArmRun, base: list[str], plan: _Plan) -> None:
+    """Train ``run`` (resuming its checkpoint) unless it is trained, book its CPU seconds, evaluate it."""
+    from wmrl_core.checkpoint import has_checkpoint
+    from wmrl_core.trainer import train
+
+    run_dir = run.run_dir
+    book = _read_json(run_dir / RUNNER_FILE) if plan.reuse else {}
+    if run.arm.train and not (plan.reuse and _trained_to(run_dir, run.config.steps)):
+        resume = plan.reuse and has_checkpoint(run_dir / "checkpoints")
+        if resume:
+            run.config = load_config(plan.config, [*base, "resume=true"])
+        if plan.progress:
+            print(f"[runner] {run.name}: training{' (resumed)' if resume else ''}", flush=True)
+        started = time.process_time()
+        train(run.config, plugin_manager=plan.plugin_manager() if plan.plugin_manager else None)
+        book["train_cpu_s"] = float(book.get("train_cpu_s", 0.0)) + time.process_time() - started
+        run.trained = True
+    book.update(arm=run.arm.name, seed=run.seed, overrides=list(run.arm.overrides))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / RUNNER_FILE).write_text(json.dumps(book, indent=1) + "\n")
+    if plan.evaluate is not None:
+        (run_dir / RECORD_FILE).write_text(json.dumps(dict(plan.evaluate(run)), default=float) + "\n")

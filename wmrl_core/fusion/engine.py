@@ -175,6 +175,65 @@ def _calibration_record(calibrator: RewardCalibrator) -> dict[str, Any]:
     }
 
 
+def _calibrate_then_learn(
+    calibrator: RewardCalibrator,
+    wm: np.ndarray,
+    real: np.ndarray,
+    group_ids: np.ndarray,
+    anchor_idx: np.ndarray,
+    n_groups: int,
+    settings: FusionSettings,
+    step: int,
+) -> tuple[np.ndarray, float, dict[str, Any] | None, int]:
+    """This step's calibrated rewards and the real rewards' within-group spread, both from earlier
+    steps' anchors only; then ``calibrator`` learns this step's anchor pairs (updated in place).
+
+    :return: ``(calibrated, real_sd, anchor_pairs, step_pairs)``: the pairs' log record (``None``
+        without anchors) and how many of the calibrator's pairs are this step's.
+    """
+    calibrated = calibrator.transform(wm, group_ids) if settings.calibrate and calibrator.n_pairs_ else wm.copy()
+    real_sd = calibrator.real_within_group_sd() if calibrator.n_pairs_ else math.nan
+    if not (settings.anchored and anchor_idx.size):
+        return calibrated, real_sd, None, 0
+    group_keys = step * n_groups + group_ids  # unique across steps
+    calibrator.update(wm[anchor_idx], real[anchor_idx], group_keys[anchor_idx])
+    added = int(np.sum(np.isfinite(wm[anchor_idx]) & np.isfinite(real[anchor_idx])))
+    anchor_pairs = {
+        "step": step,
+        "group": group_ids[anchor_idx].tolist(),
+        "world_model": wm[anchor_idx].tolist(),
+        "calibrated": calibrated[anchor_idx].tolist(),
+        "real": real[anchor_idx].tolist(),
+    }
+    return calibrated, real_sd, anchor_pairs, min(added, calibrator.n_pairs_)  # the last pairs it holds
+
+
+def _reward_and_calibration_record(
+    wm: np.ndarray,
+    real: np.ndarray,
+    calibrated: np.ndarray,
+    rewards: np.ndarray,
+    group_ids: np.ndarray,
+    is_anchor: np.ndarray,
+    calibrator: RewardCalibrator,
+    settings: FusionSettings,
+) -> dict[str, Any]:
+    """The step's reward means and what calibration did to the world model's within-group ranking."""
+    anchored = settings.anchored
+    return {
+        "reward/real_mean": nanmean(real),
+        "reward/world_model_mean": nanmean(wm),
+        "reward/calibrated_mean": nanmean(calibrated) if anchored else math.nan,
+        "reward/train_mean": nanmean(rewards),
+        **_calibration_record(calibrator),
+        "calibration/tied_group_share": tied_group_share(calibrated, group_ids, ~is_anchor) if anchored else math.nan,
+        "calibration/within_group_error_raw": within_group_error(wm, real, group_ids),
+        "calibration/within_group_error_calibrated": (
+            within_group_error(calibrated, real, group_ids) if anchored else math.nan
+        ),
+    }
+
+
 def fuse_step(
     *,
     world_model_rewards: np.ndarray,
@@ -214,22 +273,9 @@ def fuse_step(
     is_anchor = anchor_groups[group_ids]
     anchor_idx = np.flatnonzero(is_anchor)
 
-    calibrated = calibrator.transform(wm, group_ids) if settings.calibrate and calibrator.n_pairs_ else wm.copy()
-    real_sd = calibrator.real_within_group_sd() if calibrator.n_pairs_ else math.nan  # earlier anchors only
-    anchor_pairs, step_pairs = None, 0
-    if settings.anchored and anchor_idx.size:
-        group_keys = step * len(anchor_groups) + group_ids  # unique across steps
-        calibrator.update(wm[anchor_idx], real[anchor_idx], group_keys[anchor_idx])
-        added = int(np.sum(np.isfinite(wm[anchor_idx]) & np.isfinite(real[anchor_idx])))
-        step_pairs = min(added, calibrator.n_pairs_)  # the last pairs the calibrator holds
-        anchor_pairs = {
-            "step": step,
-            "group": group_ids[anchor_idx].tolist(),
-            "world_model": wm[anchor_idx].tolist(),
-            "calibrated": calibrated[anchor_idx].tolist(),
-            "real": real[anchor_idx].tolist(),
-        }
-
+    calibrated, real_sd, anchor_pairs, step_pairs = _calibrate_then_learn(
+        calibrator, wm, real, group_ids, anchor_idx, len(anchor_groups), settings, step
+    )
     rewards = np.where(is_anchor, real, calibrated)
     calibrated_adv = calibrated_advantages(
         calibrated,
@@ -257,22 +303,12 @@ def fuse_step(
     fuser.fit(inputs)
     advantages, row_weights = effective_advantages(plan.terms, np.asarray(token_counts), settings.aggregation)
 
-    anchored = settings.anchored
     record = {
-        "reward/real_mean": nanmean(real),
-        "reward/world_model_mean": nanmean(wm),
-        "reward/calibrated_mean": nanmean(calibrated) if anchored else math.nan,
-        "reward/train_mean": nanmean(rewards),
-        **_calibration_record(calibrator),
+        **_reward_and_calibration_record(wm, real, calibrated, rewards, group_ids, is_anchor, calibrator, settings),
         **plan.metrics(),
         "fusion/n_real": inputs.n_real,
         "fusion/n_world_model": inputs.n_world_model,
-        "calibration/tied_group_share": tied_group_share(calibrated, group_ids, ~is_anchor) if anchored else math.nan,
         "calibration/real_within_group_sd": real_sd,
-        "calibration/within_group_error_raw": within_group_error(wm, real, group_ids),
-        "calibration/within_group_error_calibrated": (
-            within_group_error(calibrated, real, group_ids) if anchored else math.nan
-        ),
         "anchors/groups": int(anchor_groups.sum()),
     }
     return FusedStep(advantages, row_weights, plan.terms, calibrator, fuser, record, anchor_pairs, rewards)

@@ -1,4 +1,5 @@
-"""Registers the synthetic domain and its theorem experiment through the same hooks as any installed plugin."""
+"""Registers the synthetic domain through the same hooks as any installed plugin (its studies live in
+``experiments/synthetic/`` of the checkout)."""
 
 from wmrl_core import hookimpl
 
@@ -33,27 +34,3 @@ def wmrl_register_world_models(table):
 @hookimpl
 def wmrl_default_reward_extractor(environment_name):
     return "score" if environment_name == "synthetic-bandit" else None
-
-
-@hookimpl
-def wmrl_register_experiments(table):
-    table.add(
-        "synthetic",
-        "wmrl_core.experiments.synthetic:main",
-        description="the theorem experiment: every mode, fusion and ablation on the synthetic bandit over seeds",
-    )
-    table.add(
-        "compute-to-target",
-        "wmrl_core.experiments.compute_to_target:main",
-        description="compute each arm needs to reach real's final score, with plots (--suite synthetic | autoresearch)",
-    )
-    table.add(
-        "cache-agreement",
-        "wmrl_core.experiments.cache_agreement:main",
-        description="a benchmark replayed from the execution cache against the same arms and seeds run fresh",
-    )
-    table.add(
-        "ray-execution",
-        "wmrl_core.experiments.ray_execution:main",
-        description="wall time of real execution, local vs the Ray backend with 1, 2 ... workers (synthetic job)",
-    )

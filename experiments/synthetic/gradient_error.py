@@ -31,7 +31,7 @@ group executed, estimated from all simulated groups):
 Reported per estimator: :math:`E\|\hat g - g^*\|^2/\|g^*\|^2` (relative mean squared error) and its
 bias part :math:`\|E\hat g - g^*\|^2/\|g^*\|^2`. Tasks are drawn i.i.d., so the first :math:`k` groups
 of a batch are a uniform choice of anchors. Run as
-``python -m wmrl_core.synthetic.gradient_error RUN_DIR --steps 20,40``.
+``python -m experiments.synthetic.gradient_error RUN_DIR --steps 20,40``.
 """
 
 from __future__ import annotations

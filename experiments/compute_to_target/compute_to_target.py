@@ -16,8 +16,8 @@ compute by stage, compute to reach the ``real`` arm's final score, and the paire
 
 A suite is a dict (config, metric, arms, overrides, quick settings, seeds, and optionally
 ``report(out, results, summary, spec)`` for what only that domain reports). The ``synthetic``
-suite is defined here; a plugin's suite is named by entry point in :data:`SUITES` and imported
-only when chosen (the AutoResearch one: ``wmrl_autoresearch.experiments.compute_to_target``).
+and AutoResearch suites are this study's (:data:`BUILT_IN_SUITES`); an installed plugin adds its
+own through the ``wmrl_register_compute_suites`` hook. A suite is imported only when chosen.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from wmrl_core.experiments.package_data import synthetic_config
-from wmrl_core.experiments.synthetic import compute_to_reach, run_curves, write_report
+from wmrl_core.experiments.report import seed_list
+from experiments.synthetic.theorem import compute_to_reach, run_curves, write_report
 from wmrl_core.metrics import read_metrics
 
 SYNTHETIC_CONFIG = synthetic_config()
@@ -63,21 +64,29 @@ SYNTHETIC: dict[str, Any] = {
     "seeds": 5,
 }
 """The synthetic suite (seconds on a laptop)."""
-SUITES: dict[str, dict[str, Any] | str] = {
+BUILT_IN_SUITES: dict[str, dict[str, Any] | str] = {
     "synthetic": SYNTHETIC,
-    "autoresearch": "wmrl_autoresearch.experiments.compute_to_target:SUITE",
+    "autoresearch": "experiments.compute_to_target.autoresearch:SUITE",
 }
-"""Suite name -> its spec, or the entry point ``"module:NAME"`` of a plugin's spec."""
+"""The suites of this study: name -> its spec, or ``"module:NAME"`` imported when chosen."""
+
+
+def suites() -> dict[str, dict[str, Any] | str]:
+    """This study's suites and those the installed plugins register (``wmrl_register_compute_suites``)."""
+    from wmrl_core.plugins import build_registry
+
+    registered = {spec.name: spec.entry_point for spec in build_registry().compute_suites}
+    return {**BUILT_IN_SUITES, **registered}
 
 
 def load_suite(name: str) -> dict[str, Any]:
-    """The spec of suite ``name``, importing a plugin's.
+    """The spec of suite ``name``, importing it where it is named by entry point.
 
     :raises SystemExit: the suite's plugin is not installed (naming it).
     """
-    spec = SUITES[name]
-    if isinstance(spec, dict):
-        return spec
+    spec = suites()[name]
+    if not isinstance(spec, str):
+        return dict(spec)
     module, _, attr = spec.partition(":")
     try:
         loaded: dict[str, Any] = getattr(importlib.import_module(module), attr)
@@ -128,7 +137,7 @@ def cache_note(cache: Path | None) -> str:
 def run_suite(
     suite: str,
     out: Path,
-    seeds: int,
+    seeds: Sequence[int],
     quick: bool,
     only: list[str] | None = None,
     reuse: bool = False,
@@ -153,7 +162,7 @@ def run_suite(
     print(cache_note(cache), flush=True)
     started = time.perf_counter()
     results = run_curves(
-        spec["config"], arms, seeds=range(seeds), out_dir=out, overrides=overrides, metric=spec["metric"], reuse=reuse
+        spec["config"], arms, seeds=seeds, out_dir=out, overrides=overrides, metric=spec["metric"], reuse=reuse
     )
     summary = write_report(
         results,
@@ -220,7 +229,7 @@ def curves_table(results: dict, label: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
+def run_sweep(out: Path, seeds: Sequence[int], quick: bool) -> dict:
     """Measured ``real / wmrl`` compute ratio over execution/generation cost ratio and anchor fraction.
 
     The *ideal* ratio is what the costs alone allow when WMRL needs as many steps as GRPO:
@@ -242,7 +251,7 @@ def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
         real = run_curves(
             spec["config"],
             {"real": ["mode=real", f"steps={steps['real']}"]},
-            range(seeds),
+            seeds,
             out / "sweep" / f"cost{ratio}",
             over,
             spec["metric"],
@@ -254,7 +263,7 @@ def run_sweep(out: Path, seeds: int, quick: bool) -> dict:
             arm = run_curves(
                 spec["config"],
                 {"wmrl": ["mode=wmrl", f"steps={steps['wmrl']}", f"anchors.fraction={rho}"]},
-                range(seeds),
+                seeds,
                 out / "sweep" / f"cost{ratio}-rho{rho}",
                 over,
                 spec["metric"],
@@ -313,8 +322,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment compute
     parser = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--suite", choices=sorted(SUITES), default="synthetic")
-    parser.add_argument("--seeds", type=int, default=None, help="default: the suite's")
+    parser.add_argument("--suite", choices=sorted(suites()), default="synthetic")
+    parser.add_argument("--seeds", type=seed_list, default=None, help="seeds, a list or ranges (default: the suite's count, from 0)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="tiny budget, every arm end to end (CI)")
     parser.add_argument("--sweep", action="store_true", help="synthetic only: cost ratio x anchor fraction")
@@ -333,7 +342,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment compute
     args = parser.parse_args(argv)
     out = args.out or Path("runs") / "bench" / (f"{args.suite}-sweep" if args.sweep else args.suite)
     out.mkdir(parents=True, exist_ok=True)
-    seeds = args.seeds or (2 if args.quick else load_suite(args.suite)["seeds"])
+    seeds = args.seeds or list(range(2 if args.quick else load_suite(args.suite)["seeds"]))
     if args.sweep:
         if args.suite != "synthetic":
             parser.error("--sweep runs on the synthetic suite only")

@@ -5,7 +5,7 @@ compares its runs with runs of the same arms and seeds made with the cache off: 
 held-out evaluation of each arm-seed side by side, and the execution seconds each run was
 charged (recorded costs against fresh measurements). Writes a markdown table to stdout.
 
-    wmrl experiment compute-to-target --suite autoresearch --seeds 1 --out runs/bench_ar_nocache
+    wmrl experiment compute-to-target --suite autoresearch --seeds 0-0 --out runs/bench_ar_nocache
     wmrl experiment cache-agreement --replayed runs/bench_ar --fresh runs/bench_ar_nocache
 """
 

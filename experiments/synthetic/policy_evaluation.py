@@ -175,7 +175,7 @@ def write_policy_evaluation(path: str | Path, *, replications: int = 500, seed: 
             f"# Policy evaluation: 95% intervals for a fixed policy's mean true reward\n\n"
             f"{replications} replications, each its own bandit; 32 anchors, 1600 world-model predictions, "
             f"calibrator fitted on 160 earlier anchor pairs under the uniform policy; target policy puts 0.6 "
-            f"on the best arm and 0.1 on the decoy (`wmrl_core/synthetic/policy_evaluation.py`).\n"
+            f"on the best arm and 0.1 on the decoy (`experiments/synthetic/policy_evaluation.py`).\n"
         )
     ]
     for quality in ("miscalibrated", "confident_decoy"):

@@ -8,7 +8,7 @@ mean above 0.05.
 
 Resumable: a run whose ``metrics.jsonl`` already has every step is read, not re-run.
 
-    python -m wmrl_core.synthetic.noise_weight --out runs/noise_weight --seeds 20 --steps 30 \\
+    python -m experiments.synthetic.noise_weight --out runs/noise_weight --seeds 0-19 --steps 30 \\
         --fractions 0.1 0.05 --report docs/results/synthetic/noise_weight.md
 """
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from wmrl_core.config import load_config
 from wmrl_core.experiments.package_data import synthetic_config
+from wmrl_core.experiments.report import format_int_ranges, seed_list
 from wmrl_core.metrics import read_metrics
 
 __all__ = ["weights_of_run", "longest_run_above", "summarize_weights", "run_noise_weight", "markdown_report"]
@@ -133,15 +134,15 @@ def markdown_report(weights: dict[str, dict[str, list[float]]], command: str) ->
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="where the runs go")
-    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--seeds", type=seed_list, default=list(range(20)), help="seeds (default 0-19)")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.05])
     parser.add_argument("--report", type=Path, help="write the markdown table here (and a .json beside it)")
     parser.add_argument("overrides", nargs="*", help="extra key=value config overrides")
     args = parser.parse_args(argv)
-    weights = run_noise_weight(args.out, range(args.seeds), args.steps, args.fractions, args.overrides)
-    command = "python -m wmrl_core.synthetic.noise_weight " + " ".join(
-        [f"--seeds {args.seeds}", f"--steps {args.steps}", "--fractions", *map(str, args.fractions), *args.overrides]
+    weights = run_noise_weight(args.out, args.seeds, args.steps, args.fractions, args.overrides)
+    command = "python -m experiments.synthetic.noise_weight " + " ".join(
+        [f"--seeds {format_int_ranges(args.seeds)}", f"--steps {args.steps}", "--fractions", *map(str, args.fractions), *args.overrides]
     )
     report = markdown_report(weights, command)
     print(report)

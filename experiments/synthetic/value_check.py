@@ -2,11 +2,11 @@
 
 For each execution cost and anchor fraction of ``configs/synthetic/wmrl.yaml``: ``real`` (every
 group executed) and ``wmrl`` over the same seeds; the *measured* ratio is ``real``'s compute to
-its target over ``wmrl``'s (paired by seed, :func:`wmrl_core.experiments.synthetic.summarize`), the
+its target over ``wmrl``'s (paired by seed, :func:`experiments.synthetic.theorem.summarize`), the
 *predicted* one the run average of ``value/ratio_vs_real`` (``wmrl_core/fusion/value.py``).
 Resumable (finished runs are reused).
 
-    python -m wmrl_core.synthetic.value_check --out runs/value_check --seeds 4 \\
+    python -m experiments.synthetic.value_check --out runs/value_check --seeds 0-3 \\
         --costs 0.25 1 4 --fractions 0.1 0.25 --report docs/results/synthetic/value_check.md
 """
 
@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_core.experiments.package_data import synthetic_config
+from wmrl_core.experiments.report import seed_list
 from wmrl_core.experiments.stats import mean_ci95
-from wmrl_core.experiments.synthetic import WMRL_STEPS, run_curves, summarize
+from experiments.synthetic.theorem import WMRL_STEPS, run_curves, summarize
 
 __all__ = ["value_check", "markdown_table", "WITHIN"]
 
@@ -96,12 +97,12 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--seeds", type=seed_list, default=[0, 1, 2, 3], help="seeds (default 0-3)")
     parser.add_argument("--costs", type=float, nargs="+", default=[0.25, 1.0, 4.0])
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.25])
     parser.add_argument("--report", type=Path)
     args = parser.parse_args(argv)
-    rows = value_check(args.out, range(args.seeds), args.costs, args.fractions)
+    rows = value_check(args.out, args.seeds, args.costs, args.fractions)
     table = markdown_table(rows)
     print(table)
     if args.report:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_core.experiments.package_data import synthetic_config
+from wmrl_core.experiments.report import seed_list
 from wmrl_core.experiments.runner import ArmRun, run_arms
 from wmrl_core.experiments.stats import mean_ci95
 from wmrl_core.metrics import nanmean, read_metrics
@@ -507,7 +508,7 @@ def build_parser(prog: str = "wmrl experiment synthetic") -> argparse.ArgumentPa
     p.add_argument(
         "--config", default=str(synthetic_config()), help="the base config (default: the shipped synthetic job)"
     )
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=seed_list, default=[0, 1, 2], help="seeds, a list or ranges (default 0-2)")
     p.add_argument("--out", default="runs/experiment-synthetic")
     p.add_argument("--arms", nargs="*", help=f"subset of arms (default: all): {', '.join(SYNTHETIC_ARMS)}")
     p.add_argument(
@@ -534,19 +535,19 @@ def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment synthet
         raise WMRLError(f"unknown arms {unknown}; choose from {', '.join(SYNTHETIC_ARMS)}")
     arms = {k: v for k, v in SYNTHETIC_ARMS.items() if not args.arms or k in args.arms}
     results = run_curves(
-        config, arms, seeds=range(args.seeds), out_dir=args.out, overrides=args.overrides, reuse=args.reuse
+        config, arms, seeds=args.seeds, out_dir=args.out, overrides=args.overrides, reuse=args.reuse
     )
     summary = write_report(results, args.out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
     print((Path(args.out) / "table.md").read_text())
     diagnosed = [a for a in DIAGNOSED_ARMS if a in arms]
     if diagnosed:
-        plot_diagnostics(args.out, diagnosed, range(args.seeds), Path(args.out) / "diagnostics.png")
+        plot_diagnostics(args.out, diagnosed, args.seeds, Path(args.out) / "diagnostics.png")
     print(
         f"plots: {Path(args.out) / 'reward_vs_compute.png'}, {Path(args.out) / 'diagnostics.png'}; "
         f"JSON: {Path(args.out) / 'summary.json'}"
     )
     if args.replications:
-        from wmrl_core.synthetic.policy_evaluation import write_policy_evaluation
+        from experiments.synthetic.policy_evaluation import write_policy_evaluation
 
         print(write_policy_evaluation(Path(args.out) / "policy_evaluation.md", replications=args.replications))
     return 0 if summary else 1
