@@ -40,7 +40,8 @@ def test_every_optional_capability_is_in_the_hook_docs_and_the_plugin_docs():
     optional = [
         getattr(contracts, name)
         for name in contracts.__all__
-        if isinstance(getattr(contracts, name), type) and getattr(getattr(contracts, name), "_is_runtime_protocol", False)
+        if isinstance(getattr(contracts, name), type)
+        and getattr(getattr(contracts, name), "_is_runtime_protocol", False)
     ]
     assert len(optional) >= 10
     for protocol in optional:

@@ -15,7 +15,15 @@ PAGE = ROOT / "docs/results/synthetic/fusion_defaults"
 def test_the_page_is_rebuilt_unchanged_from_its_archive(tmp_path):
     shutil.copy(PAGE / "runs.json.gz", tmp_path / "runs.json.gz")
     subprocess.run(
-        [sys.executable, "-m", "experiments.fusion_defaults.synthetic", "report", "--from-archive", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "experiments.fusion_defaults.synthetic",
+            "report",
+            "--from-archive",
+            "--out",
+            str(tmp_path),
+        ],
         cwd=ROOT,
         check=True,
         capture_output=True,

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from experiments.synthetic.gradient_error import fusion_gradient_errors, group_gradients, relative_errors
 from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.synthetic.bandit import SyntheticBanditEnvironment
-from experiments.synthetic.gradient_error import fusion_gradient_errors, group_gradients, relative_errors
 from wmrl_core.synthetic.world_model import SyntheticWorldModel
 
 
@@ -72,9 +72,9 @@ def test_shrinkage_rows_reach_the_best_of_the_family():
 
 
 def test_lambda_estimates_read_a_gradient_moment_run(tmp_path):
-    from wmrl_core.config import load_config
     from experiments.synthetic.gradient_error import lambda_estimates
     from experiments.synthetic.noise_weight import CONFIG
+    from wmrl_core.config import load_config
     from wmrl_core.trainer import train
 
     run = tmp_path / "run"

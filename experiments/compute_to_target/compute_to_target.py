@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from experiments.synthetic.theorem import compute_to_reach, run_curves, write_report
 from wmrl_core.experiments.package_data import synthetic_config
 from wmrl_core.experiments.report import seed_list
-from experiments.synthetic.theorem import compute_to_reach, run_curves, write_report
 from wmrl_core.metrics import read_metrics
 
 SYNTHETIC_CONFIG = synthetic_config()
@@ -323,7 +323,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment compute
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--suite", choices=sorted(suites()), default="synthetic")
-    parser.add_argument("--seeds", type=seed_list, default=None, help="seeds, a list or ranges (default: the suite's count, from 0)")
+    parser.add_argument(
+        "--seeds", type=seed_list, default=None, help="seeds, a list or ranges (default: the suite's count, from 0)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="tiny budget, every arm end to end (CI)")
     parser.add_argument("--sweep", action="store_true", help="synthetic only: cost ratio x anchor fraction")

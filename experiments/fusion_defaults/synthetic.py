@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from experiments.synthetic.noise_weight import summarize_weights
+from experiments.synthetic.theorem import compute_to_reach, smoothed_final
 from wmrl_core.experiments.package_data import synthetic_config
 from wmrl_core.experiments.runner import run_arms
 from wmrl_core.experiments.stats import mean_t_interval
-from experiments.synthetic.theorem import compute_to_reach, smoothed_final
 from wmrl_core.metrics import read_metrics
-from experiments.synthetic.noise_weight import summarize_weights
 
 CONFIG = synthetic_config()
 COMMON = ["checkpoint.every=0", "logging.tensorboard=false"]

@@ -142,7 +142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     weights = run_noise_weight(args.out, args.seeds, args.steps, args.fractions, args.overrides)
     command = "python -m experiments.synthetic.noise_weight " + " ".join(
-        [f"--seeds {format_int_ranges(args.seeds)}", f"--steps {args.steps}", "--fractions", *map(str, args.fractions), *args.overrides]
+        [
+            f"--seeds {format_int_ranges(args.seeds)}",
+            f"--steps {args.steps}",
+            "--fractions",
+            *map(str, args.fractions),
+            *args.overrides,
+        ]
     )
     report = markdown_report(weights, command)
     print(report)

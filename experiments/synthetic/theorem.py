@@ -534,9 +534,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment synthet
     if unknown:
         raise WMRLError(f"unknown arms {unknown}; choose from {', '.join(SYNTHETIC_ARMS)}")
     arms = {k: v for k, v in SYNTHETIC_ARMS.items() if not args.arms or k in args.arms}
-    results = run_curves(
-        config, arms, seeds=args.seeds, out_dir=args.out, overrides=args.overrides, reuse=args.reuse
-    )
+    results = run_curves(config, arms, seeds=args.seeds, out_dir=args.out, overrides=args.overrides, reuse=args.reuse)
     summary = write_report(results, args.out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
     print((Path(args.out) / "table.md").read_text())
     diagnosed = [a for a in DIAGNOSED_ARMS if a in arms]

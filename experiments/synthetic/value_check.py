@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.synthetic.theorem import WMRL_STEPS, run_curves, summarize
 from wmrl_core.experiments.package_data import synthetic_config
 from wmrl_core.experiments.report import seed_list
 from wmrl_core.experiments.stats import mean_ci95
-from experiments.synthetic.theorem import WMRL_STEPS, run_curves, summarize
 
 __all__ = ["value_check", "markdown_table", "WITHIN"]
 
