@@ -1,25 +1,33 @@
 """Every experiment that ``wmrl experiment NAME`` runs is registered, with its own ``--help``."""
 
+from pathlib import Path
+
 import pytest
 
+from wmrl_core.experiments.studies import register_studies
 from wmrl_core.plugins import build_registry, get_plugin_manager
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CORE = ("synthetic", "compute-to-target", "cache-agreement", "ray-execution")
 PLUGINS = {
-    "autoresearch": (
-        "heldout-gain",
-        "equal-execution",
-        "noise-control",
-        "sandbox-load",
-        "wm-online-update",
-        "lambda-estimates",
-    ),
-    "libero": ("libero-transfer", "libero-transfer-resolving", "libero-group-ranking", "libero-bc-recipe"),
+    "autoresearch": ("sandbox-load",),
+    # the studies of this checkout (experiments/<study>/study.py), registered under their module's name
+    "experiments.libero_transfer.study": ("libero-transfer", "libero-transfer-resolving"),
+    "experiments.libero_group_ranking.study": ("libero-group-ranking",),
+    "experiments.libero_bc_recipe.study": ("libero-bc-recipe",),
+    "experiments.autoresearch_heldout_gain.study": ("heldout-gain",),
+    "experiments.autoresearch_equal_execution.study": ("equal-execution",),
+    "experiments.autoresearch_noise_control.study": ("noise-control",),
+    "experiments.autoresearch_wm_online_update.study": ("wm-online-update",),
+    "experiments.autoresearch_lambda_estimates.study": ("lambda-estimates",),
 }
 
 
 def _experiments():
-    return build_registry(get_plugin_manager()).experiments
+    pm = get_plugin_manager()
+    register_studies(pm, ROOT)
+    return build_registry(pm).experiments
 
 
 @pytest.mark.parametrize("name", [*CORE, *(n for names in PLUGINS.values() for n in names)])

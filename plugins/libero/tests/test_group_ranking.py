@@ -5,7 +5,9 @@ import math
 
 import numpy as np
 import pytest
-from wmrl_libero.experiments.group_ranking import (
+from wmrl_libero.runtime import libero_available
+
+from experiments.libero_group_ranking.group_ranking import (
     GroupKey,
     bootstrap_group_interval,
     group_plan,
@@ -18,8 +20,6 @@ from wmrl_libero.experiments.group_ranking import (
     rollout_seed,
     simulation_saved,
 )
-from wmrl_libero.runtime import libero_available
-
 from wmrl_core.testing import require
 
 
@@ -121,8 +121,20 @@ def test_two_tiny_simulated_groups_collect_resume_and_score(tmp_path, capsys):
 
 
 def test_table_markdown_one_row_per_scorer():
-    from wmrl_libero.experiments.group_ranking import table_markdown
+    from experiments.libero_group_ranking.group_ranking import table_markdown
 
     row = dict(scorer="progress", auroc=0.8125, ci95=[0.6, 0.95], mixed_groups=3, pairs=16, saved=0.25)
     lines = table_markdown({"rows": [row]}).splitlines()
     assert len(lines) == 3 and lines[2] == "| progress | 0.812 | [0.60, 0.95] | 3 | 16 | 0.25 |"
+
+
+def test_the_pages_table_is_the_committed_analysis():
+    """The raw groups are not committed (36 MB), so the page cannot be rebuilt from them; its table
+    must at least be what ``analyse`` made of them (``group_ranking.json``)."""
+    from pathlib import Path
+
+    from experiments.libero_group_ranking.group_ranking import table_markdown
+
+    results = Path(__file__).resolve().parents[3] / "docs/results/libero"
+    table = table_markdown(json.loads((results / "group_ranking.json").read_text()))
+    assert table in (results / "group_ranking.md").read_text()

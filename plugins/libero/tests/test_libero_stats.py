@@ -1,5 +1,8 @@
+"""The Wilson interval the LIBERO evaluation protocol reports success rates with."""
+
 import pytest
-from wmrl_libero.stats import wilson_interval
+
+from wmrl_core.experiments.stats import wilson_interval
 
 
 def test_wilson_interval_hand_computed():

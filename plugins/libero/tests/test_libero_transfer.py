@@ -21,6 +21,7 @@ from wmrl_core.testing import require
 pytestmark = pytest.mark.slow
 
 COMMAND = [sys.executable, "-m", "wmrl_core.cli", "experiment", "libero-transfer"]
+ROOT = Path(__file__).resolve().parents[3]  # wmrl experiment finds the study in the checkout it runs in
 TASK = 6  # LIBERO-10 task 6: the smallest object state (56), the fastest scene to build
 
 
@@ -37,7 +38,7 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
         *("--out", str(tmp_path / "runs"), "--docs", str(tmp_path / "docs"), "--label", "ci"),
     ]
     start = time.perf_counter()
-    proc = subprocess.run([*COMMAND, *args], capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run([*COMMAND, *args], capture_output=True, text=True, timeout=1200, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     first_s = time.perf_counter() - start
     report = json.loads((tmp_path / "docs" / "transfer.json").read_text())
@@ -94,7 +95,7 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
 
     # resumable: a second invocation trains and simulates nothing again
     start = time.perf_counter()
-    again = subprocess.run([*COMMAND, *args], capture_output=True, text=True, timeout=600)
+    again = subprocess.run([*COMMAND, *args], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((tmp_path / "docs" / "transfer.json").read_text())["arms"] == arms
     assert time.perf_counter() - start < first_s

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from wmrl_libero.experiments import transfer
 
+from experiments.libero_transfer import transfer
 from wmrl_core.errors import ConfigError
 from wmrl_core.experiments.runner import Arm, check_settings, run_arms
 

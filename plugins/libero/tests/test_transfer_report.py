@@ -1,4 +1,4 @@
-"""The transfer experiment's report (``wmrl_libero.transfer_report``) on made-up runs: the
+"""The transfer experiment's report (``experiments.libero_transfer.report``) on made-up runs: the
 diagnostics of one run, and the learning rule and compute floor fixed before the last seed
 (plugins/libero/docs/transfer.md). Pure; no simulator."""
 
@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 import pytest
-from wmrl_libero import transfer_report as report
+
+from experiments.libero_transfer import report
 
 
 def _results(heldout: dict[str, list[int]], simulator_s: dict[str, float]) -> dict:

@@ -5,23 +5,25 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from wmrl_libero.experiments import transfer_resolving as tr
-from wmrl_libero.experiments.resolving_analysis import (
+from wmrl_libero.runtime import libero_available
+
+from experiments.libero_transfer import resolving as tr
+from experiments.libero_transfer.resolving_analysis import (
     BASE_HELDOUT_SUCCESS,
     compute_floor,
     paired_difference,
     select_tasks,
 )
-from wmrl_libero.runtime import libero_available
-
 from wmrl_core.testing import require
 
 SIX = range(6)
 ARMS = ["base", "noise_control", "real", "wmrl-progress", "raw-progress", "wmrl-partial-progress", "anchors-only"]
 """The pre-registered arms, in run order."""
 TASK = 6  # LIBERO-10 task 6: the smallest object state (56), the fastest scene to build
+ROOT = Path(__file__).resolve().parents[3]  # wmrl experiment finds the study in the checkout it runs in
 
 
 def test_the_tasks_are_those_strictly_inside_30_to_70_percent():
@@ -178,7 +180,7 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
         *("--out", str(tmp_path / "runs"), "--docs", str(tmp_path / "docs")),
     ]
     command = [sys.executable, "-m", "wmrl_core.cli", "experiment", "libero-transfer-resolving", *args]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     report = json.loads((tmp_path / "docs" / "transfer_resolving.json").read_text())
     assert list(report["rates"]) == ARMS

@@ -58,25 +58,9 @@ def wmrl_register_world_models(table):
 
 
 @hookimpl
-def wmrl_register_experiments(table):
+def wmrl_register_gpu_checks(table):
     table.add(
-        "libero-transfer",
-        "wmrl_libero.experiments.transfer:main",
-        description="LIBERO-Long: base policy vs real / world_model / WMRL arms and the noise control, one base checkpoint",
-    )
-    table.add(
-        "libero-bc-recipe",
-        "wmrl_libero.experiments.bc_recipe:main",
-        description="the small VLA's behaviour-cloning recipe chosen offline on held-out demo episodes",
-    )
-    table.add(
-        "libero-group-ranking",
-        "wmrl_libero.experiments.group_ranking:main",
-        description="within-group ranking (AUROC) of the LIBERO world models on the base policy's own groups",
-    )
-    table.add(
-        "libero-transfer-resolving",
-        "wmrl_libero.experiments.transfer_resolving:main",
-        description="LIBERO-Long, pre-registered: base / noise control / real / wmrl-progress / raw-progress / "
-        "wmrl-partial-progress, 6 seeds, 200 held-out episodes per arm-seed",
+        "libero_egl",
+        "wmrl_libero.experiments.gpu_checks:check_libero_egl",
+        description="a LIBERO camera render through EGL (MUJOCO_GL=egl; frames/s)",
     )

@@ -17,9 +17,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from wmrl_core.experiments.stats import wilson_interval
 from wmrl_libero.controllers import ControllerFactory
 from wmrl_libero.episode_runner import EpisodeJob, EpisodeResult, run_episodes
-from wmrl_libero.stats import wilson_interval
 from wmrl_libero.suites import suite_tasks
 
 __all__ = ["VERSIONED_PACKAGES", "package_versions", "evaluate", "summarize", "to_markdown", "write_report"]

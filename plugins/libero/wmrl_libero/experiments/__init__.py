@@ -1,10 +1,6 @@
-"""The LIBERO experiments and benchmarks (``wmrl experiment NAME``, registered in
-:mod:`wmrl_libero.plugin`, or called by ``wmrl-libero``):
+"""The LIBERO plugin's measurements that the product commands run (the studies built on them live
+in the repository's ``experiments/libero_*`` folders, not in the package):
 
-* :mod:`~wmrl_libero.experiments.transfer` (``libero-transfer``): the LIBERO-Long transfer
-  experiment, base policy against the post-training arms and the noise control;
-* :mod:`~wmrl_libero.experiments.bc_recipe` (``libero-bc-recipe``): the offline choice of the
-  small VLA's behaviour-cloning recipe on held-out demo episodes;
 * :mod:`~wmrl_libero.experiments.benchmark_speed`: simulator speed (``wmrl-libero bench``,
   ``bench-batch``, ``bench-sim``);
 * :mod:`~wmrl_libero.experiments.gpu_checks`: the plugin's check in ``benchmarks/gpu_check.py``.

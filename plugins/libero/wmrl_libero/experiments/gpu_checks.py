@@ -1,4 +1,4 @@
-"""The LIBERO plugin's GPU check, run by ``wmrl_core.experiments.gpu_check`` (``python
+"""The LIBERO plugin's GPU check (registered through ``wmrl_register_gpu_checks``; ``python
 benchmarks/gpu_check.py``) on a machine with an NVIDIA GPU: ``libero_egl``, a LIBERO camera render
 through EGL (``MUJOCO_GL=egl``; frames/s)."""
 

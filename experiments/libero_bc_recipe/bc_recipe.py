@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from wmrl_libero.demos import load_demonstrations
 from wmrl_libero.policies.behaviour_cloning import (
     chunk_action_error,
@@ -34,6 +33,8 @@ from wmrl_libero.policies.behaviour_cloning import (
     split_by_init_state,
 )
 from wmrl_libero.policies.small_vla import SmallVLA
+
+from wmrl_core.experiments.report import parse_int_ranges
 
 
 def run_recipe(recipe: dict, demos: list[dict], val_init: list[int], every: int) -> dict:
@@ -80,7 +81,9 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment libero-bc-r
     parser.add_argument("recipes", nargs="+", help="JSON objects, one per recipe")
     parser.add_argument("--demos", nargs="+", required=True, help="expert demos (record-demos HDF5 files)")
     parser.add_argument("--dagger", nargs="*", default=[], help="DAgger data files (trained on, never scored)")
-    parser.add_argument("--val-init", default="7,15,23,31,39", help="init states whose episodes are held out")
+    parser.add_argument(
+        "--val-init", default="7,15,23,31,39", help="init states whose episodes are held out (list or ranges)"
+    )
     parser.add_argument("--every", type=int, default=2000, help="score the held-out episodes every N steps")
     parser.add_argument("--out", default="runs/bc/sweep.jsonl")
     args = parser.parse_args(argv)
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment libero-bc-r
     for recipe in map(json.loads, args.recipes):
         if recipe["name"] in done:
             continue
-        record = run_recipe(recipe, demos, [int(x) for x in args.val_init.split(",")], args.every)
+        record = run_recipe(recipe, demos, parse_int_ranges(args.val_init), args.every)
         with open(out, "a") as f:
             f.write(json.dumps(record) + "\n")
     return 0

@@ -1,6 +1,6 @@
 """The pre-registered analysis of ``libero-transfer-resolving`` (pure functions on success rates).
 
-Fixed in ``docs/results/libero/transfer_resolving/PREREGISTRATION.md`` before the first seed ran.
+Fixed in ``PREREGISTRATION_RESOLVING.md`` (beside this file) before the first seed ran.
 Every rate is a held-out success rate in [0, 1] of one arm-seed; every mapping is keyed by seed.
 """
 

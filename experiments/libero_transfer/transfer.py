@@ -22,7 +22,7 @@ policy (as in training) ``--rollouts`` times from each init state of the trainin
 (Wilson for the pooled episodes, t over seeds), simulator / world-model / policy seconds from
 the training ledger (declared cost) and their wall time, and a plot of held-out success
 against simulator seconds; then the analysis fixed before the last seed (``analysis`` in
-``wmrl_libero.transfer_report``, which makes the report): which
+:mod:`experiments.libero_transfer.report`, which makes the report): which
 arms learn beyond the noise control, and whether ``wmrl-imagination`` meets the compute floor.
 Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` (success against simulator seconds) and
 ``<name>_minus_control.png`` (each arm minus the control, per seed) to ``--docs``.
@@ -31,6 +31,13 @@ Writes ``<name>.md``, ``<name>.json``, ``<name>.png`` (success against simulator
         --wm plugins/libero/checkpoints/libero_wm_t0-9.pt --seeds 0,1,2 --tasks 0-9 --out runs/libero_transfer
     ... --quick          # every arm end to end, one task, 2 steps, tiny groups (the CI check)
 
+``--report-only`` trains and simulates nothing: it reads the finished arm-seeds' files in
+``--archive`` (or ``--out``) directly, without loading their configs (an archive stays readable
+when the engine's defaults move on). An archive that holds :data:`PAGE_COMMAND_FILE` rebuilds the
+page that command built, byte for byte, from the archive alone (the full run's page)::
+
+    python -m experiments.libero_transfer.transfer --report-only --archive experiments/libero_transfer/archive/full
+
 Paths are relative to the working directory (the repository root, as in ``libero_long.yaml``).
 """
 
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -46,10 +54,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wmrl_core.experiments.runner import RECORD_FILE, RUNNER_FILE, ArmRun, run_arms
-from wmrl_core.metrics import read_metrics
+import yaml
 from wmrl_libero.experiments import config_path
-from wmrl_libero.transfer_report import (
+
+from experiments.libero_transfer.report import (
     LEDGER_KEYS,
     analysis,
     anchor_diagnostics,
@@ -59,6 +67,9 @@ from wmrl_libero.transfer_report import (
     score_trend,
     summarize,
 )
+from wmrl_core.experiments.report import parse_int_ranges
+from wmrl_core.experiments.runner import RECORD_FILE, RUNNER_FILE, ArmRun, run_arms
+from wmrl_core.metrics import read_metrics
 
 ARMS: dict[str, list[str] | None] = {
     "base": None,
@@ -71,15 +82,6 @@ ARMS: dict[str, list[str] | None] = {
     "noise_control": ["mode=world_model", "world_model.kwargs.noise_scores=true"],
 }
 """Training overrides per arm (``None``: not trained)."""
-
-
-def parse_ints(text: str) -> list[int]:
-    """``"0-3,7"`` -> ``[0, 1, 2, 3, 7]``."""
-    out: list[int] = []
-    for part in filter(None, text.split(",")):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def common_overrides(args) -> list[str]:
@@ -96,15 +98,63 @@ def common_overrides(args) -> list[str]:
     return overrides
 
 
-def ledger(run: ArmRun) -> dict[str, float]:
-    """The training ledger's totals of a trained arm-seed (zeros for one not trained)."""
-    if not run.arm.train:
+def ledger(run_dir: Path, trained: bool) -> dict[str, float]:
+    """The training ledger's totals of an arm-seed (zeros for one not trained)."""
+    if not trained:
         return dict.fromkeys(LEDGER_KEYS, 0.0)
-    last = read_metrics(run.run_dir)[-1]
+    last = read_metrics(run_dir)[-1]
     return {k: float(last.get(v) or 0.0) for k, v in LEDGER_KEYS.items()}
 
 
-EVALUATION_FILES = ("eval_train.json", "eval_heldout.json")
+def train_cpu_seconds(run_dir: Path) -> float:
+    """The training process's CPU seconds of an arm-seed: the runner's record of them, or the
+    per-split format's ``train_cpu_s.txt``; NaN where neither is there."""
+    book = run_dir / RUNNER_FILE
+    if book.exists():
+        return float(json.loads(book.read_text()).get("train_cpu_s", math.nan))
+    cpu = run_dir / "train_cpu_s.txt"
+    return float(cpu.read_text()) if cpu.exists() else math.nan
+
+
+PAGE_COMMAND_FILE = "page_command.json"
+"""In an archive: the command line (``argv``, without the program) and the ``machine`` of the
+invocation whose page the archive rebuilds; a run with ``--archive`` records its own."""
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}"
+
+
+def page_command(archive: str) -> dict[str, Any] | None:
+    """The archive's :data:`PAGE_COMMAND_FILE` (``None`` without an archive or the file)."""
+    path = Path(archive) / PAGE_COMMAND_FILE if archive else None
+    return json.loads(path.read_text()) if path is not None and path.exists() else None
+
+
+def record_page_command(archive: str, argv: Sequence[str]) -> None:
+    """Keep ``argv`` and this machine in the archive, so that the page is rebuilt from it alone."""
+    if archive:
+        path = Path(archive) / PAGE_COMMAND_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"argv": list(argv), "machine": machine()}, indent=1) + "\n")
+
+
+def page_arguments(argv: list[str], parse, prog: str) -> tuple[argparse.Namespace, list[str], str]:
+    """The arguments, command line and machine of the page: ``--report-only`` with an archive that
+    recorded its page's command takes that command (this command line's options win), so that the
+    rebuilt page names the experiment's command and machine, not this one's."""
+    known = argparse.ArgumentParser(add_help=False)
+    known.add_argument("--archive", default="")
+    known.add_argument("--report-only", action="store_true")
+    first, _ = known.parse_known_args(argv)
+    recorded = page_command(first.archive) if first.report_only else None
+    if recorded is None:
+        return parse(argv, prog), argv, machine()
+    return parse([*recorded["argv"], *argv], prog), list(recorded["argv"]), recorded["machine"]
+
+
+SPLITS = ("train", "heldout")
+EVALUATION_FILES = tuple(f"eval_{split}.json" for split in SPLITS)
 """Each split's evaluation, kept beside the runner's files (and in ``--archive``): an evaluation
 interrupted between the splits resumes with the second."""
 
@@ -145,9 +195,9 @@ def _policy(args, run_dir: Path | None, step: int | None = None):
     """The base policy, with the arm's trained weights when ``run_dir`` holds a checkpoint (the
     newest, or the one of training step ``step``)."""
     import torch
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
 
     from wmrl_core.checkpoint import has_checkpoint, load_checkpoint
-    from wmrl_libero.policies.small_vla import SmallVLAPolicy
 
     policy = SmallVLAPolicy(checkpoint=args.base, max_steps=args.max_episode_steps)
     if run_dir is not None and step is not None:
@@ -258,7 +308,7 @@ def _without_note(argv: list[str]) -> list[str]:
 
 def adopt_per_split_results(folder: Path) -> None:
     """Give arm-seed folders holding only per-split results (``eval_train.json``,
-    ``eval_heldout.json``, ``train_cpu_s.txt``, as in ``docs/results/libero/transfer_full_runs``)
+    ``eval_heldout.json``, ``train_cpu_s.txt``, as in ``archive/full`` beside this file)
     the runner's record of them (``record.json``, ``runner.json``), so that they count as finished."""
     if not folder.is_dir():
         return
@@ -276,6 +326,38 @@ def adopt_per_split_results(folder: Path) -> None:
         if cpu.exists():
             book["train_cpu_s"] = float(cpu.read_text())
         (run_dir / RUNNER_FILE).write_text(json.dumps(book, indent=1) + "\n")
+
+
+def arm_result(arm: str, seed: int, run_dir: Path, evaluation: dict, train_cpu_s: float, group_size: int) -> dict:
+    """One finished arm-seed as the report takes it: ``seed``, ``eval``, ``ledger``, ``train_cpu_s``,
+    ``anchors`` (WMRL arms: what the world model was worth on them), ``score_trend``."""
+    overrides, trained = ARMS[arm] or [], ARMS[arm] is not None
+    return {
+        "seed": seed,
+        "eval": evaluation,
+        "ledger": ledger(run_dir, trained),
+        "train_cpu_s": train_cpu_s if trained else 0.0,
+        "anchors": anchor_diagnostics(run_dir, group_size) if "mode=wmrl" in overrides else None,
+        "score_trend": score_trend(run_dir) if trained else {},
+    }
+
+
+def read_finished(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """The arm-seeds already evaluated in ``--archive`` (without one, ``--out``), read from their
+    files, seeds outer and arms inner as :func:`run_experiment` gives them: no config is loaded and
+    nothing trained or simulated."""
+    folder = Path(args.archive or args.out)
+    results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in args.arms}
+    for seed in args.seeds:
+        for arm in args.arms:
+            run_dir = folder / f"{arm}-seed{seed}"
+            if not all((run_dir / name).exists() for name in EVALUATION_FILES):
+                continue
+            evaluation = {split: json.loads((run_dir / f"eval_{split}.json").read_text()) for split in SPLITS}
+            config = run_dir / "config.yaml"
+            group_size = yaml.safe_load(config.read_text())["rollout"]["group_size"] if config.exists() else 0
+            results[arm].append(arm_result(arm, seed, run_dir, evaluation, train_cpu_seconds(run_dir), group_size))
+    return results
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -321,7 +403,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--note", default="", help="a paragraph at the top of the report")
     p.add_argument("--quick", action="store_true", help="every arm end to end at a tiny budget (CI)")
     p.add_argument(
-        "--report-only", action="store_true", help="report the arm-seeds already evaluated; train and simulate nothing"
+        "--report-only",
+        action="store_true",
+        help="report the arm-seeds already evaluated in --archive (or --out), read from their files; train and "
+        f"simulate nothing (an archive with {PAGE_COMMAND_FILE} rebuilds its page as that command built it)",
     )
     return p
 
@@ -335,8 +420,8 @@ def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown arms {sorted(unknown)}; choose from {', '.join(ARMS)}")
     args.user_override = list(args.override)
-    args.seeds, args.tasks = parse_ints(args.seeds), parse_ints(args.tasks)
-    args.train_init, args.heldout_init = parse_ints(args.train_init), parse_ints(args.heldout_init)
+    args.seeds, args.tasks = parse_int_ranges(args.seeds), parse_int_ranges(args.tasks)
+    args.train_init, args.heldout_init = parse_int_ranges(args.train_init), parse_int_ranges(args.heldout_init)
     return add_run_overrides(args)
 
 
@@ -406,22 +491,13 @@ def run_experiment(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     def on_run(run: ArmRun) -> None:
         if run.restored:
             print(f"seed {run.seed} {run.arm.name}: restored from {archive / run.name}", flush=True)
-        trained = run.arm.train
-        anchors = None
-        if trained and "mode=wmrl" in run.arm.overrides:
-            anchors = anchor_diagnostics(run.run_dir, int(run.config.rollout.group_size))
-        evaluation, totals = run.record["eval"], ledger(run)
-        results[run.arm.name].append(
-            {
-                "seed": run.seed,
-                "eval": evaluation,
-                "ledger": totals,
-                "train_cpu_s": run.train_cpu_s if trained else 0.0,
-                "anchors": anchors,
-                "score_trend": score_trend(run.run_dir) if trained else {},
-            }
+        group_size = int(run.config.rollout.group_size)
+        result = arm_result(run.arm.name, run.seed, run.run_dir, run.record["eval"], run.train_cpu_s, group_size)
+        results[run.arm.name].append(result)
+        print(
+            f"seed {run.seed} {run.arm.name}: {json.dumps(result['eval'])} ledger {json.dumps(result['ledger'])}",
+            flush=True,
         )
-        print(f"seed {run.seed} {run.arm.name}: {json.dumps(evaluation)} ledger {json.dumps(totals)}", flush=True)
 
     try:
         run_arms(
@@ -436,7 +512,6 @@ def run_experiment(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
             archive=archive,
             archive_files=(*EVALUATION_FILES, "train_cpu_s.txt"),
             ignore=WORKER_KEYS,
-            report_only=args.report_only,
             progress=True,
         )
     finally:
@@ -449,10 +524,11 @@ def run_experiment(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment libero-transfer") -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv, prog)
+    args, command, on_machine = page_arguments(list(sys.argv[1:] if argv is None else argv), parse_args, prog)
     started = time.perf_counter()
-    summary = summarize(run_experiment(args))
+    summary = summarize(read_finished(args) if args.report_only else run_experiment(args))
+    if not args.report_only:
+        record_page_command(args.archive, command)
     meta = {
         "label": args.label,
         "note": args.note
@@ -461,15 +537,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment libero-
             if args.label
             else ""
         ),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
-        "command": "wmrl experiment libero-transfer " + " ".join(_without_note(argv)),
+        "machine": on_machine,
+        "command": "wmrl experiment libero-transfer " + " ".join(_without_note(command)),
         "tasks": args.tasks,
         "train_init": args.train_init,
         "heldout_init": args.heldout_init,
         "rollouts": args.rollouts,
         "seeds": args.seeds,
         "steps": args.steps or "config",
-        "wall_s": time.perf_counter() - started,
+        "wall_s": None if args.report_only else time.perf_counter() - started,
         "report_only": bool(args.report_only),
     }
     docs = Path(args.docs)

@@ -1,6 +1,6 @@
 """The LIBERO-Long transfer experiment's report: what each arm-seed's run left behind, summarised,
-judged and drawn (``wmrl experiment libero-transfer``, :mod:`wmrl_libero.experiments.transfer`, runs the
-experiment and calls these).
+judged and drawn (``wmrl experiment libero-transfer``, :mod:`experiments.libero_transfer.transfer`, runs
+the experiment and calls these).
 
 * :func:`anchor_diagnostics`, :func:`score_trend`: what the world model was worth in one run;
 * :func:`summarize`: per arm, success with intervals, gains paired by seed, the ledger's seconds;
@@ -53,8 +53,9 @@ def anchor_diagnostics(run_dir: Path, group_size: int) -> dict[str, float]:
       GRPO no advantage whatever the world model says), of ``anchor_groups``.
 
     NaN where the arm has no anchors (``real``, ``world_model``) or no group with both outcomes."""
-    from wmrl_core.metrics import read_metrics
     from wmrl_libero.world_models.quality import within_task_auroc
+
+    from wmrl_core.metrics import read_metrics
 
     keys, labels, scores, real = [], [], [], []
     pairs_file = run_dir / "anchor_pairs.jsonl"
@@ -100,9 +101,8 @@ def score_trend(run_dir: Path) -> dict[str, float]:
 def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per arm: pooled success with Wilson interval, mean over seeds with t-interval, before
     (``base`` of the same seeds) and after, and ledger seconds (mean over seeds)."""
-    from wmrl_core.experiments.stats import mean_ci95
+    from wmrl_core.experiments.stats import mean_ci95, wilson_interval
     from wmrl_core.metrics import nanmean
-    from wmrl_libero.stats import wilson_interval
 
     def success(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
         k = sum(r["eval"][split]["successes"] for r in runs)

@@ -1,6 +1,6 @@
 """LIBERO-Long transfer, sized to resolve the paper's effect (issue 35, item 3; pre-registered).
 
-The pre-registration, committed before the first seed: ``docs/results/libero/transfer_resolving/PREREGISTRATION.md``.
+The pre-registration, committed before the first seed: ``PREREGISTRATION_RESOLVING.md`` beside this file.
 Arms (all from ``--base``, ``configs/libero/libero_long.yaml``, the same steps, batch, group, lr and KL):
 
 * ``base``: no RL; also re-evaluated under fresh evaluation noise (the evaluation's noise, measured);
@@ -21,12 +21,17 @@ Arms (all from ``--base``, ``configs/libero/libero_long.yaml``, the same steps, 
 
 Evaluation: ``--rollouts`` sampled rollouts from each held-out init state (``--heldout-init``, LIBERO's
 40-49) of every task, the same noise for every arm of a seed (shared random numbers). Analysis
-(:mod:`~wmrl_libero.experiments.resolving_analysis`): each arm minus the control, paired by seed, learns
+(:mod:`~experiments.libero_transfer.resolving_analysis`): each arm minus the control, paired by seed, learns
 iff the 95% t-interval's lower bound is above zero; the compute floor; the paper's Table 3 beside.
 
     wmrl experiment libero-transfer-resolving --out runs/libero_transfer_resolving \\
-        --archive docs/results/libero/transfer_resolving/runs
+        --archive experiments/libero_transfer/archive/resolving
     ... --quick     # every arm end to end: 1 seed, 2 steps, 2 evaluation episodes (the CI check)
+
+The page (``docs/results/libero/transfer_resolving/``) from the archive alone, byte for byte, as the
+experiment's command built it (``--report-only``: see :mod:`~experiments.libero_transfer.transfer`)::
+
+    python -m experiments.libero_transfer.resolving --report-only --archive experiments/libero_transfer/archive/resolving
 """
 
 from __future__ import annotations
@@ -34,25 +39,24 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wmrl_core.experiments.runner import ArmRun, run_arms
-from wmrl_core.experiments.stats import repeated_evaluation_noise
-from wmrl_core.metrics import read_metrics
-from wmrl_libero.experiments import transfer
-from wmrl_libero.experiments.resolving_analysis import (
+from experiments.libero_transfer import transfer
+from experiments.libero_transfer.resolving_analysis import (
     BASE_HELDOUT_SUCCESS,
     PAPER_TABLE3,
     compute_floor,
     paired_difference,
     select_tasks,
 )
+from wmrl_core.experiments.report import parse_int_ranges
+from wmrl_core.experiments.runner import ArmRun, run_arms
+from wmrl_core.experiments.stats import repeated_evaluation_noise
+from wmrl_core.metrics import read_metrics
 
 TRAINED = ("real", "wmrl-progress", "raw-progress", "wmrl-partial-progress", "anchors-only")
 """The arms the decision rule judges against ``noise_control``."""
@@ -143,8 +147,8 @@ def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     if not args.quick:  # the pre-registered batch: 4 groups of 4 rollouts a step
         args.override = [*BATCH, *args.override]
     args.user_override = list(args.override)
-    args.seeds, args.tasks = transfer.parse_ints(args.seeds), transfer.parse_ints(args.tasks)
-    args.train_init, args.heldout_init = [], transfer.parse_ints(args.heldout_init)
+    args.seeds, args.tasks = parse_int_ranges(args.seeds), parse_int_ranges(args.tasks)
+    args.train_init, args.heldout_init = [], parse_int_ranges(args.heldout_init)
     return transfer.add_run_overrides(args)
 
 
@@ -154,17 +158,23 @@ def _simulator_s_at(run_dir: Path, step: int) -> float:
     return float(records[-1]["compute/execution_s"]) if records else math.nan
 
 
-def evaluate(args, env, run: ArmRun) -> dict[str, Any]:
-    """The held-out evaluations of one arm-seed, each written once (``EVALUATIONS``) and reused."""
-    arm, seed, run_dir = run.arm.name, run.seed, run.run_dir
+def evaluation_plan(args, arm: str, seed: int) -> list[tuple[str, int | None, int]]:
+    """The held-out evaluations of one arm-seed: ``(split, training step or None for the last,
+    noise seed)``, each written to ``eval_<split>.json``."""
     shared = transfer.evaluation_noise_seed(seed, "heldout")
-    plan = [("heldout", None, shared)]
+    plan: list[tuple[str, int | None, int]] = [("heldout", None, shared)]
     if arm == "base":
         plan.append(("heldout_fresh", None, 1_000_003 * seed + FRESH_NOISE))
     if arm == "wmrl-partial-progress":
         plan.append(("heldout_floor", args.floor_step, shared))
+    return plan
+
+
+def evaluate(args, env, run: ArmRun) -> dict[str, Any]:
+    """The held-out evaluations of one arm-seed, each written once (``EVALUATIONS``) and reused."""
+    arm, seed, run_dir = run.arm.name, run.seed, run.run_dir
     out: dict[str, Any] = {}
-    for split, step, noise in plan:
+    for split, step, noise in evaluation_plan(args, arm, seed):
         path = run_dir / f"eval_{split}.json"
         if not path.exists():
             policy = transfer._policy(args, None if arm == "base" else run_dir, step)
@@ -185,7 +195,10 @@ def run_experiment(args: argparse.Namespace) -> dict[str, dict[int, dict[str, An
     results: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
 
     def on_run(run: ArmRun) -> None:
-        results[run.arm.name][run.seed] = {"eval": run.record["eval"], "ledger": transfer.ledger(run)}
+        results[run.arm.name][run.seed] = {
+            "eval": run.record["eval"],
+            "ledger": transfer.ledger(run.run_dir, run.arm.train),
+        }
         print(f"seed {run.seed} {run.arm.name}: {json.dumps(run.record['eval'])}", flush=True)
 
     try:
@@ -201,11 +214,27 @@ def run_experiment(args: argparse.Namespace) -> dict[str, dict[int, dict[str, An
             archive=Path(args.archive) if args.archive else None,
             archive_files=EVALUATIONS,
             ignore=transfer.WORKER_KEYS,
-            report_only=args.report_only,
             progress=True,
         )
     finally:
         environment.close()
+    return results
+
+
+def read_finished(args: argparse.Namespace) -> dict[str, dict[int, dict[str, Any]]]:
+    """The arm-seeds already evaluated in ``--archive`` (without one, ``--out``), read from their
+    files as :func:`run_experiment` gives them: no config is loaded, nothing trained or simulated."""
+    folder = Path(args.archive or args.out)
+    trained = arms(args)
+    results: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
+    for seed in args.seeds:
+        for arm in args.arms:
+            run_dir = folder / f"{arm}-seed{seed}"
+            files = [run_dir / f"eval_{split}.json" for split, _, _ in evaluation_plan(args, arm, seed)]
+            if not all(path.exists() for path in files):
+                continue
+            evaluation = {path.stem.removeprefix("eval_"): json.loads(path.read_text()) for path in files}
+            results[arm][seed] = {"eval": evaluation, "ledger": transfer.ledger(run_dir, trained[arm] is not None)}
     return results
 
 
@@ -393,16 +422,17 @@ def plot(result: dict[str, Any], path: Path, title: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment libero-transfer-resolving") -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv, prog)
+    args, command, on_machine = transfer.page_arguments(list(sys.argv[1:] if argv is None else argv), parse_args, prog)
     started = time.perf_counter()
-    results = run_experiment(args)
+    results = read_finished(args) if args.report_only else run_experiment(args)
+    if not args.report_only:
+        transfer.record_page_command(args.archive, command)
     result = analyse(results, seeds_required=len(args.seeds))
     meta = {
         "label": args.label or ("quick" if args.quick else ""),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+        "machine": on_machine,
         # The experiment's command; a page rebuilt from the archive says so instead of timing the rebuild.
-        "command": "wmrl experiment libero-transfer-resolving " + " ".join(a for a in argv if a != "--report-only"),
+        "command": "wmrl experiment libero-transfer-resolving " + " ".join(a for a in command if a != "--report-only"),
         "rebuilt_from_archive": args.report_only,
         "tasks": args.tasks,
         "heldout_init": args.heldout_init,

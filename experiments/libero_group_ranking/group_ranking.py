@@ -20,8 +20,8 @@ simulation-saving alternative; saved simulation ``1 - sum(min(T_i, f H)) / sum(T
 ``group_ranking.json`` (and its table, ``group_ranking_table.md``) with each scorer's within-group AUROC, a bootstrap interval over groups,
 mixed groups and pairs.
 
-    python -m wmrl_libero.experiments.group_ranking collect --out runs/libero_groups --tasks 0,4,6,8
-    python -m wmrl_libero.experiments.group_ranking analyse --out runs/libero_groups
+    python -m experiments.libero_group_ranking.group_ranking collect --out runs/libero_groups --tasks 0,4,6,8
+    python -m experiments.libero_group_ranking.group_ranking analyse --out runs/libero_groups
 
 Paths are relative to the working directory (the repository root: the shipped checkpoints are the
 defaults). Results: ``docs/results/libero/group_ranking.md``.
@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from wmrl_core.experiments.stats import within_group_auroc
 from wmrl_libero.world_models.progress import prefix_states, prefix_steps
+
+from wmrl_core.experiments.report import parse_int_ranges
+from wmrl_core.experiments.stats import within_group_auroc
 
 __all__ = [
     "TRANSFER_HELDOUT",
@@ -169,7 +170,6 @@ def _load_policy(path: str):
 
 def _controllers(model, instruction: str, seed: int, key: GroupKey, group_size: int, max_steps: int):
     import torch
-
     from wmrl_libero.policies.small_vla import _NoiseController
 
     out = []
@@ -363,9 +363,10 @@ def imagination_scores(checkpoint: str | Path, groups: Sequence[Group], base: st
     """Each held-out rollout's imagined success probability: the same policy and the same noise
     (``eps``) act in the world model from the group's recorded start state (the state after
     reset: not an outcome)."""
-    from wmrl_core.types import Task
     from wmrl_libero.suites import suite_tasks
     from wmrl_libero.world_models.imagination import ImaginationWorldModel
+
+    from wmrl_core.types import Task
 
     wm = ImaginationWorldModel(checkpoint=str(checkpoint), horizon=max(g.max_steps for g in groups))
     model = _load_policy(base)
@@ -539,17 +540,6 @@ def analyse(
 # --------------------------------------------------------------------------- command line
 
 
-def _ints(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out += list(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
-    return out
-
-
 def _logger(path: str | None) -> Callable[[str], None]:
     def log(msg: str) -> None:
         line = f"{time.strftime('%H:%M:%S')} {msg}"
@@ -592,7 +582,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment libero-
     log = _logger(args.log)
     try:
         if args.cmd == "collect":
-            plan = group_plan(_ints(args.tasks), _ints(args.fit_init), _ints(args.eval_init), args.fit_per_eval)
+            plan = group_plan(
+                parse_int_ranges(args.tasks),
+                parse_int_ranges(args.fit_init),
+                parse_int_ranges(args.eval_init),
+                args.fit_per_eval,
+            )
             if args.max_groups:
                 plan = plan[: args.max_groups]
             collect(
