@@ -116,7 +116,7 @@ def add_world_model_commands(sub) -> None:
     p = sub.add_parser("wm-report", help="quality of the world models on held-out episodes (AUROC, calibration, ...)")
     p.add_argument("checkpoint", help="a train-wm checkpoint")
     p.add_argument("--heldout", nargs="+", required=True, help="HDF5 files with episodes from held-out init states")
-    p.add_argument("--out", default="docs/results/libero", help="folder for world_models.md / .json")
+    p.add_argument("--out", default="runs/libero_wm_report", help="folder for world_models.md / .json")
     p.add_argument("--name", default="world_models", help="report file stem (NAME.md, NAME.json)")
     p.add_argument("--sim-episodes", type=int, default=2, help="real episodes timed for the speed comparison")
     p.add_argument("--vla-batch", type=int, default=64, help="small-VLA episodes imagined in one batch (speed)")

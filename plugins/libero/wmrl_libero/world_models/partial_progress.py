@@ -1,8 +1,9 @@
 """Progress of the first part of each executed rollout: the simulation-saving LIBERO world model.
 
-Issue 35, item 2 (``docs/results/libero/group_ranking.md``): the progress scorer reading only the
-first half of the episode limit ranks a group's rollouts at within-group AUROC 0.91 and needs 34 %
-less simulation than full episodes. As a WMRL world model (``libero-partial-progress``) this is:
+A progress scorer that reads only the first part of each episode can rank a group's rollouts
+nearly as well as one reading whole episodes, for less simulation (the repository's group-ranking
+study measures how well and how much less). As a WMRL world model (``libero-partial-progress``)
+this is:
 
 * the anchor groups are executed in full by the trainer (their reward is the sparse success);
 * every other rollout is executed by :meth:`execute_for_scoring` only for its first
