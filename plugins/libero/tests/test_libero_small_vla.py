@@ -185,9 +185,9 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 def test_log_probs_is_pure_before_and_after_execution():
-    """The trainer checks ``log_probs`` before the episodes run (issue 52: it used to clear the whole
-    mask there, so step 1 of every invocation trained on nothing). Calling it changes nothing, twice
-    gives the same, and the mask is the executed steps whenever the episode runs."""
+    """The trainer checks ``log_probs`` before the episodes run; one that wrote into the rollouts there
+    would clear the mask and train step 1 on nothing. Calling it changes nothing, twice gives the
+    same, and the mask is the executed steps whenever the episode runs."""
     from wmrl_libero.policies.small_vla import SmallVLAPolicy
 
     from wmrl_core.types import Task
@@ -300,3 +300,36 @@ def test_sigma_scale_widens_every_action_dimension_and_log_std_gets_its_own_rate
     assert len(TrainState.create(cfg, base).optimizer.param_groups) == 1  # no log_std_lr: one rate
     with pytest.raises(ValueError, match="sigma_scale must be a positive number"):
         SmallVLAPolicy(max_steps=5, chunk=2, object_dim=4, hidden=16, sigma_scale=0.0)
+
+
+def test_one_draw_per_chunk_holds_its_noise_and_has_one_log_prob_per_chunk():
+    """``noise="chunk"``: the chunk's actions share one draw z (a = mu_j + tau sigma z), so its density
+    is that of z, counted once at the chunk's first step; at unchanged weights the recomputed
+    log-probabilities equal the sampling-time ones (ratio 1), with sigma multiplied by the temperature."""
+    from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+    from wmrl_core.types import Task
+
+    torch.manual_seed(0)
+    policy = SmallVLAPolicy(max_steps=7, chunk=3, object_dim=4, hidden=16, noise="chunk", temperature=1.6)
+    rollouts = policy.generate([Task(id="t", description="open it")], group_size=2)
+    ctrl = rollouts.solutions[0]
+    assert torch.equal(ctrl.eps[0], ctrl.eps[2]) and torch.equal(ctrl.eps[3], ctrl.eps[5])
+    assert not torch.equal(ctrl.eps[0], ctrl.eps[3])
+    assert rollouts.old_log_probs[0, [1, 2, 4, 5]].abs().sum() == 0  # one term per chunk
+    for o in _fake_obs(5, 4):  # 5 steps: chunk 0 whole, chunk 1 cut after 2 steps
+        ctrl.act(o, {})
+    assert rollouts.mask[0].tolist() == [1, 0, 0, 1, 0, 0, 0]
+    lp = policy.log_probs(rollouts).detach()
+    assert torch.allclose(lp[0], rollouts.old_log_probs[0] * rollouts.mask[0], atol=1e-4)
+    # the held draw: within a chunk the actions differ from their means by the same tau sigma z
+    dist = policy.model.distribution(ctrl.inputs[:1])
+    offsets = (torch.stack(ctrl.actions[:3]) - dist.mean[0]) / (1.6 * dist.stddev[0])
+    assert torch.allclose(offsets, ctrl.eps[0].expand(3, 7), atol=1e-5)
+    # the entropy is the sampling distribution's: sigma x 1.6 in each of the 7 dimensions
+    base = SmallVLAPolicy(max_steps=7, chunk=3, object_dim=4, hidden=16)
+    base.load_state_dict(policy.state_dict())
+    gap = float(policy.entropy(rollouts)[0, 0] - base.entropy(rollouts)[0, 0])
+    assert gap == pytest.approx(7 * math.log(1.6), rel=1e-5)
+    with pytest.raises(ValueError, match="noise must be one of step, chunk"):
+        SmallVLAPolicy(max_steps=7, chunk=3, object_dim=4, hidden=16, noise="episode")

@@ -201,9 +201,20 @@ class _NoiseController:
     ``Rollouts.mask``, a view) equal to 1 exactly at the recorded steps.
     """
 
-    def __init__(self, model: SmallVLA, instruction: str, eps: torch.Tensor, mask_row: torch.Tensor | None = None):
+    def __init__(
+        self,
+        model: SmallVLA,
+        instruction: str,
+        eps: torch.Tensor,
+        mask_row: torch.Tensor | None = None,
+        *,
+        temperature: float = 1.0,
+        mask_every: int = 1,
+    ):
         self.model, self.instruction, self.eps = model, instruction, eps  # eps: (T, 7)
         self.mask_row = torch.zeros(len(eps)) if mask_row is None else mask_row  # (T,)
+        self.temperature = temperature  # sigma is multiplied by it when sampling
+        self.mask_every = mask_every  # 1: every step is a draw; chunk: one draw per chunk, masked at its start
         self.inputs: list[VLAInput] = []  # one per chunk: the observation it was predicted from
         self.actions: list[torch.Tensor] = []  # one per executed step
         self._planned: torch.Tensor | None = None  # the current chunk (chunk, 7), unclamped
@@ -219,14 +230,20 @@ class _NoiseController:
         self.inputs.append(x)
 
     def record_action(self, a: torch.Tensor) -> None:
-        """The next executed (or imagined) action, unclamped."""
-        self.mask_row[len(self.actions)] = 1.0
+        """The next executed (or imagined) action, unclamped; its mask entry is 1 where it carries a
+        draw of its own (every step, or the first of each chunk with one draw per chunk)."""
+        t = len(self.actions)
+        if t % self.mask_every == 0:
+            self.mask_row[t] = 1.0
         self.actions.append(a)
 
     def truncate_record(self, steps: int) -> None:
         """Keep only the first ``steps`` actions and the chunks they were planned in."""
         del self.inputs[-(-steps // self.model.chunk) :], self.actions[steps:]
         self.mask_row[steps:] = 0.0
+
+    def _distribution(self, inputs: list[VLAInput]) -> torch.distributions.Normal:
+        return sampling_distribution(self.model.distribution(inputs), self.temperature)
 
     def _chunk(self, dist: torch.distributions.Normal, row: int, t: int) -> torch.Tensor:
         n = min(self.model.chunk, len(self.eps) - t)
@@ -239,7 +256,7 @@ class _NoiseController:
             return NOOP_ACTION[None].copy()
         if t % self.model.chunk == 0:
             x = VLAInput.from_obs(obs, self.instruction)
-            self._planned = self._chunk(self.model.distribution([x]), 0, t)
+            self._planned = self._chunk(self._distribution([x]), 0, t)
             self.record_input(x)
         a = self._planned[t % self.model.chunk]
         self.record_action(a)
@@ -250,12 +267,25 @@ class _NoiseController:
         """The chunk each observation would start at step ``t`` (B, chunk, 7), recording nothing
         (the imagination world model's interface; its steps then match real execution when
         its chunk is a multiple of the policy's)."""
-        dist = self.model.distribution([VLAInput.from_obs(o, self.instruction) for o in obs_list])
+        dist = self._distribution([VLAInput.from_obs(o, self.instruction) for o in obs_list])
         out = np.tile(NOOP_ACTION, (len(obs_list), self.model.chunk, 1)).astype(np.float32)
         for row in range(len(obs_list)):
             a = self._chunk(dist, row, t).clamp(-1, 1).numpy() if t < len(self.eps) else out[row, :0]
             out[row, : len(a)] = a
         return out
+
+
+def sampling_distribution(dist: torch.distributions.Normal, temperature: float) -> torch.distributions.Normal:
+    """The policy's Gaussian with its standard deviation multiplied by ``temperature``: what the
+    rollouts are sampled from and what their log-probabilities are computed under (1: unchanged)."""
+    if temperature == 1.0:
+        return dist
+    return torch.distributions.Normal(dist.mean, dist.stddev * temperature)
+
+
+NOISE_MODES = ("step", "chunk")
+"""``step``: a new noise draw for every action; ``chunk``: one draw per action chunk, held for its
+steps (smoother, lower-dimensional exploration: one log-probability per chunk)."""
 
 
 _FALLBACK_INSTRUCTION = "put the object in the basket"
@@ -288,6 +318,11 @@ class SmallVLAPolicy(nn.Module):
     :param sigma_scale: multiplies the checkpoint's action standard deviation at construction
         (``log_std += log(sigma_scale)``), e.g. 3 for a positive control that must recover the
         success lost to wider exploration. A resumed run reads its own ``log_std`` back.
+    :param noise: ``step`` (a noise draw per action) or ``chunk`` (one draw per action chunk, held
+        for its steps; each rollout then has one log-probability per chunk, at the chunk's first step).
+    :param temperature: sample with sigma multiplied by this (1: the behaviour-cloning sigma); the
+        log-probabilities and entropy are those of the sampling distribution, so the update stays
+        on-policy. Evaluate at 1.
     :param log_std_lr: Adam learning rate of ``log_std`` (``None``: ``grpo.lr``, like every other
         weight). At the rates that keep the network's weights stable ``log_std`` moves by ~lr a
         step, so a change of sigma by a factor e takes ~1/lr steps; a separate rate lets the
@@ -304,9 +339,15 @@ class SmallVLAPolicy(nn.Module):
         probe_seed: int = 0,
         sigma_scale: float = 1.0,
         log_std_lr: float | None = None,
+        noise: str = "step",
+        temperature: float = 1.0,
         **model_kwargs,
     ):
         super().__init__()
+        if noise not in NOISE_MODES:
+            raise ValueError(f"noise must be one of {', '.join(NOISE_MODES)}, got {noise!r}")
+        if not (math.isfinite(temperature) and temperature > 0):
+            raise ValueError(f"temperature must be a positive number (1: the model's own sigma), got {temperature!r}")
         if not (math.isfinite(sigma_scale) and sigma_scale > 0):
             raise ValueError(f"sigma_scale must be a positive number, got {sigma_scale!r}")
         if log_std_lr is not None and not (math.isfinite(log_std_lr) and log_std_lr >= 0):
@@ -317,6 +358,7 @@ class SmallVLAPolicy(nn.Module):
                 self.model.log_std.add_(math.log(sigma_scale))
         self.max_steps = max_steps
         self.log_std_lr = log_std_lr
+        self.noise, self.temperature = noise, float(temperature)
         self._probes = _probe_set(self.model, _instructions(env), probe_size, probe_seed)
         self._probe_start = self._probe_means()  # the weights training starts from (also after a resume)
         self._probe_before: torch.Tensor | None = None  # the weights that sampled the current step
@@ -343,24 +385,43 @@ class SmallVLAPolicy(nn.Module):
 
         self._probe_before = self._probe_means()
         flat = [task for task in tasks for _ in range(group_size)]
-        eps = [torch.randn(self.max_steps, 7) for _ in flat]  # one draw per rollout, in order; each its own tensor
-        old_lp = torch.distributions.Normal(0.0, 1.0).log_prob(torch.stack(eps)).sum(-1) - self._sigma().log().sum()
-        mask = torch.zeros(len(flat), self.max_steps)  # 1 at each step as it is executed or imagined
-        solutions = [_NoiseController(self.model, task.description, eps[i], mask[i]) for i, task in enumerate(flat)]
+        k, steps = self.model.chunk, self.max_steps
+        if self.noise == "step":
+            eps = [torch.randn(steps, 7) for _ in flat]  # one draw per rollout, in order; each its own tensor
+        else:  # one draw per chunk, held for the chunk's steps
+            eps = [torch.randn(-(-steps // k), 7).repeat_interleave(k, 0)[:steps] for _ in flat]
+        sigma = self._sigma() if self.temperature == 1.0 else self._sigma() * self.temperature
+        old_lp = torch.distributions.Normal(0.0, 1.0).log_prob(torch.stack(eps)).sum(-1) - sigma.log().sum()
+        every = 1 if self.noise == "step" else k
+        if every > 1:
+            old_lp = old_lp * self._draw_steps(steps)
+        mask = torch.zeros(len(flat), steps)  # 1 at each step (chunk start) as it is executed or imagined
+        solutions = [
+            _NoiseController(
+                self.model, task.description, eps[i], mask[i], temperature=self.temperature, mask_every=every
+            )
+            for i, task in enumerate(flat)
+        ]
         return Rollouts(flat, solutions, np.repeat(np.arange(len(tasks)), group_size), old_lp, mask, extra=None)
 
+    def _draw_steps(self, n: int) -> torch.Tensor:
+        """1.0 at the steps that carry a noise draw of their own (chunk starts), 0.0 elsewhere."""
+        return (torch.arange(n) % self.model.chunk == 0).float()
+
     def log_probs(self, rollouts) -> torch.Tensor:
-        """``log pi(a_t | o_s)`` per recorded step, ``s`` the start of ``t``'s chunk; 0 at the
+        """``log pi(a_t | o_s)`` per recorded step, ``s`` the start of ``t``'s chunk (with
+        ``noise="chunk"``: at each chunk's first step only, the density of its one draw); 0 at the
         steps not recorded (mask 0). Reads ``rollouts``, writes nothing."""
         out = torch.zeros(len(rollouts), self.max_steps)
         k = self.model.chunk
         for i, ctrl in enumerate(rollouts.solutions):
             n = len(ctrl.actions)
             if n:
-                dist = self.model.distribution(ctrl.inputs)  # (chunks, k, 7)
+                dist = sampling_distribution(self.model.distribution(ctrl.inputs), self.temperature)  # (chunks, k, 7)
                 steps = torch.arange(n)
                 mean, std = dist.mean[steps // k, steps % k], dist.stddev[steps // k, steps % k]
-                out[i, :n] = torch.distributions.Normal(mean, std).log_prob(torch.stack(ctrl.actions)).sum(-1)
+                lp = torch.distributions.Normal(mean, std).log_prob(torch.stack(ctrl.actions)).sum(-1)
+                out[i, :n] = lp if self.noise == "step" else lp * self._draw_steps(n)
         return out
 
     def entropy(self, rollouts) -> torch.Tensor:
@@ -368,6 +429,8 @@ class SmallVLAPolicy(nn.Module):
         dimensions: ``sum_d 0.5 log(2 pi e sigma_d^2)``. sigma does not depend on the
         observation, so every step has the same value (the engine masks the unrecorded ones)."""
         per_step = (0.5 * math.log(2 * math.pi * math.e) + self.model.log_std.clamp(-5, 1)).sum()
+        if self.temperature != 1.0:
+            per_step = per_step + 7 * math.log(self.temperature)
         return per_step.expand(len(rollouts), self.max_steps)
 
     @torch.no_grad()
