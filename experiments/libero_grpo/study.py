@@ -10,3 +10,8 @@ def wmrl_register_experiments(table):
         "experiments.libero_grpo.positive_control:main",
         description="LIBERO: real recovers the success lost to a 3x wider sigma, against the noise control (3 seeds)",
     )
+    table.add(
+        "libero-gradient-snr",
+        "experiments.libero_grpo.gradient_snr:main",
+        description="LIBERO: how much of a GRPO step's gradient is signal, per exploration setting (sizes the recipe)",
+    )
