@@ -449,17 +449,7 @@ def _train(cfg: TrainConfig, pm: Any, run_dir: Path) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     c, state, train_tasks, (eval_split, eval_tasks) = _start(cfg, build_registry(pm), pm, saved)
-    if cfg.rollout.batch_tasks > len(train_tasks):
-        notice(
-            f"rollout.batch_tasks={cfg.rollout.batch_tasks} is more than the {len(train_tasks)} tasks of split "
-            f"{cfg.rollout.task_split!r}: each step draws its tasks with replacement, so one task can be several "
-            f"groups of a step. Set rollout.batch_tasks<={len(train_tasks)} to draw each task at most once a step"
-        )
-    if cfg.eval.every and cfg.eval.split == cfg.rollout.task_split:  # asked for, not heldout's fallback
-        notice(
-            f"the evaluations run on the split training samples from ({eval_split!r}): they measure fit to the "
-            f"training tasks, not generalisation. Set eval.split to a split training does not use, if the domain has one"
-        )
+    _notice_split_choices(cfg, len(train_tasks), eval_split)
     start_step = 0 if saved is None else saved["step"]
     checkpointed = None if saved is None else start_step  # the step of this run's newest checkpoint
     if saved is None:
@@ -516,22 +506,42 @@ def _train(cfg: TrainConfig, pm: Any, run_dir: Path) -> dict[str, Any]:
         c.close()
     summary = _summary(cfg, c, run, last, time.perf_counter() - started, rewards.usable, eval_split)
     atomic_write_text(run_dir / "summary.json", strict_json(summary, indent=2), "summary")
-    trained = cfg.steps - start_step
-    if trained > 0 and rewards.usable == 0:
-        statuses = rewards.rewardless_statuses
-        raise TrainedOnNothingError(
-            f"the run trained on nothing: none of its {trained} steps had a usable reward (mode={cfg.mode}; "
-            f"dropped world-model predictions are counted in faults/world_model_dropped, rewardless outcomes in "
-            f"{run_dir / 'metrics.jsonl'}"
-            + (
-                f"; the executed outcomes' statuses: {_statuses(statuses)}, which reward `{c.reward_name}` drops"
-                if statuses
-                else ""
-            )
-            + f"). Fix the component whose rewards are all NaN: {_reward_sources(c, cfg.mode)} must return finite "
-            f"scores" + (", or give those outcomes a reward (reward.kwargs.failure_reward)" if statuses else "")
-        )
+    if cfg.steps > start_step and rewards.usable == 0:
+        _refuse_trained_on_nothing(cfg, c, rewards, cfg.steps - start_step, run_dir)
     return summary
+
+
+def _notice_split_choices(cfg: TrainConfig, n_train_tasks: int, eval_split: str) -> None:
+    """Say once what the configured splits make of the run: tasks drawn with replacement, an
+    evaluation on the training split."""
+    if cfg.rollout.batch_tasks > n_train_tasks:
+        notice(
+            f"rollout.batch_tasks={cfg.rollout.batch_tasks} is more than the {n_train_tasks} tasks of split "
+            f"{cfg.rollout.task_split!r}: each step draws its tasks with replacement, so one task can be several "
+            f"groups of a step. Set rollout.batch_tasks<={n_train_tasks} to draw each task at most once a step"
+        )
+    if cfg.eval.every and cfg.eval.split == cfg.rollout.task_split:  # asked for, not heldout's fallback
+        notice(
+            f"the evaluations run on the split training samples from ({eval_split!r}): they measure fit to the "
+            f"training tasks, not generalisation. Set eval.split to a split training does not use, if the domain has one"
+        )
+
+
+def _refuse_trained_on_nothing(cfg: TrainConfig, c: Components, rewards: Any, trained: int, run_dir: Path) -> None:
+    """A run none of whose ``trained`` steps had a usable reward is an error naming the component to fix."""
+    statuses = rewards.rewardless_statuses
+    raise TrainedOnNothingError(
+        f"the run trained on nothing: none of its {trained} steps had a usable reward (mode={cfg.mode}; "
+        f"dropped world-model predictions are counted in faults/world_model_dropped, rewardless outcomes in "
+        f"{run_dir / 'metrics.jsonl'}"
+        + (
+            f"; the executed outcomes' statuses: {_statuses(statuses)}, which reward `{c.reward_name}` drops"
+            if statuses
+            else ""
+        )
+        + f"). Fix the component whose rewards are all NaN: {_reward_sources(c, cfg.mode)} must return finite "
+        f"scores" + (", or give those outcomes a reward (reward.kwargs.failure_reward)" if statuses else "")
+    )
 
 
 def _start(
