@@ -21,6 +21,8 @@ from wmrl_core.grpo import rollout_entropy
 from wmrl_core.plugins import build_registry, get_plugin_manager
 from wmrl_core.trainer import extract_rewards, train
 
+ROOT = Path(__file__).resolve().parents[3]  # the repository: `wmrl experiment` finds its studies there
+
 WORLD_MODEL_CONFIG = config_path("world_model.yaml")
 MAX_ENTROPY = sum(math.log(n) for n in N_OPTIONS)  # 9.53 nats: uniform over every menu
 
@@ -173,7 +175,7 @@ def test_noise_control_script_prints_the_table_and_writes_the_plot(tmp_path):
             "--cells",
             "0.03,0,0",
             "--seeds",
-            "1",
+            "0-0",
             "--steps",
             "2",
             "--runs",
@@ -181,6 +183,7 @@ def test_noise_control_script_prints_the_table_and_writes_the_plot(tmp_path):
             "--out",
             str(tmp_path / "out"),
         ],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,

@@ -5,14 +5,17 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
-from wmrl_autoresearch.experiments import equal_execution as ee
-from wmrl_autoresearch.experiments import heldout_gain as hg
 
+from experiments.autoresearch_equal_execution import equal_execution as ee
+from experiments.autoresearch_heldout_gain import heldout_gain as hg
 from wmrl_core.components import make_components
 from wmrl_core.plugins import build_registry
+
+ROOT = Path(__file__).resolve().parents[3]  # the repository: `wmrl experiment` finds its studies there
 
 COMMAND = [sys.executable, "-m", "wmrl_core.cli", "experiment", "equal-execution", "--quick"]
 
@@ -22,6 +25,7 @@ def test_quick_runs_every_arm_and_resumes_without_work(docker_ready, tmp_path):
     paths = ["--runs", str(tmp_path / "runs"), "--archive", str(tmp_path / "archive"), "--out", str(tmp_path / "out")]
     proc = subprocess.run(
         [*COMMAND, *paths, "--override", "environment.kwargs.limits.timeout_s=60"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=1200,
@@ -56,7 +60,7 @@ def test_quick_runs_every_arm_and_resumes_without_work(docker_ready, tmp_path):
     assert (tmp_path / "archive" / "real-seed0" / "eval_step001.json").is_file()
     assert "[arm-seed 8/8]" in proc.stdout
     # the second invocation finds everything finished: nothing trained, nothing evaluated
-    again = subprocess.run([*COMMAND, *paths], capture_output=True, text=True, timeout=600)
+    again = subprocess.run([*COMMAND, *paths], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     summary2 = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary2["this_invocation"] == {"trained": 0, "evaluations": 0}
@@ -64,7 +68,7 @@ def test_quick_runs_every_arm_and_resumes_without_work(docker_ready, tmp_path):
     for cache in ("eval_cache.jsonl", "train_cache.jsonl"):  # the caches travel with the archive
         assert (tmp_path / "archive" / "caches" / f"{cache}.gz").stat().st_size > 0
     # the evaluation's noise, measured: seed 0's initial policy again under fresh sampling noise
-    check = subprocess.run([*COMMAND, *paths, "--noise-check"], capture_output=True, text=True, timeout=600)
+    check = subprocess.run([*COMMAND, *paths, "--noise-check"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert check.returncode == 0, check.stderr[-3000:]
     assert "[noise] seed 0: shared" in check.stdout and (tmp_path / "archive" / "noise_check" / "seed0.json").is_file()
     summary3 = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -123,3 +127,14 @@ def test_pack_partial_packs_the_half_done_arm_seeds_and_the_caches(tmp_path, cap
     with pytest.raises(SystemExit):
         ee.main(["--runs", str(runs), "--pack-partial"])
     assert "--pack-partial needs --archive" in capsys.readouterr().err
+
+
+def test_the_frozen_config_travels_with_the_archive(tmp_path):
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (archive / "config.yaml").write_text("steps: 7\n")
+    resumed = argparse.Namespace(runs=tmp_path / "runs", archive=archive, config=ee.CONFIG, override=[])
+    assert ee.freeze_config(resumed).read_text() == "steps: 7\n"  # an empty --runs starts from the archive's copy
+    first = argparse.Namespace(runs=tmp_path / "new", archive=tmp_path / "kept", config=ee.CONFIG, override=["steps=3"])
+    frozen = ee.freeze_config(first)
+    assert "steps: 3" in frozen.read_text() and (tmp_path / "kept" / "config.yaml").read_text() == frozen.read_text()

@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from wmrl_autoresearch.experiments import equal_execution as ee
-from wmrl_autoresearch.experiments import equal_execution_analysis as an
+
+from experiments.autoresearch_equal_execution import analysis as an
+from experiments.autoresearch_equal_execution import equal_execution as ee
 
 
 def test_interpolation_weights_between_and_at_points_never_beyond():

@@ -4,14 +4,17 @@ end to end in real containers."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from wmrl_autoresearch.experiments import heldout_gain as hg
 
+from experiments.autoresearch_heldout_gain import heldout_gain as hg
 from wmrl_core.experiments.noise import NoiseReward
 from wmrl_core.experiments.stats import paired_bootstrap_se
 from wmrl_core.types import Outcome
+
+ROOT = Path(__file__).resolve().parents[3]  # the repository: `wmrl experiment` finds its studies there
 
 COMMAND = [sys.executable, "-m", "wmrl_core.cli", "experiment", "heldout-gain"]
 
@@ -68,7 +71,7 @@ def test_a_tiny_benchmark_runs_both_arms_end_to_end(docker_ready, tmp_path):
         [
             *COMMAND,
             "--seeds",
-            "1",
+            "0-0",
             "--samples",
             "2",
             "--max-tasks",
@@ -83,6 +86,7 @@ def test_a_tiny_benchmark_runs_both_arms_end_to_end(docker_ready, tmp_path):
             "rollout.group_size=2",
             "environment.kwargs.limits.timeout_s=60",
         ],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=900,
@@ -98,8 +102,9 @@ def test_a_tiny_benchmark_runs_both_arms_end_to_end(docker_ready, tmp_path):
     assert "| 0 |" in (tmp_path / "out" / "heldout_gain_table.md").read_text()
     # resuming reads everything back: no training, no execution
     again = subprocess.run(
-        [*COMMAND, "--seeds", "1", "--samples", "2", "--max-tasks", "2"]
+        [*COMMAND, "--seeds", "0-0", "--samples", "2", "--max-tasks", "2"]
         + ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out2")],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
@@ -111,8 +116,9 @@ def test_a_tiny_benchmark_runs_both_arms_end_to_end(docker_ready, tmp_path):
     )
     # resuming with another evaluation size would mix two settings in one result: refused before anything runs
     other = subprocess.run(
-        [*COMMAND, "--seeds", "1", "--samples", "3", "--max-tasks", "2"]
+        [*COMMAND, "--seeds", "0-0", "--samples", "3", "--max-tasks", "2"]
         + ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out3")],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,

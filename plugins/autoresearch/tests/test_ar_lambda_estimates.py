@@ -5,12 +5,15 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from wmrl_autoresearch.experiments import lambda_estimates as le
 
+from experiments.autoresearch_lambda_estimates import lambda_estimates as le
 from wmrl_core.calibration import RewardCalibrator
+
+ROOT = Path(__file__).resolve().parents[3]  # the repository: `wmrl experiment` finds its studies there
 
 
 def _group(real, calibrated, h_real, h_calibrated, sketch_real=None, sketch_calibrated=None, keys=None):
@@ -192,7 +195,9 @@ def test_three_groups_end_to_end_then_replayed_from_the_cache(docker_ready, tmp_
     # G = 2 and the smoothed calibrator (no ties) keep it to 6 executions with calibrated spread
     small = ["--groups", "3", "--k", "2", "3", "--subsets", "20", "--bootstrap", "50", "--cache", str(tmp_path / "c")]
     small += ["--override", "rollout.group_size=2", "calibration.calibrator=smoothed"]
-    proc = subprocess.run([*COMMAND, *small, "--out", str(tmp_path / "a")], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [*COMMAND, *small, "--out", str(tmp_path / "a")], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[execute] 6/6 executions, 0 replayed" in proc.stdout
     result = json.loads((tmp_path / "a" / "lambda_estimates.json").read_text())
@@ -206,7 +211,7 @@ def test_three_groups_end_to_end_then_replayed_from_the_cache(docker_ready, tmp_
     text = (tmp_path / "a" / "lambda_estimates.md").read_text()
     assert text.count("| 2 | ") == 3 and text.count("| 3 | ") == 3 and result["command"] in text
     again = subprocess.run(
-        [*COMMAND, *small, "--out", str(tmp_path / "b")], capture_output=True, text=True, timeout=600
+        [*COMMAND, *small, "--out", str(tmp_path / "b")], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
     assert again.returncode == 0, again.stderr[-3000:]
     replay = json.loads((tmp_path / "b" / "lambda_estimates.json").read_text())

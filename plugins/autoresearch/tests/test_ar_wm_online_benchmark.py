@@ -3,14 +3,18 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[3]  # the repository: `wmrl experiment` finds its studies there
 
 
 @pytest.mark.slow  # a subprocess that imports torch and sklearn
 def test_quick_benchmark_prints_the_table_and_starts_from_the_prior(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "wmrl_core.cli", "experiment", "wm-online-update", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=900,

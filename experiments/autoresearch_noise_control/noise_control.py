@@ -12,12 +12,13 @@ policy twice in ``world_model`` mode with the quickstart's batch shapes (no Dock
 Each final policy is then measured on fresh samples of every training task: its exact
 entropy (nats, summed over decisions) and its mean reward under the learned world model
 (the training reward of the ``learned`` runs). Prints a markdown table (mean and 95%
-t-interval over seeds) and writes it, a JSON file and a plot of entropy vs step to ``--out``.
+t-interval over seeds) and writes a JSON file and a plot of entropy vs step to ``--out``.
 Runs go through :func:`wmrl_core.experiments.runner.run_arms` (one arm per source and cell, seeds
 outer), so the grid resumes: finished runs and their measurements are read back from ``--runs``.
+The JSON file is every run's record; the study's ``page.py`` renders the table and the plot from it.
 
     wmrl experiment noise-control                      # the grid in docs/results/autoresearch
-    wmrl experiment noise-control --lrs 0.03 --entropy-coefs 0 --seeds 1 --out /tmp/nc   # one cell
+    wmrl experiment noise-control --lrs 0.03 --entropy-coefs 0 --seeds 0-0 --out /tmp/nc   # one cell
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from wmrl_autoresearch.experiments import config_path
+
 from wmrl_core.components import make_components
+from wmrl_core.experiments import report
 from wmrl_core.experiments.runner import ArmRun, run_arms
 from wmrl_core.experiments.stats import mean_ci95
 from wmrl_core.grpo import rollout_entropy
@@ -133,7 +135,7 @@ def run_grid(args, cells: list[tuple[float, float, float]]) -> list[dict[str, An
     runs = run_arms(
         args.config,
         cell_arms(cells),
-        seeds=range(args.seeds),
+        seeds=args.seeds,
         runs_dir=args.runs,
         overrides=[*COMMON, f"steps={args.steps}", *args.override],
         evaluate=lambda run: measure_run(run, time.perf_counter() - mark),
@@ -224,7 +226,9 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment noise-contr
         metavar="LR,ENT,KL",
         help="explicit cells instead of the product of --lrs x --entropy-coefs x --kl-coefs",
     )
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--seeds", type=report.seed_list, default=report.seed_list("0-2"), help="seeds, a list or ranges (default 0-2)"
+    )
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--threshold", type=float, default=0.8, help="share of initial entropy a noise run must keep")
     parser.add_argument("--runs", type=Path, default=Path("runs/noise_control"), help="run directories (cache)")

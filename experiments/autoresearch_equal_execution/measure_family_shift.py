@@ -4,8 +4,8 @@ Fits the shipped outcome model's settings on W's executions of the shipped corpu
 the within-task Spearman (95 % t-interval over tasks), the mean bias and the per-task level error:
 in-sample on W, program-grouped 5-fold CV on W (a seen task, new programs) and on R (never seen).
 
-    python docs/results/autoresearch/equal_execution/measure_family_shift.py            # the chosen split
-    python docs/results/autoresearch/equal_execution/measure_family_shift.py --swap     # the other candidate
+    python experiments/autoresearch_equal_execution/measure_family_shift.py   # the chosen split
+    python experiments/autoresearch_equal_execution/measure_family_shift.py --swap   # the other candidate
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Equal-execution benchmark (issue 31): does WMRL reach ``real``'s held-out score with less
+"""Equal-execution benchmark: does WMRL reach ``real``'s held-out score with less
 charged execution, with a world model that never saw the training (R) or evaluation (E)
 families, and does any gain come from the world model rather than from GRPO on the anchors alone?
 
-Pre-registered in ``docs/results/autoresearch/equal_execution/PREREGISTRATION.md``. Eight arms on
+Pre-registered in ``PREREGISTRATION.md`` beside this file. Eight arms on
 the main job's config (``configs/autoresearch/quickstart.yaml``: trains on R, the world model
 fitted on W only, B = 10, G = 4, anchors 0.1 with at least one group), every arm 32 steps, the same
 seeds, seeds outer and arms inner (:func:`wmrl_core.experiments.runner.run_arms`):
@@ -26,18 +26,20 @@ program executed). Training executions go through their own cache (``environment
 ``RUNS/train_cache.jsonl``; a replay is charged its recorded cost, so charged execution is the
 same with or without it), again off for the uncached seeds. Charged training execution per kept step is read from each run's metrics
 (``compute/execution_items`` and ``compute/execution_s``). The endpoints are in
-:mod:`~wmrl_autoresearch.experiments.equal_execution_analysis`.
+:mod:`experiments.autoresearch_equal_execution.analysis`; the page is rebuilt from the archive by
+:mod:`experiments.autoresearch_equal_execution.page`.
 
     wmrl experiment equal-execution --runs runs/equal_execution \\
-        --archive docs/results/autoresearch/equal_execution/archive --out docs/results/autoresearch/equal_execution
+        --archive experiments/autoresearch_equal_execution/archive --out docs/results/autoresearch/equal_execution
     wmrl experiment equal-execution --runs runs/equal_execution --out ... --analyse   # report the finished seeds
     wmrl experiment equal-execution --quick --runs /tmp/ee --out /tmp/ee/out          # every arm, minutes
 
 Resumable at every level: training resumes from its checkpoints, each evaluation is written to
 ``RUN_DIR/eval_stepNNN.json`` when done (an interrupted one replays its executed programs from the
 cache), finished arm-seeds are skipped (``--pack-partial``, after stopping, packs the half-done ones
-and the caches into ``--archive``; the next start unpacks and resumes them); the config is frozen into ``RUNS/config.yaml`` and the
-evaluation settings into ``RUNS/settings.json`` at the first start, and other ones are refused.
+and the caches into ``--archive``; the next start unpacks and resumes them); the config is frozen into ``RUNS/config.yaml`` (and kept in the archive, whose copy a later
+session's empty ``--runs`` starts from) and the evaluation settings into ``RUNS/settings.json`` at
+the first start, and other ones are refused.
 With ``--archive``, each finished arm-seed's small files (metrics, records, evaluations; no
 checkpoint) are copied there, to be committed, and restored into a later session's empty
 ``--runs``. The two execution caches travel with it, gzipped (``ARCHIVE/caches/``, copied after
@@ -61,10 +63,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from wmrl_autoresearch.experiments import config_path
-from wmrl_autoresearch.experiments import equal_execution_analysis as analysis
-from wmrl_autoresearch.experiments import heldout_gain as hg
+
+from experiments.autoresearch_equal_execution import analysis
+from experiments.autoresearch_heldout_gain import heldout_gain as hg
 from wmrl_core.experiments.runner import Arm, ArmRun, pack_unfinished, run_arms
 from wmrl_core.experiments.stats import repeated_evaluation_noise
 from wmrl_core.metrics import read_metrics
@@ -424,6 +426,26 @@ def analyse(args, runs: list[ArmRun]) -> str:
     return text
 
 
+ARCHIVED_CONFIG = "config.yaml"
+"""The frozen config's copy in the archive: the page is built with it, and a later session's empty
+``--runs`` starts from it rather than from the shipped config, whose defaults may have moved on."""
+
+
+def freeze_config(args) -> Path:
+    """``RUNS/config.yaml`` (:func:`heldout_gain.freeze_config`), first restored from the archive's
+    copy into an empty ``--runs``, then kept there."""
+    frozen = args.runs / "config.yaml"
+    kept = args.archive / ARCHIVED_CONFIG if args.archive is not None else None
+    if kept is not None and kept.is_file() and not frozen.exists():
+        frozen.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(kept, frozen)
+    path = hg.freeze_config(args.config, args.override, frozen)
+    if kept is not None and not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, kept)
+    return path
+
+
 def pack_partial(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """``--pack-partial``: what a stopped run did since its last finished arm-seed, into the archive."""
     if args.archive is None:
@@ -471,7 +493,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment equal-execu
     args.uncached_seeds = set(args.uncached_seeds)
     args.cache = args.cache or args.runs / "eval_cache.jsonl"
     args.train_cache = args.runs / "train_cache.jsonl"
-    args.config = hg.freeze_config(args.config, args.override, args.runs / "config.yaml")
+    args.config = freeze_config(args)
     args.invocation = {"trained": 0, "evaluations": 0}
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
     runs = run(args)

@@ -1,4 +1,4 @@
-r"""λ tuned on gradients, on the program policy (issue 30 item 3): the rectified fuser's
+r"""λ tuned on gradients, on the program policy: the rectified fuser's
 power-tuned λ from advantage moments and from per-group gradients, against the trace-optimal λ*
 at one fixed policy of the main job.
 
@@ -31,6 +31,9 @@ Reported per estimator and k: mean, sd, and mean :math:`|\text{estimate} - \lamb
 
     wmrl experiment lambda-estimates --groups 40 --out /tmp/lambda
     wmrl experiment lambda-estimates --checkpoint runs/autoresearch/wmrl-seed0/checkpoints/step_000016.pt
+
+The report (``lambda_estimates.md``) is rendered from the JSON record written beside it
+(:func:`markdown`; the study's ``page.py`` renders it again from a committed record).
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from wmrl_autoresearch.experiments import config_path
+
 from wmrl_core import checkers
 from wmrl_core.calibration import RewardCalibrator
 from wmrl_core.checkpoint import load_checkpoint

@@ -27,11 +27,12 @@ and differences, and an interrupted evaluation resumes where it stopped.
 Reported per seed: ``gain = after - before`` per arm, and ``difference = after(wmrl) -
 after(noise)`` (= the difference of the gains: the shared "before" cancels), with the
 evaluation's own noise beside it, a bootstrap over the programs of each task (paired across
-the two arms by sample index). Across seeds: mean and 95% t-interval. Writes a markdown
-table, a JSON file and a plot to ``--out``.
+the two arms by sample index). Across seeds: mean and 95% t-interval. Writes a JSON record
+to ``--out``, and the markdown table and the plot rendered from it (:func:`write_page`; the
+study's ``page.py`` renders them again from a committed record).
 
     wmrl experiment heldout-gain                                  # what docs/results/autoresearch shows
-    wmrl experiment heldout-gain --seeds 1 --samples 1 --override steps=2 --runs /tmp/hg --out /tmp/hg
+    wmrl experiment heldout-gain --seeds 0-0 --samples 1 --override steps=2 --runs /tmp/hg --out /tmp/hg
     wmrl experiment heldout-gain --override world_model.name=NEW   # the same benchmark with another world model
 
 Resumable: training runs resume from their checkpoints, finished runs and evaluations are
@@ -54,12 +55,13 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from wmrl_autoresearch.experiments import config_path
+
 from wmrl_core import hookimpl
 from wmrl_core.checkpoint import load_checkpoint
 from wmrl_core.components import make_components
 from wmrl_core.config import load_config
+from wmrl_core.experiments import report
 from wmrl_core.experiments.runner import ArmRun, check_settings, run_arms
 from wmrl_core.experiments.stats import mean_ci95, paired_bootstrap_se
 from wmrl_core.metrics import read_metrics
@@ -245,38 +247,29 @@ def _ci(values: list[float]) -> str:
     return f"{mean:+.3f} ± {half:.3f}"
 
 
-def report(before: dict, seeds: list[dict], args) -> tuple[str, dict[str, Any]]:
+def summarize(before: dict, seeds: list[dict]) -> dict[str, Any]:
+    """The report's numbers: the "before" evaluation's summary, one row per seed (both arms'
+    evaluations, gains, their difference with its evaluation s.e., the training records) and the
+    means with 95% t-intervals over seeds."""
     b = summarize_eval(before)
-    lines = [
-        f"Held-out split: {before['tasks']} tasks; before: {b['programs']} programs of the untrained (uniform) policy, "
-        f"mean {b['mean']:.3f} (bootstrap s.e. {b['se']:.3f}); after: {args.samples} programs per task per arm.",
-        "",
-        "| seed | after, wmrl | after, noise | gain, wmrl | gain, noise | difference (wmrl - noise) "
-        "| evaluation s.e. of the difference | final entropy wmrl / noise (nats) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
     rows = []
     for s in seeds:
         w, n = summarize_eval(s["eval"]["wmrl"]), summarize_eval(s["eval"]["noise"])
         _, mw = reward_matrix(s["eval"]["wmrl"])
         _, mn = reward_matrix(s["eval"]["noise"])
-        row = {
-            "seed": s["seed"],
-            "after_wmrl": w,
-            "after_noise": n,
-            "gain_wmrl": w["mean"] - b["mean"],
-            "gain_noise": n["mean"] - b["mean"],
-            "difference": w["mean"] - n["mean"],
-            "difference_se": paired_bootstrap_se([mw, mn], [1.0, -1.0]),
-            "entropy_wmrl": s["train"]["wmrl"]["entropy_curve"][-1],
-            "entropy_noise": s["train"]["noise"]["entropy_curve"][-1],
-            "train": s["train"],
-        }
-        rows.append(row)
-        lines.append(
-            f"| {row['seed']} | {w['mean']:.3f} ± {w['se']:.3f} | {n['mean']:.3f} ± {n['se']:.3f} "
-            f"| {row['gain_wmrl']:+.3f} | {row['gain_noise']:+.3f} | {row['difference']:+.3f} "
-            f"| {row['difference_se']:.3f} | {row['entropy_wmrl']:.2f} / {row['entropy_noise']:.2f} |"
+        rows.append(
+            {
+                "seed": s["seed"],
+                "after_wmrl": w,
+                "after_noise": n,
+                "gain_wmrl": w["mean"] - b["mean"],
+                "gain_noise": n["mean"] - b["mean"],
+                "difference": w["mean"] - n["mean"],
+                "difference_se": paired_bootstrap_se([mw, mn], [1.0, -1.0]),
+                "entropy_wmrl": s["train"]["wmrl"]["entropy_curve"][-1],
+                "entropy_noise": s["train"]["noise"]["entropy_curve"][-1],
+                "train": s["train"],
+            }
         )
     summary = {}
     if rows:
@@ -287,16 +280,42 @@ def report(before: dict, seeds: list[dict], args) -> tuple[str, dict[str, Any]]:
             "difference": mean_ci95([r["difference"] for r in rows]),
             "evaluation_se_of_difference": float(np.sqrt(np.mean([r["difference_se"] ** 2 for r in rows]))),
         }
+    return {"before": b, "seeds": rows, "summary": summary}
+
+
+def table(result: dict[str, Any], samples: int) -> str:
+    """The markdown table of :func:`summarize`'s ``result`` (``samples``: programs per task and
+    evaluation, the "before" one included, so its programs are ``samples`` per held-out task)."""
+    b = result["before"]
+    lines = [
+        f"Held-out split: {b['programs'] // samples} tasks; before: {b['programs']} programs of the untrained "
+        f"(uniform) policy, mean {b['mean']:.3f} (bootstrap s.e. {b['se']:.3f}); after: {samples} programs per task "
+        "per arm.",
+        "",
+        "| seed | after, wmrl | after, noise | gain, wmrl | gain, noise | difference (wmrl - noise) "
+        "| evaluation s.e. of the difference | final entropy wmrl / noise (nats) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows = result["seeds"]
+    for row in rows:
+        w, n = row["after_wmrl"], row["after_noise"]
+        lines.append(
+            f"| {row['seed']} | {w['mean']:.3f} ± {w['se']:.3f} | {n['mean']:.3f} ± {n['se']:.3f} "
+            f"| {row['gain_wmrl']:+.3f} | {row['gain_noise']:+.3f} | {row['difference']:+.3f} "
+            f"| {row['difference_se']:.3f} | {row['entropy_wmrl']:.2f} / {row['entropy_noise']:.2f} |"
+        )
+    if rows:
+        summary = result["summary"]
         mean, half = summary["difference"]
         lines.append(
             f"| **mean ± 95% t-interval ({len(rows)} seeds)** | | | {_ci([r['gain_wmrl'] for r in rows])} "
             f"| {_ci([r['gain_noise'] for r in rows])} | **{mean:+.3f} ± {half:.3f}** "
             f"| {summary['evaluation_se_of_difference']:.3f} (rms over seeds) | |"
         )
-    return "\n".join(lines), {"before": b, "seeds": rows, "summary": summary}
+    return "\n".join(lines)
 
 
-def plot(before: dict, result: dict[str, Any], path: Path) -> None:
+def plot(result: dict[str, Any], path: Path) -> None:
     """Left: held-out reward before and after per seed and arm (bootstrap s.e. bars); right: the
     difference per seed with its evaluation s.e., and the mean with its 95% t-interval."""
     import matplotlib
@@ -332,8 +351,22 @@ def plot(before: dict, result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+TABLE, RECORD, PLOT = "heldout_gain_table.md", "heldout_gain.json", "heldout_gain.png"
+"""The page's files in ``--out``: the table and the plot are rendered from the record (:func:`write_page`)."""
+
+
+def write_page(result: dict[str, Any], out: Path) -> str:
+    """The table and the plot of ``result`` (the record :func:`write_outputs` keeps) in ``out``;
+    returns the table."""
+    text = table(result, result["settings"]["samples_per_task"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / TABLE).write_text(text + "\n")
+    plot(result, out / PLOT)
+    return text
+
+
 def write_outputs(args, before: dict, seeds: list[dict]) -> None:
-    text, result = report(before, seeds, args)
+    result = summarize(before, seeds)
     result["settings"] = {
         "config": str(args.config),
         "config_yaml": Path(args.config).read_text(),
@@ -341,11 +374,9 @@ def write_outputs(args, before: dict, seeds: list[dict]) -> None:
         "max_tasks": args.max_tasks,
         "cache": str(args.cache),
     }
-    print(text, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "heldout_gain_table.md").write_text(text + "\n")
-    (args.out / "heldout_gain.json").write_text(json.dumps(result, indent=1, default=float))
-    plot(before, result, args.out / "heldout_gain.png")
+    (args.out / RECORD).write_text(json.dumps(result, indent=1, default=float))
+    print(write_page(json.loads((args.out / RECORD).read_text()), args.out), flush=True)
 
 
 def freeze_config(config: Path, overrides: list[str], frozen: Path) -> Path:
@@ -391,7 +422,7 @@ def run_seeds(args, before: dict[str, Any] | None) -> list[dict[str, Any]]:
         nonlocal mark
         mark = time.perf_counter()
         found.setdefault(run.seed, {})[run.arm.name] = run
-        if len(found[run.seed]) < len(ARMS) or len(seeds) != run.seed:
+        if len(found[run.seed]) < len(ARMS) or len(seeds) != args.seeds.index(run.seed):
             return
         runs = found[run.seed]
         seeds.append(
@@ -408,7 +439,7 @@ def run_seeds(args, before: dict[str, Any] | None) -> list[dict[str, Any]]:
     run_arms(
         args.config,
         ARMS,
-        seeds=range(args.seeds),
+        seeds=args.seeds,
         runs_dir=args.runs,
         overrides=COMMON,
         evaluate=evaluate,
@@ -424,7 +455,9 @@ def run_seeds(args, before: dict[str, Any] | None) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None, prog: str = "wmrl experiment heldout-gain") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=CONFIG, help="the main job's config")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--seeds", type=report.seed_list, default=report.seed_list("0-2"), help="seeds, a list or ranges (default 0-2)"
+    )
     parser.add_argument("--samples", type=int, default=4, help="programs per held-out task and evaluation")
     parser.add_argument(
         "--max-tasks",

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from wmrl_autoresearch.experiments import config_path
 from wmrl_autoresearch.program.corpus import load_corpus
+
+from experiments.synthetic.theorem import compute_to_reach, plot_curves
 from wmrl_core.experiments.stats import mean_ci95
-from wmrl_core.experiments.synthetic import compute_to_reach, plot_curves
 from wmrl_core.metrics import read_metrics
 
 
@@ -131,4 +131,4 @@ SUITE: dict[str, Any] = {
     "world_model_corpus": ("wmrl_autoresearch.program", "data/corpus.jsonl.gz"),
     "report": report_world_model_corpus,
 }
-"""The suite's spec (see :mod:`wmrl_core.experiments.compute_to_target`)."""
+"""The suite's spec (see :mod:`experiments.compute_to_target.compute_to_target`)."""

@@ -1,6 +1,6 @@
-r"""The endpoints of ``wmrl experiment equal-execution`` (pre-registered in
-``docs/results/autoresearch/equal_execution/PREREGISTRATION.md``), as pure functions of the
-evaluations, plus the report (``table.md``, ``summary.json``, ``equal_execution.png``).
+r"""The endpoints of ``wmrl experiment equal-execution`` (pre-registered in ``PREREGISTRATION.md``
+beside this file), as pure functions of the evaluations, plus the report (``table.md``,
+``summary.json``, ``equal_execution.png``).
 
 Input: one *curve* per arm-seed, the held-out score of each kept policy beside the charged
 execution its training had spent by then (``executions``: real executions, a count;
@@ -27,7 +27,7 @@ generated, rollouts scored by the world model, executions) at stated cost ratios
 never from wall time; and the fusion's live predicted ratio beside the measured one
 (:func:`live_and_measured_ratios`).
 
-And a diagnostic the issue asks for (not an endpoint): how the world model,
+And a diagnostic (not an endpoint): how the world model,
 fitted on W and learning from R's anchors during the run, scores R's anchor groups
 (:func:`world_model_on_anchors`): within-group Spearman of its raw predictions against the real
 rewards, its mean bias, and its per-group level error, by window of steps.

@@ -33,13 +33,13 @@ from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
-
 from wmrl_autoresearch.grading.rewards import AutoResearchScoreReward
 from wmrl_autoresearch.program.corpus import load_corpus
 from wmrl_autoresearch.program.fitting import excluded_tasks, fit_outcome_model
 from wmrl_autoresearch.program.grammar import Program, ProgramScript
 from wmrl_autoresearch.program.outcome_model import OutcomePrediction
 from wmrl_autoresearch.program.world_model import LearnedWorldModel, save_outcome_model
+
 from wmrl_core.experiments.stats import mean_ci95, within_group_spearman
 from wmrl_core.types import Outcome
 
