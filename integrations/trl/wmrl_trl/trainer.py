@@ -125,6 +125,61 @@ def _callable_names(funcs: Sequence[Any]) -> list[str]:
     return [get_callable_name(f) for f in funcs if callable(f) and not isinstance(f, torch.nn.Module)]
 
 
+def _check_reward_route(
+    plugin_route: bool, world_model: Any, environment: Any, reward: Any, tasks: Sequence[Task], to_solution: Any
+) -> None:
+    """Refuse a mix of the two routes: TRL's (``reward_funcs``, a TRL reward function or reward
+    model as the world model) and the plugin route (``environment``, ``reward``, a WMRL world model)."""
+    if plugin_route and (environment is None or reward is None):
+        raise ConfigError(
+            "WMRLGRPOTrainer needs a real reward: pass TRL reward_funcs=[...] (run on the anchor rows), or a WMRL "
+            "environment= with its reward= extractor (the plugin route)"
+        )
+    if not plugin_route and (environment is not None or reward is not None or len(tasks) or to_solution):
+        raise ConfigError(
+            "pass either reward_funcs (TRL's route) or environment=, reward=, tasks=, to_solution= (the plugin "
+            "route), not both"
+        )
+    has_predict = callable(getattr(world_model, "predict", None))
+    if world_model is not None and plugin_route != has_predict:
+        raise ConfigError(
+            f"world_model={type(world_model).__name__}: a WMRL world model (predict(tasks, solutions)) goes with "
+            "environment= and reward=; with reward_funcs, pass a TRL reward function or a reward model"
+            if has_predict
+            else f"world_model={type(world_model).__name__} has no predict(tasks, solutions): the plugin route "
+            "takes a WMRL world model; a TRL reward function or reward model goes with reward_funcs=[...]"
+        )
+
+
+def _reward_columns(
+    plugin_route: bool,
+    world_model: Any,
+    real_funcs: list[Any],
+    world_model_processing_class: Any,
+    args: GRPOConfig,
+    kwargs: dict[str, Any],
+) -> tuple[list[Any], list[Any], list[float]]:
+    """TRL's reward functions, their processing classes and the real reward's weights: the world
+    model's column first, then the real reward's (the plugin route's two placeholder columns).
+    Takes ``reward_processing_classes`` out of the trainer's ``kwargs``."""
+    if plugin_route:
+        columns: list[Any] = [_stream(WORLD_MODEL_COLUMN), _stream("real")]
+        processing: list[Any] = [None, None]
+        real_weights = [1.0]
+    else:
+        columns = [_stream(WORLD_MODEL_COLUMN) if world_model is None else world_model, *real_funcs]
+        given = kwargs.pop("reward_processing_classes", None)
+        given = [None] * len(real_funcs) if given is None else given if isinstance(given, list) else [given]
+        if len(given) != len(real_funcs):
+            raise ValueError(
+                f"The number of reward processing classes ({len(given)}) must match the number of reward "
+                f"functions ({len(real_funcs)})."
+            )
+        processing = [world_model_processing_class, *given]
+        real_weights = list(args.reward_weights or [1.0] * len(real_funcs))
+    return columns, processing, real_weights
+
+
 class WMRLGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose advantages are WMRL's fused, calibrated ones.
 
@@ -174,25 +229,7 @@ class WMRLGRPOTrainer(GRPOTrainer):
         **kwargs: Any,
     ) -> None:
         plugin_route = reward_funcs is None
-        if plugin_route and (environment is None or reward is None):
-            raise ConfigError(
-                "WMRLGRPOTrainer needs a real reward: pass TRL reward_funcs=[...] (run on the anchor rows), or a WMRL "
-                "environment= with its reward= extractor (the plugin route)"
-            )
-        if not plugin_route and (environment is not None or reward is not None or len(tasks) or to_solution):
-            raise ConfigError(
-                "pass either reward_funcs (TRL's route) or environment=, reward=, tasks=, to_solution= (the plugin "
-                "route), not both"
-            )
-        has_predict = callable(getattr(world_model, "predict", None))
-        if world_model is not None and plugin_route != has_predict:
-            raise ConfigError(
-                f"world_model={type(world_model).__name__}: a WMRL world model (predict(tasks, solutions)) goes with "
-                "environment= and reward=; with reward_funcs, pass a TRL reward function or a reward model"
-                if has_predict
-                else f"world_model={type(world_model).__name__} has no predict(tasks, solutions): the plugin route "
-                "takes a WMRL world model; a TRL reward function or reward model goes with reward_funcs=[...]"
-            )
+        _check_reward_route(plugin_route, world_model, environment, reward, tasks, to_solution)
         args: GRPOConfig | None = kwargs.pop("args", None)
         if args is None:  # TRL's default
             name = model if isinstance(model, str) else getattr(model.config, "_name_or_path", "model")
@@ -211,21 +248,9 @@ class WMRLGRPOTrainer(GRPOTrainer):
         if clashes:
             raise ConfigError(f"a reward function is named {clashes[0]!r}, a column WMRL logs itself: rename it")
 
-        if plugin_route:
-            columns: list[Any] = [_stream(WORLD_MODEL_COLUMN), _stream("real")]
-            processing: list[Any] = [None, None]
-            real_weights = [1.0]
-        else:
-            columns = [_stream(WORLD_MODEL_COLUMN) if world_model is None else world_model, *real_funcs]
-            given = kwargs.pop("reward_processing_classes", None)
-            given = [None] * len(real_funcs) if given is None else given if isinstance(given, list) else [given]
-            if len(given) != len(real_funcs):
-                raise ValueError(
-                    f"The number of reward processing classes ({len(given)}) must match the number of reward "
-                    f"functions ({len(real_funcs)})."
-                )
-            processing = [world_model_processing_class, *given]
-            real_weights = list(args.reward_weights or [1.0] * len(real_funcs))
+        columns, processing, real_weights = _reward_columns(
+            plugin_route, world_model, real_funcs, world_model_processing_class, args, kwargs
+        )
         wmrl = wmrl_settings(wmrl, seed=args.seed)
         self.wmrl_multi_term = is_off_policy(args)
         wmrl.grpo.loss_aggregation = aggregation
@@ -242,6 +267,20 @@ class WMRLGRPOTrainer(GRPOTrainer):
         self.reward_func_names[0] = WORLD_MODEL_COLUMN
         self._logs["rewards"][FUSED_COLUMN]  # created first: the completions table's first reward column
         self.real_reward_weights = np.asarray(real_weights, dtype=np.float64)
+        self._init_wmrl_state(wmrl, environment, world_model, reward, tasks, to_solution, keep_history)
+
+    def _init_wmrl_state(
+        self,
+        wmrl: TrainConfig,
+        environment: Any,
+        world_model: Any,
+        reward: Callable[[Task, Any], float | None] | None,
+        tasks: Sequence[Task],
+        to_solution: Callable[[Task, str], Any] | None,
+        keep_history: bool,
+    ) -> None:
+        """WMRL's side of the trainer: the components, the anchor sampler, calibrator and fuser
+        (from ``wmrl``), and the per-step bookkeeping."""
         self.wmrl_config = wmrl
         self.environment, self.world_model, self.reward_extractor = environment, world_model, reward
         self.tasks_by_id = {t.id: t for t in tasks}

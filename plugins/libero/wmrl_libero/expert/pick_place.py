@@ -121,6 +121,12 @@ class PickPlace(PhasedSkill):
             self._grip_offset = hand.pos - obj  # taking over an object already held
             self._goto(ph := "carry")
         grasp_point = obj + self._grasp.offset
+        if ph in ("approach", "descend", "grasp", "lift"):
+            return self._pick_up(hand, obj, grasp_point, ph, t)
+        return self._put_down(hand, state, obj, target, ph, t)
+
+    def _pick_up(self, hand: Hand, obj: np.ndarray, grasp_point: np.ndarray, ph: str, t: int) -> np.ndarray:
+        """Approach, descend, grasp and lift phases: the hand takes the object and rises to carry height."""
         yaw = self._grasp.yaw
         if ph == "approach":
             goal = grasp_point + [0, 0, APPROACH_HEIGHT_M]
@@ -139,12 +145,16 @@ class PickPlace(PhasedSkill):
                 self._grasp_obj_z = obj[2]
                 self._retry_or(hand.finger_gap > MAX_HELD_GAP_M, "lift")  # closed on nothing: too wide this way
             return move_hand(hand, grasp_point, yaw, CLOSE)
-        if ph == "lift":
-            if hand.pos[2] > self._carry_z - 0.03 or t > TIMEOUT[ph]:
-                self._retry_or(obj[2] < self._grasp_obj_z + LIFTED_M, "carry")  # the object stayed behind
-            return move_hand(
-                hand, [hand.pos[0], hand.pos[1], self._carry_z], hand.yaw, CLOSE, speed=carry_speed(self.obj)
-            )
+        # lift: straight up to carry height
+        if hand.pos[2] > self._carry_z - 0.03 or t > TIMEOUT[ph]:
+            self._retry_or(obj[2] < self._grasp_obj_z + LIFTED_M, "carry")  # the object stayed behind
+        return move_hand(hand, [hand.pos[0], hand.pos[1], self._carry_z], hand.yaw, CLOSE, speed=carry_speed(self.obj))
+
+    def _put_down(
+        self, hand: Hand, state: dict[str, np.ndarray], obj: np.ndarray, target: np.ndarray, ph: str, t: int
+    ) -> np.ndarray:
+        """Carry, lower, release and retreat phases: the held object is steered onto the target
+        and let go, then the hand rises (after a failure too, before the next attempt)."""
         if ph in ("carry", "lower"):
             if np.linalg.norm(hand.pos - obj) > DROPPED_M:  # dropped on the way: open, rise, regrasp
                 self._retry_or(True, "")

@@ -171,11 +171,22 @@ class SlideIn(PhasedSkill):
         obj = pose[:3]
         mug_yaw = yaw_of(pose)
         _, turn = self._frame(state)
-        inward = turn.apply([0.0, 1.0, 0.0])
         self._t += 1
         ph, t = self._phase, self._t
         if ph == "approach" and t == 1 and self.satisfied(state, hand):
             self.finished = True
+        if ph in ("approach", "descend", "grasp"):
+            return self._grasp_handle(hand, state, obj, mug_yaw, ph, t)
+        self._grip_offset = hand.pos - obj
+        if ph in ("lift", "over", "line_up", "slide", "lower", "release", "rise"):
+            return self._carry_in(hand, state, obj, mug_yaw, turn, ph, t)
+        return self._push_in(hand, state, obj, mug_yaw, turn, ph, t)
+
+    def _grasp_handle(
+        self, hand: Hand, state: dict[str, np.ndarray], obj: np.ndarray, mug_yaw: float, ph: str, t: int
+    ) -> np.ndarray:
+        """Approach, descend and grasp phases: the fingers close across the mug's handle (or,
+        with the mug already set down in the opening, straight on to the push)."""
         grip = obj + Rotation.from_euler("z", mug_yaw).apply(self.outline.handle_grip)
         local = self._to_local(state, obj)
         if ph == "approach":
@@ -192,16 +203,23 @@ class SlideIn(PhasedSkill):
             if np.linalg.norm(grip - hand.pos) < 0.008 or t > TIMEOUT[ph]:
                 self._goto("grasp")
             return move_hand(hand, grip, mug_yaw, OPEN)
-        if ph == "grasp":
-            if t > TIMEOUT[ph]:
-                self._rest_z = obj[2]
-                # the handle is 1.8 cm wide: fingers wider apart or nearly shut hold nothing
-                self._retry_or(not HANDLE_GAP_M[0] < hand.finger_gap < HANDLE_GAP_M[1], "lift")
-            return move_hand(hand, grip, mug_yaw, CLOSE)
+        # grasp
+        if t > TIMEOUT[ph]:
+            self._rest_z = obj[2]
+            # the handle is 1.8 cm wide: fingers wider apart or nearly shut hold nothing
+            self._retry_or(not HANDLE_GAP_M[0] < hand.finger_gap < HANDLE_GAP_M[1], "lift")
+        return move_hand(hand, grip, mug_yaw, CLOSE)
+
+    def _carry_in(
+        self, hand: Hand, state: dict[str, np.ndarray], obj: np.ndarray, mug_yaw: float, turn: Rotation, ph: str, t: int
+    ) -> np.ndarray:
+        """Lift, over, line_up, slide, lower, release and rise phases: the held mug goes over the
+        microwave, down in front of the opening and in just above the floor, is set down and let
+        go; the hand rises off the handle."""
+        local = self._to_local(state, obj)
         # the mug's yaw that points its handle at the door; turning the hand turns the mug
         want_yaw = yaw_of(state[self.fixture]) - np.pi / 2
         yaw = hand.yaw + float(np.clip(_wrap_turn(want_yaw - mug_yaw), -0.3, 0.3))
-        self._grip_offset = hand.pos - obj
         # the deepest the mug can go with the hand outside (the grip point sits in front of it)
         grip_depth = float(turn.inv().apply(self._grip_offset)[1])
         deepest = FRONT_Y - HAND_CLEARANCE_M - HAND_HALF_THICKNESS_M - grip_depth
@@ -243,12 +261,21 @@ class SlideIn(PhasedSkill):
                 self._rise_to = hand.pos + [0, 0, RISE_M]
                 self._goto("rise")
             return move_hand(hand, hand.pos, hand.yaw, OPEN)
-        if ph == "rise":
-            goal = self._rise_to
-            if abs(goal[2] - hand.pos[2]) < 0.01 or t > TIMEOUT[ph]:
-                self._goto("to_push")
-            return move_hand(hand, goal, hand.yaw, OPEN)
-        # the push: the paddle meets the mug's front on the line through its body's axis
+        # rise
+        goal = self._rise_to
+        if abs(goal[2] - hand.pos[2]) < 0.01 or t > TIMEOUT[ph]:
+            self._goto("to_push")
+        return move_hand(hand, goal, hand.yaw, OPEN)
+
+    def _push_in(
+        self, hand: Hand, state: dict[str, np.ndarray], obj: np.ndarray, mug_yaw: float, turn: Rotation, ph: str, t: int
+    ) -> np.ndarray:
+        """to_push, push_down, push and back_off phases: the closed fingers, leaning into the
+        cavity, push the mug by its handle until it is deep enough for the door to shut; then
+        the skill ends, or tries again when the mug is not in place."""
+        inward = turn.apply([0.0, 1.0, 0.0])
+        local = self._to_local(state, obj)
+        # the paddle meets the mug's front on the line through its body's axis
         axis = obj + Rotation.from_euler("z", mug_yaw).apply([self.outline.body_x, 0, 0])
         front = self._to_world(state, [self._to_local(state, axis)[0], self._front_y(state), local[2]])
         contact = front + [0, 0, PUSH_HEIGHT_M] - FINGER_RADIUS_M * inward

@@ -199,18 +199,11 @@ def quality_report(
     log=print,
 ) -> dict[str, Any]:
     """Every figure of the report, as a dict (see the module docstring)."""
-    import torch
-
-    from wmrl_libero.world_models.features import load_episodes
     from wmrl_libero.world_models.imagination import ImaginationWorldModel
-    from wmrl_libero.world_models.progress import trajectory_progress
 
     wm = ImaginationWorldModel(checkpoint=checkpoint)
     bundle = wm.bundle
-    heldout_set = set(bundle.meta.get("heldout_init_states", range(40, 50)))
-    episodes = [e for e in load_episodes(heldout_paths, bundle.object_dim) if e.init_state in heldout_set]
-    if not episodes:
-        raise ValueError("no held-out episodes (init states 40-49) in the given files")
+    episodes = _heldout_episodes(bundle, heldout_paths)
     tasks = _tasks_for(episodes, bundle.suite)
     for e in episodes:  # start states (the simulator's, after settling), not outcomes
         bundle.initial_states.setdefault((e.task_index, e.init_state), e.states[0])
@@ -227,45 +220,10 @@ def quality_report(
         "train": bundle.meta,
     }
 
-    # imagination: every held-out episode's recorded actions, open loop, from its recorded start
     log(f"imagining {len(episodes)} held-out episodes")
-    start = time.perf_counter()
-    ep = wm.imagine(tasks, [e.actions for e in episodes])
-    imagine_s = time.perf_counter() - start
-    pred = np.array([o.score for o in wm.predict(tasks, [e.actions for e in episodes])])
-    out["imagination"] = dict(
-        auroc=auroc(y, pred),
-        ece=expected_calibration_error(y, pred),
-        brier=brier_score(y, pred),
-        base_rate_brier=brier_score(y, np.full(len(y), y.mean())),
-        spearman_within_group=within_group_spearman(groups, y, pred),
-        cut_fraction=float(ep.cut.mean()),
-        imagined_success_fraction=float(ep.succeeded.mean()),
-        mean_imagined_steps=float(ep.steps.mean()),
-        horizon=horizon_errors(
-            ep.states, episodes, bundle.dynamics.chunk, bundle.dynamics.state_std.numpy(), horizons, ep.disagreement
-        ),
-        episodes_per_s_open_loop=len(episodes) / imagine_s,
-    )
-    # the scorer alone on the real final state: how much of the error is the dynamics'
-    with torch.no_grad():
-        final = torch.as_tensor(np.stack([e.states[-1] for e in episodes]))
-        p_real = bundle.scorer.success_probability(final, torch.as_tensor([e.task_index for e in episodes])).numpy()
-    out["scorer_on_real_final_state"] = dict(
-        auroc=auroc(y, p_real), ece=expected_calibration_error(y, p_real), brier=brier_score(y, p_real)
-    )
-    # the executed-trajectory progress scorer (potential-style), and the peak for comparison
-    pot, peak = [], []
-    for e in episodes:
-        s, p = trajectory_progress(bundle.scorer, e.states, e.task_index)
-        pot.append(s)
-        peak.append(float(p.max()))
-    out["progress_scorer"] = dict(
-        auroc=auroc(y, pot),
-        spearman_within_group=within_group_spearman(groups, y, pot),
-        peak_auroc=auroc(y, peak),
-        peak_spearman_within_group=within_group_spearman(groups, y, peak),
-    )
+    out["imagination"], pred = _imagination_quality(wm, tasks, episodes, y, groups, horizons)
+    out["scorer_on_real_final_state"], p_real = _final_state_quality(bundle, episodes, y)
+    out["progress_scorer"], pot = _progress_quality(bundle, episodes, y, groups)
     out["progress_scorer"]["episodes_per_s"] = _time_progress(checkpoint, tasks, episodes)
     out["imagination"]["auroc_interval"] = auroc_interval(y, pred)
     out["scorer_on_real_final_state"]["auroc_interval"] = auroc_interval(y, p_real)
@@ -289,8 +247,83 @@ def quality_report(
         groups,
         {"imagination": pred, "scorer_on_real_final_state": p_real, "progress_scorer": pot},
     )
+    out["imagination"].update(_small_vla_speed(wm, tasks, vla_batch))
+    if sim_episodes:
+        out.update(_simulator_speed(bundle.suite, tasks, episodes, sim_episodes))
+    return out
 
-    # closed-loop speed: the small VLA's solutions (random weights: speed only), batched
+
+def _heldout_episodes(bundle, heldout_paths: Sequence[str]) -> list[Episode]:
+    """The episodes of ``heldout_paths`` from the init states the checkpoint held out of training."""
+    from wmrl_libero.world_models.features import load_episodes
+
+    heldout_set = set(bundle.meta.get("heldout_init_states", range(40, 50)))
+    episodes = [e for e in load_episodes(heldout_paths, bundle.object_dim) if e.init_state in heldout_set]
+    if not episodes:
+        raise ValueError("no held-out episodes (init states 40-49) in the given files")
+    return episodes
+
+
+def _imagination_quality(wm, tasks, episodes, y: np.ndarray, groups, horizons) -> tuple[dict[str, Any], np.ndarray]:
+    """Imagination's figures (and its predicted successes): every held-out episode's recorded
+    actions, open loop, from its recorded start."""
+    bundle = wm.bundle
+    start = time.perf_counter()
+    ep = wm.imagine(tasks, [e.actions for e in episodes])
+    imagine_s = time.perf_counter() - start
+    pred = np.array([o.score for o in wm.predict(tasks, [e.actions for e in episodes])])
+    figures = dict(
+        auroc=auroc(y, pred),
+        ece=expected_calibration_error(y, pred),
+        brier=brier_score(y, pred),
+        base_rate_brier=brier_score(y, np.full(len(y), y.mean())),
+        spearman_within_group=within_group_spearman(groups, y, pred),
+        cut_fraction=float(ep.cut.mean()),
+        imagined_success_fraction=float(ep.succeeded.mean()),
+        mean_imagined_steps=float(ep.steps.mean()),
+        horizon=horizon_errors(
+            ep.states, episodes, bundle.dynamics.chunk, bundle.dynamics.state_std.numpy(), horizons, ep.disagreement
+        ),
+        episodes_per_s_open_loop=len(episodes) / imagine_s,
+    )
+    return figures, pred
+
+
+def _final_state_quality(bundle, episodes, y: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+    """The scorer alone on the real final state (how much of the error is the dynamics'), and
+    its success probabilities."""
+    import torch
+
+    with torch.no_grad():
+        final = torch.as_tensor(np.stack([e.states[-1] for e in episodes]))
+        p_real = bundle.scorer.success_probability(final, torch.as_tensor([e.task_index for e in episodes])).numpy()
+    figures = dict(auroc=auroc(y, p_real), ece=expected_calibration_error(y, p_real), brier=brier_score(y, p_real))
+    return figures, p_real
+
+
+def _progress_quality(bundle, episodes, y: np.ndarray, groups) -> tuple[dict[str, Any], list[float]]:
+    """The executed-trajectory progress scorer (potential-style), with the peak for comparison,
+    and its scores."""
+    from wmrl_libero.world_models.progress import trajectory_progress
+
+    pot, peak = [], []
+    for e in episodes:
+        s, p = trajectory_progress(bundle.scorer, e.states, e.task_index)
+        pot.append(s)
+        peak.append(float(p.max()))
+    figures = dict(
+        auroc=auroc(y, pot),
+        spearman_within_group=within_group_spearman(groups, y, pot),
+        peak_auroc=auroc(y, peak),
+        peak_spearman_within_group=within_group_spearman(groups, y, peak),
+    )
+    return figures, pot
+
+
+def _small_vla_speed(wm, tasks, vla_batch: int) -> dict[str, Any]:
+    """Closed-loop imagination speed on the small VLA's solutions (random weights: speed only), batched."""
+    import torch
+
     from wmrl_libero.policies.small_vla import SmallVLAPolicy
 
     torch.manual_seed(0)
@@ -299,24 +332,30 @@ def quality_report(
     rollouts = policy.generate(vla_tasks, 1)
     start = time.perf_counter()
     wm.predict(vla_tasks, rollouts.solutions)
-    out["imagination"]["episodes_per_s_small_vla"] = vla_batch / (time.perf_counter() - start)
-    out["imagination"]["small_vla_batch"] = vla_batch
-    out["imagination"]["horizon_steps"] = wm.horizon
+    return {
+        "episodes_per_s_small_vla": vla_batch / (time.perf_counter() - start),
+        "small_vla_batch": vla_batch,
+        "horizon_steps": wm.horizon,
+    }
 
-    if sim_episodes:
-        from wmrl_libero.environment import LiberoEnvironment
 
-        env = LiberoEnvironment(bundle.suite, num_workers=0)
-        chosen = list(range(min(sim_episodes, len(episodes))))
-        env.execute([tasks[chosen[0]]], [episodes[chosen[0]].actions])  # warm-up: builds the simulator
-        start = time.perf_counter()
-        env.execute([tasks[i] for i in chosen], [episodes[i].actions for i in chosen])
-        out["simulated_episodes_per_s"] = len(chosen) / (time.perf_counter() - start)
-        out["simulated_episode_note"] = (
-            f"{len(chosen)} held-out episodes replayed open loop until success or the "
-            f"{env.max_episode_steps}-step limit, physics only, in-process"
-        )
-        env.close()
+def _simulator_speed(suite: str, tasks, episodes, sim_episodes: int) -> dict[str, Any]:
+    """Simulated episodes per second: the first ``sim_episodes`` held-out episodes replayed in
+    MuJoCo, after one untimed warm-up episode that builds the simulator."""
+    from wmrl_libero.environment import LiberoEnvironment
+
+    out: dict[str, Any] = {}
+    env = LiberoEnvironment(suite, num_workers=0)
+    chosen = list(range(min(sim_episodes, len(episodes))))
+    env.execute([tasks[chosen[0]]], [episodes[chosen[0]].actions])  # warm-up: builds the simulator
+    start = time.perf_counter()
+    env.execute([tasks[i] for i in chosen], [episodes[i].actions for i in chosen])
+    out["simulated_episodes_per_s"] = len(chosen) / (time.perf_counter() - start)
+    out["simulated_episode_note"] = (
+        f"{len(chosen)} held-out episodes replayed open loop until success or the "
+        f"{env.max_episode_steps}-step limit, physics only, in-process"
+    )
+    env.close()
     return out
 
 
@@ -357,9 +396,21 @@ def _within(m: dict[str, Any]) -> str:
 
 
 def report_markdown(r: dict[str, Any], command: str) -> str:
+    """The Markdown page of a :func:`quality_report` ``r``, made by ``command``."""
     im, pr, sc = r["imagination"], r["progress_scorer"], r["scorer_on_real_final_state"]
+    lines = _header_lines(r, command)
+    lines += _prediction_lines(im, pr, sc)
+    lines += _dynamics_lines(im)
+    if r.get("per_task"):
+        lines += _per_task_lines(r["per_task"])
+    lines += _speed_lines(r, im, pr)
+    return "\n".join(lines) + "\n"
+
+
+def _header_lines(r: dict[str, Any], command: str) -> list[str]:
+    """Title, observations, training and held-out data, and the command that made the report."""
     t = r["train"]
-    lines = [
+    return [
         "# LIBERO world models: quality on held-out init states "
         f"({', '.join(map(str, r.get('heldout_init_states_present', [])))})",
         "",
@@ -374,6 +425,12 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
         command,
         "```",
         "",
+    ]
+
+
+def _prediction_lines(im: dict[str, Any], pr: dict[str, Any], sc: dict[str, Any]) -> list[str]:
+    """The predicted-success table of the three models, and imagination's guards."""
+    return [
         "## Predicted success",
         "",
         "| model | AUROC | AUROC within task (pairs) | ECE | Brier (base-rate Brier) | Spearman within group (groups) |",
@@ -393,6 +450,12 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
         f"disagreement; {100 * im['imagined_success_fraction']:.0f}% ended by the smoothed success rule; "
         f"{im['mean_imagined_steps']:.0f} imagined steps on average.",
         "",
+    ]
+
+
+def _dynamics_lines(im: dict[str, Any]) -> list[str]:
+    """The dynamics model's state error over the horizon."""
+    lines = [
         "## Dynamics: state error over the horizon (open loop, recorded actions)",
         "",
         "| horizon (steps) | episodes | end-effector error (m) | state RMSE (train std units) | ensemble disagreement |",
@@ -403,27 +466,36 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
         f"{h['disagreement']:.3f} |"
         for h in im["horizon"]
     ]
-    if r.get("per_task"):
-        lines += [
-            "",
-            "## Per task (AUROC [95% bootstrap interval over episodes]; Spearman within group (groups))",
-            "",
-            "Few episodes per task: the intervals are wide, and episodes from one init state are not "
-            "independent, so the true uncertainty is wider still. n/a: one class only.",
-            "",
-            "| task | episodes | successes | imagination AUROC | scorer on real final state AUROC | "
-            "progress scorer AUROC | imagination Spearman | progress Spearman |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for row in r["per_task"]:
-            i, f, g = row["imagination"], row["scorer_on_real_final_state"], row["progress_scorer"]
-            lines.append(
-                f"| {row['task']} | {row['episodes']} | {row['successes']} | {_f(i['auroc'])}{_ci(i)} | "
-                f"{_f(f['auroc'])}{_ci(f)} | {_f(g['auroc'])}{_ci(g)} | "
-                f"{_f(i['spearman_within_group'][0])} ({i['spearman_within_group'][1]}) | "
-                f"{_f(g['spearman_within_group'][0])} ({g['spearman_within_group'][1]}) |"
-            )
-    lines += [
+    return lines
+
+
+def _per_task_lines(per_task_rows: list[dict[str, Any]]) -> list[str]:
+    """The per-task table: AUROC with its bootstrap interval and Spearman within group, per model."""
+    lines = [
+        "",
+        "## Per task (AUROC [95% bootstrap interval over episodes]; Spearman within group (groups))",
+        "",
+        "Few episodes per task: the intervals are wide, and episodes from one init state are not "
+        "independent, so the true uncertainty is wider still. n/a: one class only.",
+        "",
+        "| task | episodes | successes | imagination AUROC | scorer on real final state AUROC | "
+        "progress scorer AUROC | imagination Spearman | progress Spearman |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in per_task_rows:
+        i, f, g = row["imagination"], row["scorer_on_real_final_state"], row["progress_scorer"]
+        lines.append(
+            f"| {row['task']} | {row['episodes']} | {row['successes']} | {_f(i['auroc'])}{_ci(i)} | "
+            f"{_f(f['auroc'])}{_ci(f)} | {_f(g['auroc'])}{_ci(g)} | "
+            f"{_f(i['spearman_within_group'][0])} ({i['spearman_within_group'][1]}) | "
+            f"{_f(g['spearman_within_group'][0])} ({g['spearman_within_group'][1]}) |"
+        )
+    return lines
+
+
+def _speed_lines(r: dict[str, Any], im: dict[str, Any], pr: dict[str, Any]) -> list[str]:
+    """Episodes per second of imagination, the progress scorer and (when measured) the simulator."""
+    lines = [
         "",
         "## Speed (this 2-core shared CPU)",
         "",
@@ -436,7 +508,7 @@ def report_markdown(r: dict[str, Any], command: str) -> str:
     ]
     if "simulated_episodes_per_s" in r:
         lines.append(f"| MuJoCo simulation ({r['simulated_episode_note']}) | {r['simulated_episodes_per_s']:.3f} |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def write_report(r: dict[str, Any], out_dir: str | Path, command: str, name: str = "world_models") -> Path:
