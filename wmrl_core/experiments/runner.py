@@ -299,35 +299,17 @@ def run_arms(
     """
     arm_list = as_arms(arms)
     runs_dir = Path(runs_dir)
-    plan = _Plan(
-        config=config,
-        runs_dir=runs_dir,
-        archive=Path(archive) if archive is not None else None,
-        archived=(*ARCHIVED_FILES, *archive_files),
-        reuse=reuse,
-        evaluate=evaluate,
-        ignore=(*IGNORED_SETTINGS, *ignore),
-        plugin_manager=plugin_manager,
-        progress=progress,
-    )
+    archive_dir = Path(archive) if archive is not None else None
+    kept, ignored = (*ARCHIVED_FILES, *archive_files), (*IGNORED_SETTINGS, *ignore)
+    plan = _Plan(config, runs_dir, archive_dir, kept, reuse, evaluate, ignored, plugin_manager, progress)
     if settings is not None:
-        for folder in (runs_dir, plan.archive):
-            if folder is None:
-                continue
-            if not reuse and (folder / "settings.json").exists():
-                (folder / "settings.json").unlink()
-            check_settings(folder, settings)
+        _check_experiment_settings(settings, (runs_dir, plan.archive), fresh=not reuse)
     runs: list[ArmRun] = []
     for seed in seeds:
         for arm in arm_list:
             run_dir = runs_dir / f"{arm.name}-seed{seed}"
-            base = [
-                *overrides,
-                *arm.overrides,
-                f"seed={seed}",
-                f"run_dir={run_dir}",
-                f"logging.progress={str(progress).lower()}",
-            ]
+            base = [*overrides, *arm.overrides, f"seed={seed}", f"run_dir={run_dir}"]
+            base.append(f"logging.progress={str(progress).lower()}")
             run = ArmRun(arm, seed, run_dir, load_config(config, base))
             if plan.archive is not None and reuse:
                 _restore_from_archive(run, plan, unpack=not report_only)
@@ -337,11 +319,7 @@ def run_arms(
                 if report_only:
                     continue
                 _train_and_evaluate(run, base, plan)
-            run.record = _read_json(run_dir / RECORD_FILE)
-            run.train_cpu_s = float(_read_json(run_dir / RUNNER_FILE).get("train_cpu_s", math.nan))
-            if plan.archive is not None and not run.restored and plan.finished(run, run_dir):
-                _copy(run_dir, plan.archive / run_dir.name, plan.archived)
-                _pack_path(plan.archive, run_dir.name).unlink(missing_ok=True)  # finished: the pack is stale
+            _read_back_and_archive(run, plan)
             runs.append(run)
             if on_run is not None:
                 on_run(run)
@@ -367,6 +345,28 @@ class _Plan:
         the experiment evaluates)."""
         trained = not run.arm.train or _trained_to(folder, run.config.steps)
         return trained and (self.evaluate is None or (folder / RECORD_FILE).is_file())
+
+
+def _check_experiment_settings(settings: Mapping[str, Any], folders: Sequence[Path | None], *, fresh: bool) -> None:
+    """The experiment-level settings against each folder's ``settings.json`` (written by the first start;
+    ``fresh``: forget what an earlier start wrote)."""
+    for folder in folders:
+        if folder is None:
+            continue
+        if fresh and (folder / "settings.json").exists():
+            (folder / "settings.json").unlink()
+        check_settings(folder, settings)
+
+
+def _read_back_and_archive(run: ArmRun, plan: _Plan) -> None:
+    """Read ``run``'s record and CPU seconds back from its folder; archive it once it is finished (its
+    half-done pack, stale then, is deleted)."""
+    run_dir = run.run_dir
+    run.record = _read_json(run_dir / RECORD_FILE)
+    run.train_cpu_s = float(_read_json(run_dir / RUNNER_FILE).get("train_cpu_s", math.nan))
+    if plan.archive is not None and not run.restored and plan.finished(run, run_dir):
+        _copy(run_dir, plan.archive / run_dir.name, plan.archived)
+        _pack_path(plan.archive, run_dir.name).unlink(missing_ok=True)
 
 
 def _restore_from_archive(run: ArmRun, plan: _Plan, *, unpack: bool) -> None:
