@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,8 @@ Curve = Sequence[Mapping[str, Any]]
 """An arm-seed's evaluations in step order: ``{"step", "executions", "execution_s", "score", "se"}``."""
 MatrixOf = Callable[[str, int, int], np.ndarray]
 """``(arm, seed, step) ->`` the evaluation's (tasks, samples) reward matrix."""
+_SEOf = Callable[[list[tuple[str, int, int, float]]], float]
+"""``[(arm, seed, step, weight)] ->`` the standard error of that weighted sum of evaluations."""
 
 
 def interpolation_weights(xs: Sequence[float], x: float) -> list[tuple[int, float]] | None:
@@ -134,54 +136,47 @@ def _at(curve: Curve, key: str, x: float) -> list[tuple[int, float]] | None:
     return interpolation_weights([p[key] for p in curve], x)
 
 
-def analyse(curves: Mapping[str, Mapping[int, Curve]], matrix: MatrixOf, margin: float = MARGIN) -> dict[str, Any]:
-    """Every endpoint from the finished arm-seeds ``curves[arm][seed]`` (a partial set is fine:
-    each figure says over how many seeds it is)."""
-    arms = list(curves)
-    real = curves.get(REFERENCE, {})
-    lead = curves.get(LEAD, {})
-    out: dict[str, Any] = {"seeds_per_arm": {a: sorted(curves[a]) for a in arms}, "margin": margin}
+def _evaluation_se(matrix: MatrixOf) -> _SEOf:
+    """The standard error of a weighted sum of evaluations ``[(arm, seed, step, weight)]``."""
 
     def se(parts: list[tuple[str, int, int, float]]) -> float:
         return paired_bootstrap_se([matrix(a, s, step) for a, s, step, _ in parts], [w for *_, w in parts])
 
-    # Primary 1 (and the same reading by charged seconds)
-    for key, name in (("executions", "equal_execution"), ("execution_s", "equal_execution_s")):
-        section: dict[str, Any] = {}
-        for arm in arms:
-            diffs, ses, points = {}, {}, {}
-            for seed, curve in curves[arm].items():
-                if seed not in real or seed not in lead:
-                    continue
-                x = float(lead[seed][-1][key])
-                weights = _at(real[seed], key, x)
-                if weights is None:
-                    continue
-                own = [(len(curve) - 1, 1.0)] if arm != REFERENCE else weights
-                value = sum(w * curve[i]["score"] for i, w in own)
-                ref = sum(w * real[seed][i]["score"] for i, w in weights)
-                parts = [(arm, seed, curve[i]["step"], w) for i, w in own]
-                parts += [(REFERENCE, seed, real[seed][i]["step"], -w) for i, w in weights]
-                points[seed] = {"x": x, "score": value, "real_score": ref}
-                if arm != REFERENCE:
-                    diffs[seed], ses[seed] = value - ref, se(parts)
-            section[arm] = {"points": points, **({} if arm == REFERENCE else _paired(diffs)), "evaluation_se": ses}
-        out[name] = section
+    return se
 
-    # Primary 2
-    final = {s: lead[s][-1]["score"] - real[s][-1]["score"] for s in lead if s in real}
-    out["non_inferiority"] = {
-        **non_inferiority(list(final.values()), margin),
-        "per_seed": final,
-        "evaluation_se": {
-            s: se([(LEAD, s, lead[s][-1]["step"], 1.0), (REFERENCE, s, real[s][-1]["step"], -1.0)]) for s in final
-        },
-    }
 
-    # Secondary: execution to the per-seed target
+def _equal_execution(curves: Mapping[str, Mapping[int, Curve]], key: str, se: _SEOf) -> dict[str, Any]:
+    """Primary 1 by ``key``: each arm at WMRL-rectified's total training execution, minus real read there."""
+    real = curves.get(REFERENCE, {})
+    lead = curves.get(LEAD, {})
+    section: dict[str, Any] = {}
+    for arm in curves:
+        diffs, ses, points = {}, {}, {}
+        for seed, curve in curves[arm].items():
+            if seed not in real or seed not in lead:
+                continue
+            x = float(lead[seed][-1][key])
+            weights = _at(real[seed], key, x)
+            if weights is None:
+                continue
+            own = [(len(curve) - 1, 1.0)] if arm != REFERENCE else weights
+            value = sum(w * curve[i]["score"] for i, w in own)
+            ref = sum(w * real[seed][i]["score"] for i, w in weights)
+            parts = [(arm, seed, curve[i]["step"], w) for i, w in own]
+            parts += [(REFERENCE, seed, real[seed][i]["step"], -w) for i, w in weights]
+            points[seed] = {"x": x, "score": value, "real_score": ref}
+            if arm != REFERENCE:
+                diffs[seed], ses[seed] = value - ref, se(parts)
+        section[arm] = {"points": points, **({} if arm == REFERENCE else _paired(diffs)), "evaluation_se": ses}
+    return section
+
+
+def _execution_to_target_section(curves: Mapping[str, Mapping[int, Curve]]) -> dict[str, Any]:
+    """The secondary: per arm and seed, the execution at which real's per-seed target is reached."""
+    real = curves.get(REFERENCE, {})
     targets = {s: seed_target([p["score"] for p in c]) for s, c in real.items()}
     secondary: dict[str, Any] = {"targets": targets}
-    for arm in arms:
+    for arm in curves:
         reached = {
             s: execution_to_target([p["executions"] for p in c], [p["score"] for p in c], targets.get(s))
             for s, c in curves[arm].items()
@@ -193,11 +188,13 @@ def analyse(curves: Mapping[str, Mapping[int, Curve]], matrix: MatrixOf, margin:
             "seeds": len(reached),
             "not_reached": sum(v is None for v in reached.values()),
         }
-    out["execution_to_target"] = secondary
+    return secondary
 
-    # the controls that credit the world model: every wmrl_* arm minus each control, last step
+
+def _minus_controls(curves: Mapping[str, Mapping[int, Curve]], se: _SEOf) -> dict[str, Any]:
+    """Every ``wmrl_*`` arm minus each control at the last step (the controls that credit the world model)."""
     credit: dict[str, Any] = {}
-    for arm in (a for a in arms if a.startswith("wmrl_")):
+    for arm in (a for a in curves if a.startswith("wmrl_")):
         for control in CONTROLS:
             pair = {
                 s: c[-1]["score"] - curves[control][s][-1]["score"]
@@ -209,7 +206,34 @@ def analyse(curves: Mapping[str, Mapping[int, Curve]], matrix: MatrixOf, margin:
                 for s in pair
             }
             credit[f"{arm} - {control}"] = {**_paired(pair), "evaluation_se": ses}
-    out["minus_controls"] = credit
+    return credit
+
+
+def analyse(curves: Mapping[str, Mapping[int, Curve]], matrix: MatrixOf, margin: float = MARGIN) -> dict[str, Any]:
+    """Every endpoint from the finished arm-seeds ``curves[arm][seed]`` (a partial set is fine:
+    each figure says over how many seeds it is)."""
+    arms = list(curves)
+    real = curves.get(REFERENCE, {})
+    lead = curves.get(LEAD, {})
+    out: dict[str, Any] = {"seeds_per_arm": {a: sorted(curves[a]) for a in arms}, "margin": margin}
+    se = _evaluation_se(matrix)
+
+    # Primary 1 (and the same reading by charged seconds)
+    out["equal_execution"] = _equal_execution(curves, "executions", se)
+    out["equal_execution_s"] = _equal_execution(curves, "execution_s", se)
+
+    # Primary 2
+    final = {s: lead[s][-1]["score"] - real[s][-1]["score"] for s in lead if s in real}
+    out["non_inferiority"] = {
+        **non_inferiority(list(final.values()), margin),
+        "per_seed": final,
+        "evaluation_se": {
+            s: se([(LEAD, s, lead[s][-1]["step"], 1.0), (REFERENCE, s, real[s][-1]["step"], -1.0)]) for s in final
+        },
+    }
+
+    out["execution_to_target"] = _execution_to_target_section(curves)
+    out["minus_controls"] = _minus_controls(curves, se)
 
     # every arm's last step minus real's (Primary 2's reading for every arm; beside the accounting)
     out["final_minus_real"] = {
@@ -396,8 +420,22 @@ def table(result: Mapping[str, Any], corpus_line: str) -> str:
         head,
     ]
     lines += [_ci_row(k, r) for k, r in result["minus_controls"].items()]
-    sec = result["execution_to_target"]
-    lines += [
+    lines += _secondary_lines(result["execution_to_target"], result["seeds_per_arm"])
+    if result.get("accounting"):
+        lines += _accounting_lines(result["accounting"], result.get("final_minus_real", {}))
+    if result.get("live_ratio"):
+        lines += _live_ratio_lines(result["live_ratio"])
+    if result.get("evaluation_noise"):
+        lines += _evaluation_noise_lines(result["evaluation_noise"])
+    if result.get("world_model_on_anchors"):
+        lines += _anchor_lines(result["world_model_on_anchors"])
+    lines += _curve_lines(result["curves"])
+    return "\n".join(lines) + "\n"
+
+
+def _secondary_lines(sec: Mapping[str, Any], arms: Iterable[str]) -> list[str]:
+    """The report's secondary: each arm's execution to the per-seed target."""
+    lines = [
         "",
         "## Secondary: execution (count) to the per-seed target (step 0 + half of real's smoothed gain)",
         "",
@@ -406,97 +444,114 @@ def table(result: Mapping[str, Any], corpus_line: str) -> str:
         "| arm | reached | per seed (n/a: not reached, counted as a failure) |",
         "|---|---|---|",
     ]
-    for arm in result["seeds_per_arm"]:
+    for arm in arms:
         r = sec[arm]
         per = ", ".join(f"{s}: {_fmt(v, '.0f')}" for s, v in sorted(r["per_seed"].items()))
         lines.append(f"| {arm} | {r['reached']} of {r['seeds']} | {per} |")
-    if result.get("accounting"):
-        acc = result["accounting"]
-        costs = acc["execution_costs"]
-        lines += [
-            "",
-            "## Accounting: real's compute over each arm's for the same steps, at an LLM agent's cost ratios",
-            "",
-            f"Counts from each run's ledger, never wall time: C = generated + {acc['world_model_cost']:g} x scored by the",
-            "world model + e x executed, in generated rollouts (e = one execution's cost in generations). Above 1:",
-            "less compute than `real` for 32 steps. Whether the score is the same is the endpoints' question. The",
-            "W corpus's one-off cost is not in it (the line at the top).",
-            "",
-            "| arm | seeds | " + " | ".join(f"e = {e:g}" for e in costs) + " | final score − real (last step) |",
-            "|---|---|" + "---|" * len(costs) + "---|",
-        ]
-        finals = result.get("final_minus_real", {})
-        for arm, rows in acc["arms"].items():
-            cells = []
-            for e in costs:
-                r = rows[f"{e:g}"]
-                lo, hi = r["ci95"]
-                cells.append(f"{_fmt(r['mean'], '.2f')} [{_fmt(lo, '.2f')}, {_fmt(hi, '.2f')}]")
-            f = finals.get(arm)
-            seeds = max((rows[f"{e:g}"]["seeds"] for e in costs), default=0)
-            final = f"{_fmt(f['mean'])} [{_fmt(f['ci95'][0])}, {_fmt(f['ci95'][1])}]" if f else "-"
-            lines.append(f"| {arm} | {seeds} | " + " | ".join(cells) + f" | {final} |")
-        if acc.get("note"):
-            lines += ["", acc["note"]]
-    if result.get("live_ratio"):
-        lines += [
-            "",
-            "## The fusion's live predicted ratio beside the measured one",
-            "",
-            "Live: `value/ratio_vs_real`, mean over a run's steps (the fusion issue's figure, from the step's charged",
-            "costs, whose generation and world-model parts are wall time in this config: a diagnostic, not an",
-            "endpoint). Measured: real's execution to the per-seed target over the arm's, where both reached it.",
-            "",
-            "| arm | live (seeds) | measured (seeds) | seeds without a measured ratio |",
-            "|---|---|---|---|",
-        ]
-        for arm, r in result["live_ratio"].items():
-            lv, ms = r["live"], r["measured"]
+    return lines
+
+
+def _accounting_lines(acc: Mapping[str, Any], finals: Mapping[str, Any]) -> list[str]:
+    """The report's accounting: real's compute over each arm's at each cost ratio, beside the final score."""
+    costs = acc["execution_costs"]
+    lines = [
+        "",
+        "## Accounting: real's compute over each arm's for the same steps, at an LLM agent's cost ratios",
+        "",
+        f"Counts from each run's ledger, never wall time: C = generated + {acc['world_model_cost']:g} x scored by the",
+        "world model + e x executed, in generated rollouts (e = one execution's cost in generations). Above 1:",
+        "less compute than `real` for 32 steps. Whether the score is the same is the endpoints' question. The",
+        "W corpus's one-off cost is not in it (the line at the top).",
+        "",
+        "| arm | seeds | " + " | ".join(f"e = {e:g}" for e in costs) + " | final score − real (last step) |",
+        "|---|---|" + "---|" * len(costs) + "---|",
+    ]
+    for arm, rows in acc["arms"].items():
+        cells = []
+        for e in costs:
+            r = rows[f"{e:g}"]
+            lo, hi = r["ci95"]
+            cells.append(f"{_fmt(r['mean'], '.2f')} [{_fmt(lo, '.2f')}, {_fmt(hi, '.2f')}]")
+        f = finals.get(arm)
+        seeds = max((rows[f"{e:g}"]["seeds"] for e in costs), default=0)
+        final = f"{_fmt(f['mean'])} [{_fmt(f['ci95'][0])}, {_fmt(f['ci95'][1])}]" if f else "-"
+        lines.append(f"| {arm} | {seeds} | " + " | ".join(cells) + f" | {final} |")
+    if acc.get("note"):
+        lines += ["", acc["note"]]
+    return lines
+
+
+def _live_ratio_lines(live_ratio: Mapping[str, Any]) -> list[str]:
+    """The report's fusion ratios: live predicted beside measured, per arm."""
+    lines = [
+        "",
+        "## The fusion's live predicted ratio beside the measured one",
+        "",
+        "Live: `value/ratio_vs_real`, mean over a run's steps (the fusion issue's figure, from the step's charged",
+        "costs, whose generation and world-model parts are wall time in this config: a diagnostic, not an",
+        "endpoint). Measured: real's execution to the per-seed target over the arm's, where both reached it.",
+        "",
+        "| arm | live (seeds) | measured (seeds) | seeds without a measured ratio |",
+        "|---|---|---|---|",
+    ]
+    for arm, r in live_ratio.items():
+        lv, ms = r["live"], r["measured"]
+        lines.append(
+            f"| {arm} | {_fmt(lv['mean'], '.2f')} [{_fmt(lv['ci95'][0], '.2f')}, {_fmt(lv['ci95'][1], '.2f')}] "
+            f"({lv['seeds']}) | {_fmt(ms['mean'], '.2f')} [{_fmt(ms['ci95'][0], '.2f')}, "
+            f"{_fmt(ms['ci95'][1], '.2f')}] ({ms['seeds']}) | {', '.join(map(str, r['seeds_not_measured'])) or '-'} |"
+        )
+    return lines
+
+
+def _evaluation_noise_lines(n: Mapping[str, Any]) -> list[str]:
+    """The report's paragraph on the evaluation's noise, measured by re-evaluating each initial policy."""
+    per = ", ".join(f"{s}: {_fmt(v)}" for s, v in sorted(n["per_seed"].items()))
+    return [
+        "",
+        "## The evaluation's noise, measured directly",
+        "",
+        "Each seed's initial policy evaluated again under fresh sampling noise (fresh − shared, per seed: "
+        f"{per}): sd {_fmt(n['sd'], '.3f')} (the bootstrap standard errors predict {_fmt(n['predicted_sd'], '.3f')}); "
+        f"the evaluation alone gives a mean difference over these {len(n['seeds'])} seeds ±{_fmt(n['resolution95'], '.3f')} "
+        "(95 % t) with independent noise, less for arms that share their noise.",
+    ]
+
+
+def _anchor_lines(on_anchors: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """The report's diagnostic: the world model on R's anchor groups, per arm and window of steps."""
+    lines = [
+        "",
+        "## Diagnostic: the world model (fitted on W, learning from anchors) on R's anchor groups",
+        "",
+        "Seeds pooled; Spearman within each anchor group (mean ± 95 % t over groups), bias = prediction − real,",
+        "level error = mean over groups of |mean prediction − mean real|. Before training, over R's corpus:",
+        "Spearman 0.417 [0.355, 0.480] on 89 tasks, level error 0.167, bias +0.026 (the pre-registration).",
+        "",
+        "| arm | steps | groups | Spearman | bias | level error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm, rows in on_anchors.items():
+        for r in rows:
             lines.append(
-                f"| {arm} | {_fmt(lv['mean'], '.2f')} [{_fmt(lv['ci95'][0], '.2f')}, {_fmt(lv['ci95'][1], '.2f')}] "
-                f"({lv['seeds']}) | {_fmt(ms['mean'], '.2f')} [{_fmt(ms['ci95'][0], '.2f')}, "
-                f"{_fmt(ms['ci95'][1], '.2f')}] ({ms['seeds']}) | {', '.join(map(str, r['seeds_not_measured'])) or '-'} |"
+                f"| {arm} | {r['steps'][0]}-{r['steps'][1]} | {r['groups']} | {_fmt(r['spearman'], '.3f')} ± "
+                f"{_fmt(r['spearman_ci95'], '.3f')} | {_fmt(r['bias'])} | {_fmt(r['level_error'], '.3f')} |"
             )
-    if result.get("evaluation_noise"):
-        n = result["evaluation_noise"]
-        per = ", ".join(f"{s}: {_fmt(v)}" for s, v in sorted(n["per_seed"].items()))
-        lines += [
-            "",
-            "## The evaluation's noise, measured directly",
-            "",
-            "Each seed's initial policy evaluated again under fresh sampling noise (fresh − shared, per seed: "
-            f"{per}): sd {_fmt(n['sd'], '.3f')} (the bootstrap standard errors predict {_fmt(n['predicted_sd'], '.3f')}); "
-            f"the evaluation alone gives a mean difference over these {len(n['seeds'])} seeds ±{_fmt(n['resolution95'], '.3f')} "
-            "(95 % t) with independent noise, less for arms that share their noise.",
-        ]
-    if result.get("world_model_on_anchors"):
-        lines += [
-            "",
-            "## Diagnostic: the world model (fitted on W, learning from anchors) on R's anchor groups",
-            "",
-            "Seeds pooled; Spearman within each anchor group (mean ± 95 % t over groups), bias = prediction − real,",
-            "level error = mean over groups of |mean prediction − mean real|. Before training, over R's corpus:",
-            "Spearman 0.417 [0.355, 0.480] on 89 tasks, level error 0.167, bias +0.026 (the pre-registration).",
-            "",
-            "| arm | steps | groups | Spearman | bias | level error |",
-            "|---|---|---|---|---|---|",
-        ]
-        for arm, rows in result["world_model_on_anchors"].items():
-            for r in rows:
-                lines.append(
-                    f"| {arm} | {r['steps'][0]}-{r['steps'][1]} | {r['groups']} | {_fmt(r['spearman'], '.3f')} ± "
-                    f"{_fmt(r['spearman_ci95'], '.3f')} | {_fmt(r['bias'])} | {_fmt(r['level_error'], '.3f')} |"
-                )
-    lines += ["", "## Every arm-seed: score ± evaluation s.e. at each kept step [executions, charged s]", ""]
+    return lines
+
+
+def _curve_lines(curves: Mapping[str, Mapping[int, Curve]]) -> list[str]:
+    """The report's last table: every arm-seed's evaluations."""
+    lines = ["", "## Every arm-seed: score ± evaluation s.e. at each kept step [executions, charged s]", ""]
     lines += ["| arm | seed | evaluations |", "|---|---|---|"]
-    for arm, by_seed in result["curves"].items():
+    for arm, by_seed in curves.items():
         for seed, curve in sorted(by_seed.items()):
             cells = "; ".join(
                 f"step {p['step']}: {p['score']:.3f} ± {p['se']:.3f} [{p['executions']:.0f}, {p['execution_s']:.0f} s]"
                 for p in curve
             )
             lines.append(f"| {arm} | {seed} | {cells} |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def plot(result: Mapping[str, Any], path: Path) -> None:

@@ -420,19 +420,8 @@ def table_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def analyse(
-    out: Path,
-    *,
-    base: str,
-    shipped: str,
-    fractions: Sequence[float],
-    dynamics_iterations: int,
-    scorer_iterations: int,
-    rollout_chunks: int,
-    gate: float = 0.65,
-    log: Callable[[str], None] = print,
-) -> dict:
-    groups = load_groups(out)
+def _fit_and_eval_groups(groups: Sequence[Group], out: Path) -> tuple[list[Group], list[Group]]:
+    """The fitting and held-out groups; an error when either is missing or a group is from the transfer split."""
     fit = [g for g in groups if g.key.role == "fit"]
     ev = [g for g in groups if g.key.role == "eval"]
     if not fit or not ev:
@@ -440,21 +429,23 @@ def analyse(
     for g in groups:
         if g.key.init_state in TRANSFER_HELDOUT:
             raise ValueError(f"{g.key.name} is from the transfer experiment's held-out split; remove it from {out}")
-    gnames = [g.key.name for g in ev for _ in g.success]
-    labels = np.concatenate([g.success for g in ev])
+    return fit, ev
+
+
+def _scorer_rows(
+    ev: Sequence[Group],
+    gnames: list[str],
+    labels: np.ndarray,
+    *,
+    refit_path: Path,
+    base: str,
+    shipped: str,
+    fractions: Sequence[float],
+    log: Callable[[str], None],
+) -> list[dict]:
+    """One row per scorer of the held-out groups: imagination (refit, shipped), then progress (full, prefixes)."""
     lengths = np.concatenate([g.steps for g in ev])
     horizon = max(g.max_steps for g in ev)  # the episode limit the groups ran under
-    refit_path = out / "refit_wm.pt"
-    fit_names = sorted(g.key.name for g in fit)
-    if not refit_path.exists() or _refit_groups(refit_path) != fit_names:
-        refit_imagination(
-            fit,
-            refit_path,
-            dynamics_iterations=dynamics_iterations,
-            scorer_iterations=scorer_iterations,
-            rollout_chunks=rollout_chunks,
-            log=log,
-        )
     rows = []
     t0 = time.process_time()
     rows.append(
@@ -499,7 +490,14 @@ def analyse(
                 saved=saved,
             )
         )
-    result = dict(
+    return rows
+
+
+def _data_summary(
+    out: Path, groups: Sequence[Group], fit: Sequence[Group], ev: Sequence[Group], gnames: list[str], labels: np.ndarray
+) -> dict:
+    """The groups' counts, init states, successes and simulation cost, for ``group_ranking.json``."""
+    return dict(
         fit_groups=len(fit),
         fit_episodes=int(sum(len(g.success) for g in fit)),
         fit_successes=int(sum(g.success.sum() for g in fit)),
@@ -524,9 +522,40 @@ def analyse(
             np.mean(np.concatenate([np.load(p)["cpu_s"] for p in sorted(out.glob("t*_i*_*.npz"))]))
         ),
         mean_steps=float(np.mean(np.concatenate([g.steps for g in groups]))),
-        gate=gate,
-        rows=rows,
     )
+
+
+def analyse(
+    out: Path,
+    *,
+    base: str,
+    shipped: str,
+    fractions: Sequence[float],
+    dynamics_iterations: int,
+    scorer_iterations: int,
+    rollout_chunks: int,
+    gate: float = 0.65,
+    log: Callable[[str], None] = print,
+) -> dict:
+    groups = load_groups(out)
+    fit, ev = _fit_and_eval_groups(groups, out)
+    gnames = [g.key.name for g in ev for _ in g.success]
+    labels = np.concatenate([g.success for g in ev])
+    refit_path = out / "refit_wm.pt"
+    fit_names = sorted(g.key.name for g in fit)
+    if not refit_path.exists() or _refit_groups(refit_path) != fit_names:
+        refit_imagination(
+            fit,
+            refit_path,
+            dynamics_iterations=dynamics_iterations,
+            scorer_iterations=scorer_iterations,
+            rollout_chunks=rollout_chunks,
+            log=log,
+        )
+    rows = _scorer_rows(
+        ev, gnames, labels, refit_path=refit_path, base=base, shipped=shipped, fractions=fractions, log=log
+    )
+    result = dict(**_data_summary(out, groups, fit, ev, gnames, labels), gate=gate, rows=rows)
     result["gate_passed"] = bool(rows[0]["auroc"] >= gate)
     (out / "group_ranking.json").write_text(json.dumps(result, indent=1))
     (out / "group_ranking_table.md").write_text(table_markdown(result))

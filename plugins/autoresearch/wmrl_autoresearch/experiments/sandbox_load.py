@@ -153,86 +153,73 @@ def snapshot(session_dir: Path, docker_root: Path) -> dict[str, float]:
 # ------------------------------------------------------------------ the run
 
 
-def run(n: int, out: Path, *, parallel: int | None, timeout_s: float, cpus: float, resume: bool) -> dict:
-    out.mkdir(parents=True, exist_ok=True)
-    log_path = out / "outcomes.jsonl"
+def _recorded_ids(log_path: Path, resume: bool) -> set[int]:
+    """Ids already in ``outcomes.jsonl`` when resuming; otherwise start a fresh log."""
     done: set[int] = set()
     if resume and log_path.exists():
         done = {json.loads(line)["id"] for line in log_path.read_text().splitlines() if line.strip().endswith("}")}
     elif log_path.exists():
         log_path.unlink()
-    kinds = plan(n)
-    todo = [i for i in range(n) if i not in done]
-    task = make_task()
-    limits = SandboxLimits(timeout_s=60.0, memory_mb=256, cpus=cpus, log_bytes=64 * 1024)
-    short = limits.with_overrides(timeout_s=timeout_s)
-    client = docker_client()
-    docker_root = Path(client.info().get("DockerRootDir", "/var/lib/docker"))
-    pool = SandboxPool("docker", limits=limits, max_parallel=parallel, gpus="none", handle_sigterm=True)
-    session_dir = pool.workspace.path
-    before = snapshot(session_dir, docker_root)
-    loads: list[float] = []
-    peak_session_bytes = [0]
-    stop = threading.Event()
+    return done
 
-    def sample_load() -> None:
-        while not stop.wait(5.0):
-            loads.append(os.getloadavg()[0])
-            peak_session_bytes[0] = max(peak_session_bytes[0], dir_bytes(session_dir))
 
-    sampler = threading.Thread(target=sample_load, daemon=True)
-    sampler.start()
-    lock = threading.Lock()
-    print(
-        f"load test: {len(todo)} of {n} executions to run, {pool.max_parallel} in parallel, "
-        f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f}",
-        flush=True,
-    )
+class _LoadSampler:
+    """A daemon thread reading the 1-minute load average and the session directory's size every 5 s."""
 
-    def one(i: int) -> dict:
-        kind = kinds[i]
-        script, _, expected = KINDS[kind]
-        ex = pool.run(RunRequest(task, script, short if kind == "timeout" else limits))
-        outcome = to_outcome(task, ex)
-        return {
-            "id": i,
-            "kind": kind,
-            "expected": expected,
-            "status": outcome.status,
-            "runtime_s": round(ex.runtime_s, 3),
-            "startup_s": round(ex.startup_s, 3),
-            "logs_truncated": bool(ex.logs_truncated),
-            "error": outcome.info.get("error"),
-            "notes": list(ex.notes),
-        }
+    def __init__(self, session_dir: Path):
+        self.session_dir = session_dir
+        self.loads: list[float] = []
+        self.peak_session_bytes = 0
+        self.stop = threading.Event()
+        threading.Thread(target=self._sample, daemon=True).start()
 
-    started = time.perf_counter()
-    finished = 0
-    try:
-        with ThreadPoolExecutor(pool.max_parallel) as executor, log_path.open("a") as log_file:
-            for future in as_completed([executor.submit(one, i) for i in todo]):
-                record = future.result()
-                with lock:
-                    log_file.write(json.dumps(record) + "\n")
-                    log_file.flush()
-                finished += 1
-                if finished % 50 == 0 or finished == len(todo):
-                    rate = finished / (time.perf_counter() - started) * 60
-                    print(f"  {finished}/{len(todo)} done, {rate:.0f}/min, load {os.getloadavg()[0]:.2f}", flush=True)
-        elapsed = time.perf_counter() - started
-    finally:
-        stop.set()
-        pool.wait_reaped(120.0)
-        pool.close()
-    time.sleep(1.0)  # auto-removal of the last containers is asynchronous in the engine
-    left = our_containers(client)
-    procs = processes_left(client, {c.id for c in left})
-    after = snapshot(session_dir, docker_root)
+    def _sample(self) -> None:
+        while not self.stop.wait(5.0):
+            self.loads.append(os.getloadavg()[0])
+            self.peak_session_bytes = max(self.peak_session_bytes, dir_bytes(self.session_dir))
 
-    records = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+
+def _execute(
+    pool: SandboxPool, task: AutoResearchTask, kind: str, i: int, limits: SandboxLimits, short: SandboxLimits
+) -> dict:
+    """Run execution ``i`` of ``kind`` (a timing-out one under ``short``) and return its outcome record."""
+    script, _, expected = KINDS[kind]
+    ex = pool.run(RunRequest(task, script, short if kind == "timeout" else limits))
+    outcome = to_outcome(task, ex)
+    return {
+        "id": i,
+        "kind": kind,
+        "expected": expected,
+        "status": outcome.status,
+        "runtime_s": round(ex.runtime_s, 3),
+        "startup_s": round(ex.startup_s, 3),
+        "logs_truncated": bool(ex.logs_truncated),
+        "error": outcome.info.get("error"),
+        "notes": list(ex.notes),
+    }
+
+
+def _summary(
+    records: list[dict],
+    *,
+    n: int,
+    todo: list[int],
+    pool: SandboxPool,
+    limits: SandboxLimits,
+    timeout_s: float,
+    cpus: float,
+    elapsed: float,
+    sampler: _LoadSampler,
+    left: list,
+    procs: list[int],
+    before: dict[str, float],
+    after: dict[str, float],
+) -> dict:
+    """The figures of ``summary.json`` from the outcome records and the host measurements."""
+    loads = sampler.loads
     ids = Counter(r["id"] for r in records)
     by_kind = {k: dict(Counter(r["status"] for r in records if r["kind"] == k)) for k in KINDS}
-    summary = {
+    return {
         "executions": n,
         "run_this_invocation": len(todo),
         "parallel": pool.max_parallel,
@@ -259,10 +246,74 @@ def run(n: int, out: Path, *, parallel: int | None, timeout_s: float, cpus: floa
         "processes_left": len(procs),
         "before": before,
         "after": after,
-        "session_dir_peak_bytes": peak_session_bytes[0],
+        "session_dir_peak_bytes": sampler.peak_session_bytes,
         "runtime_s_median": round(float(np.median([r["runtime_s"] for r in records])), 3),
         "startup_s_median": round(float(np.median([r["startup_s"] for r in records])), 3),
     }
+
+
+def run(n: int, out: Path, *, parallel: int | None, timeout_s: float, cpus: float, resume: bool) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "outcomes.jsonl"
+    done = _recorded_ids(log_path, resume)
+    kinds = plan(n)
+    todo = [i for i in range(n) if i not in done]
+    task = make_task()
+    limits = SandboxLimits(timeout_s=60.0, memory_mb=256, cpus=cpus, log_bytes=64 * 1024)
+    short = limits.with_overrides(timeout_s=timeout_s)
+    client = docker_client()
+    docker_root = Path(client.info().get("DockerRootDir", "/var/lib/docker"))
+    pool = SandboxPool("docker", limits=limits, max_parallel=parallel, gpus="none", handle_sigterm=True)
+    session_dir = pool.workspace.path
+    before = snapshot(session_dir, docker_root)
+    sampler = _LoadSampler(session_dir)
+    lock = threading.Lock()
+    print(
+        f"load test: {len(todo)} of {n} executions to run, {pool.max_parallel} in parallel, "
+        f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+
+    started = time.perf_counter()
+    finished = 0
+    try:
+        with ThreadPoolExecutor(pool.max_parallel) as executor, log_path.open("a") as log_file:
+            futures = [executor.submit(_execute, pool, task, kinds[i], i, limits, short) for i in todo]
+            for future in as_completed(futures):
+                record = future.result()
+                with lock:
+                    log_file.write(json.dumps(record) + "\n")
+                    log_file.flush()
+                finished += 1
+                if finished % 50 == 0 or finished == len(todo):
+                    rate = finished / (time.perf_counter() - started) * 60
+                    print(f"  {finished}/{len(todo)} done, {rate:.0f}/min, load {os.getloadavg()[0]:.2f}", flush=True)
+        elapsed = time.perf_counter() - started
+    finally:
+        sampler.stop.set()
+        pool.wait_reaped(120.0)
+        pool.close()
+    time.sleep(1.0)  # auto-removal of the last containers is asynchronous in the engine
+    left = our_containers(client)
+    procs = processes_left(client, {c.id for c in left})
+    after = snapshot(session_dir, docker_root)
+
+    records = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    summary = _summary(
+        records,
+        n=n,
+        todo=todo,
+        pool=pool,
+        limits=limits,
+        timeout_s=timeout_s,
+        cpus=cpus,
+        elapsed=elapsed,
+        sampler=sampler,
+        left=left,
+        procs=procs,
+        before=before,
+        after=after,
+    )
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 

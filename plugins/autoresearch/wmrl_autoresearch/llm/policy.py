@@ -85,6 +85,16 @@ class LLMRolloutData:
         )
 
 
+def _extract_options(extract: dict[str, Any] | None) -> dict[str, Any]:
+    """The defaults of :func:`..parsing.extract_script` updated with ``extract``; an unknown option is an error."""
+    options = {"which": "last", "allow_untagged": False, "check_syntax": True}
+    unknown = set(extract or {}) - set(options)
+    if unknown:
+        raise ValueError(f"unknown extract option(s) {sorted(unknown)}; known: {sorted(options)}")
+    options.update(extract or {})
+    return options
+
+
 class LLMCodeAgent(torch.nn.Module):
     """A Hugging Face causal LM as a WMRL policy (``generate`` / ``log_probs``).
 
@@ -167,33 +177,48 @@ class LLMCodeAgent(torch.nn.Module):
             top_k=top_k,
             stop_token_ids=tuple(int(i) for i in stop_token_ids),
         )
-        self.extract_options = {"which": "last", "allow_untagged": False, "check_syntax": True}
-        unknown = set(extract or {}) - set(self.extract_options)
-        if unknown:
-            raise ValueError(f"unknown extract option(s) {sorted(unknown)}; known: {sorted(self.extract_options)}")
-        self.extract_options.update(extract or {})
+        self.extract_options = _extract_options(extract)
         self.logprob_micro_batch_size = logprob_micro_batch_size
         self.recompute_old_log_probs = recompute_old_log_probs
         self._load_kwargs = dict(
             trust_remote_code=trust_remote_code, revision=revision, attn_implementation=attn_implementation
         )
 
+        self._load_model(model, tokenizer or model, device, dtype, lora, gradient_checkpointing)
+        self._start_backend(backend, model, tokenizer or model, batch_size=generation_batch_size, seed=seed, vllm=vllm)
+        self.n_invalid = 0  # answers without a usable script, since creation
+        # nn.Module starts in train mode but from_pretrained returns eval mode: align them so
+        # log_probs runs in train mode (needed for gradient checkpointing); sampling and the
+        # old/reference log-probs switch to eval temporarily
+        self.train()
+        self._warn_on_dropout(model)
+
+    def _load_model(
+        self,
+        model: str,
+        tokenizer: str,
+        device: str | None,
+        dtype: str | None,
+        lora: dict[str, Any] | None,
+        gradient_checkpointing: bool,
+    ) -> None:
+        """Load the tokenizer and the model onto the device, with checkpointing and a LoRA adapter as asked."""
         self.device_ = resolve_device(device)
         self.dtype_ = resolve_dtype(dtype, self.device_)
-        self.tokenizer = load_tokenizer(tokenizer or model, trust_remote_code=trust_remote_code, revision=revision)
+        self.tokenizer = load_tokenizer(
+            tokenizer, trust_remote_code=self._load_kwargs["trust_remote_code"], revision=self._load_kwargs["revision"]
+        )
         self.model = load_causal_lm(model, device=self.device_, dtype=self.dtype_, **self._load_kwargs)
         self.uses_lora = bool(lora)
         if gradient_checkpointing:
-            # transformers >= 5.x names it activation checkpointing (the old name is deprecated)
-            enable = (
-                getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable
-            )
-            enable()
-            if self.uses_lora:
-                self.model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
+            self._enable_gradient_checkpointing()
         if self.uses_lora:
             self.model = apply_lora(self.model, dict(lora))
 
+    def _start_backend(
+        self, backend: str, model: str, tokenizer: str, *, batch_size: int, seed: int, vllm: dict[str, Any] | None
+    ) -> None:
+        """Start the sampling engine over the loaded model and its stop ids."""
         stop_ids = generation_stop_ids(self.model, self.tokenizer)
         # kept out of nn.Module registration: neither the engine nor a reference copy is a
         # trainable part, and neither belongs in state_dict()
@@ -203,27 +228,35 @@ class LLMCodeAgent(torch.nn.Module):
             model,
             local_model=lambda: self.model,
             tokenizer=self.tokenizer,
-            tokenizer_name=tokenizer or model,
+            tokenizer_name=tokenizer,
             stop_ids=stop_ids,
-            batch_size=generation_batch_size,
+            batch_size=batch_size,
             dtype=self.dtype_,
             seed=seed,
-            revision=revision,
-            trust_remote_code=trust_remote_code,
+            revision=self._load_kwargs["revision"],
+            trust_remote_code=self._load_kwargs["trust_remote_code"],
             vllm=vllm,
         )
         self.stop_ids = stop_ids
-        self.n_invalid = 0  # answers without a usable script, since creation
-        # nn.Module starts in train mode but from_pretrained returns eval mode: align them so
-        # log_probs runs in train mode (needed for gradient checkpointing); sampling and the
-        # old/reference log-probs switch to eval temporarily
-        self.train()
+
+    def _enable_gradient_checkpointing(self) -> None:
+        """Checkpoint the model's activations (and, under LoRA, give the checkpointed blocks a grad-carrying input)."""
+        # transformers >= 5.x names it activation checkpointing (the old name is deprecated)
+        enable = (
+            getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable
+        )
+        enable()
+        if self.uses_lora:
+            self.model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
+
+    def _warn_on_dropout(self, model: str) -> None:
+        """Warn at the constructor's caller when the model has dropout (train and eval log-probs then differ)."""
         dropout = sorted({m.p for m in self.model.modules() if isinstance(m, torch.nn.Dropout) and m.p > 0})
         if dropout:
             warnings.warn(
                 f"{model!r} has dropout p={dropout}: log_probs (train mode) then differ from old_log_probs "
                 "(eval mode) even before an update; set the config's dropout fields to 0 (and lora_dropout: 0)",
-                stacklevel=2,
+                stacklevel=3,
             )
 
     # ------------------------------------------------------------------ prompts

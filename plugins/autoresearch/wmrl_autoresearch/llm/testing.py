@@ -53,18 +53,29 @@ def make_tiny_causal_lm(
         positions, which makes left-padding bugs visible).
     """
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import (
-        GenerationConfig,
-        GPT2Config,
-        GPT2LMHeadModel,
-        LlamaConfig,
-        LlamaForCausalLM,
-        PreTrainedTokenizerFast,
-    )
+    from transformers import GenerationConfig
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    fast = _train_tokenizer(vocab_size, chat_template)
+    fast.save_pretrained(folder)
+
+    torch.manual_seed(seed)
+    eos = [fast.eos_token_id] + ([fast.convert_tokens_to_ids("<|end|>")] if chat_template else [])
+    eos_id = eos if len(eos) > 1 else eos[0]
+    model = _random_model(architecture, fast, eos_id, hidden_size, num_layers)
+    model.generation_config = GenerationConfig(
+        bos_token_id=fast.bos_token_id, eos_token_id=eos_id, pad_token_id=fast.pad_token_id
+    )
+    model.save_pretrained(folder)
+    return folder
+
+
+def _train_tokenizer(vocab_size: int, chat_template: bool):
+    """A byte-level BPE tokenizer trained on :data:`CORPUS`, with the special tokens (and chat template)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
     specials = ["<pad>", "<s>", "</s>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -89,11 +100,13 @@ def make_tiny_causal_lm(
     )
     if chat_template:
         fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(folder)
+    return fast
 
-    torch.manual_seed(seed)
-    eos = [fast.eos_token_id] + ([fast.convert_tokens_to_ids("<|end|>")] if chat_template else [])
-    eos_id = eos if len(eos) > 1 else eos[0]
+
+def _random_model(architecture: str, fast, eos_id: int | list[int], hidden_size: int, num_layers: int):
+    """A randomly initialised Llama or GPT-2 sized to ``fast``'s vocabulary (torch's global RNG)."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
     if architecture == "llama":
         config = LlamaConfig(
             vocab_size=len(fast),
@@ -108,8 +121,8 @@ def make_tiny_causal_lm(
             pad_token_id=fast.pad_token_id,
             tie_word_embeddings=False,
         )
-        model = LlamaForCausalLM(config)
-    elif architecture == "gpt2":
+        return LlamaForCausalLM(config)
+    if architecture == "gpt2":
         config = GPT2Config(
             vocab_size=len(fast),
             n_embd=hidden_size,
@@ -123,11 +136,5 @@ def make_tiny_causal_lm(
             eos_token_id=eos_id,
             pad_token_id=fast.pad_token_id,
         )
-        model = GPT2LMHeadModel(config)
-    else:
-        raise ValueError(f"architecture={architecture!r}; use 'llama' or 'gpt2'")
-    model.generation_config = GenerationConfig(
-        bos_token_id=fast.bos_token_id, eos_token_id=eos_id, pad_token_id=fast.pad_token_id
-    )
-    model.save_pretrained(folder)
-    return folder
+        return GPT2LMHeadModel(config)
+    raise ValueError(f"architecture={architecture!r}; use 'llama' or 'gpt2'")

@@ -48,6 +48,36 @@ UNPARSEABLE = "world_model_answer_unparseable"
 NO_PREDICTION = "no_prediction"
 
 
+def _check_engine_choice(model: str | None, policy: Any, share_policy: bool) -> None:
+    """Exactly one engine: the world model's own ``model`` or the policy's (``share_policy``)."""
+    if model is not None and share_policy:
+        raise ValueError(
+            f"give either `model` (the world model's own LM, got {model!r}) or `share_policy: true` "
+            "(answer with the policy's engine), not both"
+        )
+    if model is None and policy is None:
+        raise ValueError(
+            "the LLM world model needs an engine: give `model` (its own LM), or `share_policy: true` in a "
+            "run whose policy is llm-code-agent (the engine passes the policy); by hand, pass "
+            "LLMWorldModel(policy=agent, share_policy=True)"
+        )
+
+
+def _parse_options(parse: dict[str, Any] | None) -> dict[str, Any]:
+    """The defaults of :func:`..parsing.parse_prediction` updated with ``parse``; an unknown option is an error."""
+    options: dict[str, Any] = {
+        "score_keys": ("score", "metric", "value", "accuracy", "result"),
+        "require_key": False,
+        "percent_as_fraction": True,
+    }
+    unknown = set(parse or {}) - set(options)
+    if unknown:
+        raise ValueError(f"unknown parse option(s) {sorted(unknown)}; known: {sorted(options)}")
+    options.update(parse or {})
+    options["score_keys"] = tuple(options["score_keys"])
+    return options
+
+
 class LLMWorldModel:
     """Predict ``Outcome`` s of scripts with a language model (see the module docstring).
 
@@ -94,17 +124,7 @@ class LLMWorldModel:
         vllm: dict[str, Any] | None = None,
         seed: int = 0,
     ):
-        if model is not None and share_policy:
-            raise ValueError(
-                f"give either `model` (the world model's own LM, got {model!r}) or `share_policy: true` "
-                "(answer with the policy's engine), not both"
-            )
-        if model is None and policy is None:
-            raise ValueError(
-                "the LLM world model needs an engine: give `model` (its own LM), or `share_policy: true` in a "
-                "run whose policy is llm-code-agent (the engine passes the policy); by hand, pass "
-                "LLMWorldModel(policy=agent, share_policy=True)"
-            )
+        _check_engine_choice(model, policy, share_policy)
         self.prompt_template = P.check_template(
             prompt_template, allowed=P.WORLD_MODEL_FIELDS, required={"solution"}, what="world-model prompt"
         )
@@ -114,16 +134,7 @@ class LLMWorldModel:
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.sampling = SamplingConfig(max_new_tokens=max_new_tokens, greedy=True)
         self.max_solution_chars = max_solution_chars
-        self.parse_options = {
-            "score_keys": ("score", "metric", "value", "accuracy", "result"),
-            "require_key": False,
-            "percent_as_fraction": True,
-        }
-        unknown = set(parse or {}) - set(self.parse_options)
-        if unknown:
-            raise ValueError(f"unknown parse option(s) {sorted(unknown)}; known: {sorted(self.parse_options)}")
-        self.parse_options.update(parse or {})
-        self.parse_options["score_keys"] = tuple(self.parse_options["score_keys"])
+        self.parse_options = _parse_options(parse)
         self.stats = {"calls": 0, "queried": 0, "parse_failures": 0, "invalid_solutions": 0}
 
         self._policy: Any = None

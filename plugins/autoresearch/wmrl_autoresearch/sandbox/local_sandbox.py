@@ -63,6 +63,18 @@ def session_cpu_s(session_id: int) -> float | None:
     return total / ticks
 
 
+def _start_pump(pipe, buf: CappedBuffer) -> threading.Thread:
+    """A started daemon thread copying ``pipe`` into ``buf`` until it closes."""
+
+    def pump() -> None:
+        while chunk := pipe.read1(65536):
+            buf.write(chunk)
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread
+
+
 UNSAFE_WARNING = (
     "wmrl-autoresearch: LocalProcessSandbox is NOT ISOLATED. Solutions run as your user, with your network and "
     "your files; only timeouts and output caps are enforced. Use it only for trusted scripts on machines without "
@@ -153,17 +165,7 @@ class LocalProcessSandbox:
         result.resources.update(cpu_limit_s=cpu_limit, wall_limit_s=wall_limit)
         result.notes.append("not isolated: local-process fallback")
         self.slot.stage(task_dir, script)
-        env = {
-            **os.environ,
-            **SANDBOX_ENV,
-            **thread_env(self.limits.cpus),
-            "DATA_DIR": str(self.slot.data),
-            "OUTPUT_DIR": str(self.output),
-            "TASK_FILE": str(self.slot.data / "task.json"),
-            "HOME": str(self.tmp),
-            "TMPDIR": str(self.tmp),
-            "MPLCONFIGDIR": str(self.tmp),
-        }
+        env = self._env()
         stdout, stderr = CappedBuffer(self.limits.log_bytes), CappedBuffer(self.limits.log_bytes)
         t0 = time.perf_counter()
         try:
@@ -181,40 +183,9 @@ class LocalProcessSandbox:
             result.sandbox_error = f"could not start {self.python}: {exc}"
             return result
         result.script_started = True
-
-        def pump(pipe, buf: CappedBuffer) -> None:
-            while chunk := pipe.read1(65536):
-                buf.write(chunk)
-
-        pumps = [
-            threading.Thread(target=pump, args=(proc.stdout, stdout), daemon=True),
-            threading.Thread(target=pump, args=(proc.stderr, stderr), daemon=True),
-        ]
-        for p in pumps:
-            p.start()
-        status = usage = None
+        pumps = [_start_pump(proc.stdout, stdout), _start_pump(proc.stderr, stderr)]
         watch = CpuWatch(cpu_limit, wall_limit, start_cpu_s=0.0, idle_window_s=limits.idle_window_s)
-        idle = False
-        next_read = t0 + _IDLE_POLL_S
-        try:
-            while status is None and time.perf_counter() - t0 < wall_limit:
-                pid, status_, usage_ = os.wait4(proc.pid, os.WNOHANG)
-                if pid:
-                    status, usage = status_, usage_
-                    break
-                time.sleep(0.02)
-                now = time.perf_counter()
-                if watch.early_idle_window_s is not None and now >= next_read:
-                    next_read = now + _IDLE_POLL_S
-                    cpu = session_cpu_s(proc.pid)  # start_new_session: the script's pid is its session id
-                    if cpu is not None and watch.observe(now - t0, cpu) == "idle":
-                        idle = True
-                        break
-        finally:
-            at_wall_limit = status is None
-            self._kill_group(proc.pid)  # also kills children left running by a finished script
-            if status is None:
-                _, status, usage = os.wait4(proc.pid, 0)
+        status, usage, idle, at_wall_limit = self._wait(proc, t0, wall_limit, watch)
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         for p in pumps:
             p.join(2.0)
@@ -238,13 +209,59 @@ class LocalProcessSandbox:
         if not result.timed_out and result.exit_code != 0 and "MemoryError" in result.stderr[-4000:]:
             result.oom_killed = True
         if result.exit_code == 0 and not result.timed_out:
-            path = self.output / PREDICTIONS_FILENAME
-            if path.is_file():
-                with open(path, "rb") as f:
-                    data = f.read(self.limits.predictions_bytes + 1)
-                result.predictions = data[: self.limits.predictions_bytes]
-                result.predictions_truncated = len(data) > self.limits.predictions_bytes
+            self._read_predictions(result)
         return result
+
+    def _env(self) -> dict[str, str]:
+        """The script's environment: ours, the sandbox's settings and the slot's paths."""
+        return {
+            **os.environ,
+            **SANDBOX_ENV,
+            **thread_env(self.limits.cpus),
+            "DATA_DIR": str(self.slot.data),
+            "OUTPUT_DIR": str(self.output),
+            "TASK_FILE": str(self.slot.data / "task.json"),
+            "HOME": str(self.tmp),
+            "TMPDIR": str(self.tmp),
+            "MPLCONFIGDIR": str(self.tmp),
+        }
+
+    def _wait(
+        self, proc: subprocess.Popen, t0: float, wall_limit: float, watch: CpuWatch
+    ) -> tuple[int, resource.struct_rusage, bool, bool]:
+        """Reap the script when it ends, goes idle or hits the wall-clock limit: ``(status, rusage, idle, at_wall_limit)``."""
+        status = usage = None
+        idle = False
+        next_read = t0 + _IDLE_POLL_S
+        try:
+            while status is None and time.perf_counter() - t0 < wall_limit:
+                pid, status_, usage_ = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    status, usage = status_, usage_
+                    break
+                time.sleep(0.02)
+                now = time.perf_counter()
+                if watch.early_idle_window_s is not None and now >= next_read:
+                    next_read = now + _IDLE_POLL_S
+                    cpu = session_cpu_s(proc.pid)  # start_new_session: the script's pid is its session id
+                    if cpu is not None and watch.observe(now - t0, cpu) == "idle":
+                        idle = True
+                        break
+        finally:
+            at_wall_limit = status is None
+            self._kill_group(proc.pid)  # also kills children left running by a finished script
+            if status is None:
+                _, status, usage = os.wait4(proc.pid, 0)
+        return status, usage, idle, at_wall_limit
+
+    def _read_predictions(self, result: Execution) -> None:
+        """Copy the predictions file, if any, into ``result`` (cut at the predictions size cap)."""
+        path = self.output / PREDICTIONS_FILENAME
+        if path.is_file():
+            with open(path, "rb") as f:
+                data = f.read(self.limits.predictions_bytes + 1)
+            result.predictions = data[: self.limits.predictions_bytes]
+            result.predictions_truncated = len(data) > self.limits.predictions_bytes
 
     @staticmethod
     def _kill_group(pgid: int) -> None:
