@@ -90,7 +90,7 @@ t statistic has about :math:`m - 1` degrees of freedom, and early in a run, or w
 group a step, :math:`m` is 2 or 3: under a world model independent of the truth
 :math:`P(t > 3) = 10\%` at one degree of freedom, so :math:`\tilde\lambda \approx 0.9\hat\lambda`
 on one step in ten, and the window carries the same lucky groups for many steps (measured with
-the ``noise`` world model in docs/results/synthetic/noise_weight.md). The point estimate of the
+the ``noise`` world model: the synthetic noise-weight results page). The point estimate of the
 variance from two clusters is the trouble: it is as likely to be far too small as not. A
 variance that does not need many groups is the slope's *null* variance: were the calibrated
 advantages independent of the real ones within each group,
@@ -111,7 +111,7 @@ is smaller than under independence, and shrinking by the larger of the two varia
 the late weight of useful world models. Why 0.999: a window holds about ten steps' groups, so one
 lucky window keeps a weight for ten steps. The level and the alternatives (a t critical value on
 the sandwich variance, the larger of the two variances) were chosen on runs with the ``noise``
-world model and with useful ones: docs/results/synthetic/noise_weight.md.
+world model and with useful ones (the synthetic noise-weight results page).
 
 The moments are computed on earlier steps' anchors, back to the ``window``-th most recent group
 with :math:`c_g > 0` (:class:`RectifiedFuser`), never on this step's, so that

@@ -5,7 +5,7 @@ as much as earlier anchors say pays.
 world model, but it keeps the anchors' residual variance,
 :math:`\operatorname{Var}\hat g_P \ge (1-\rho^2)\operatorname{tr}\Sigma_R/k`, so on a benign world
 model a biased combination over all groups has the smaller error
-(docs/results/synthetic/gradient_error.md). Combining an unbiased with a possibly biased
+(the synthetic gradient-error results page). Combining an unbiased with a possibly biased
 estimator (Green and Strawderman, 1991; Oberst et al., 2022):
 
 .. math:: \hat g_\alpha = \hat g_P + \alpha\,(\hat g_T - \hat g_P),\qquad \alpha\in[0,1],

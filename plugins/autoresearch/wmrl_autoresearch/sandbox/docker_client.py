@@ -30,7 +30,7 @@ def docker_client(timeout_s: float = 120.0):
     except Exception as exc:
         raise DockerUnavailableError(
             f"no Docker engine reachable at {where} ({exc.__class__.__name__}: {exc}). Start one "
-            "(`systemctl start docker`, or `dockerd &` as root; plugins/autoresearch/ci/setup.sh installs and starts "
-            "it), or choose the NOT isolated fallback explicitly with sandbox='local-unsafe'"
+            "(`systemctl start docker`, or `dockerd &` as root; the AutoResearch plugin's ci/setup.sh installs and "
+            "starts it), or choose the NOT isolated fallback explicitly with sandbox='local-unsafe'"
         ) from exc
     return client

@@ -90,7 +90,7 @@ def _lost(wait_s: float) -> EngineLostError:
         f"the Docker engine at {_where()} stopped answering during the run and did not come back within "
         f"{wait_s:.0f} s (environment.kwargs.engine_wait_s). Executions running when it stopped were recorded as "
         "sandbox_error (rewards dropped, never 0); checkpoints and metrics so far are intact. Start the engine "
-        "(`systemctl start docker`, or plugins/autoresearch/ci/setup.sh as root) and continue with resume=true"
+        "(`systemctl start docker`, or the AutoResearch plugin's ci/setup.sh as root) and continue with resume=true"
     )
 
 
