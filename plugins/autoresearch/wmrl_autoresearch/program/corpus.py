@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,69 @@ def _pack(out: Path) -> dict:
     }
 
 
+@dataclass
+class _Session:
+    """What one build-corpus session has done so far; the cost record reads it even after an interrupt."""
+
+    started: float
+    cpu_s: float = 0.0
+    n: int = 0
+
+
+def _run_chunk(env: Any, chunk: list) -> tuple[list, list[str], list]:
+    """Execute one chunk of jobs (checked again to be training-only) and return it with its scripts and outcomes."""
+    assert_training_only([t for _, t, _ in chunk])
+    scripts = [render_script(p, classification=t.data.kind == "classification") for _, t, p in chunk]
+    return chunk, scripts, env.execute([t for _, t, _ in chunk], scripts)
+
+
+def _append_rows(
+    f, chunk: list, scripts: list[str], outcomes: list, families: dict, reward_fn, session: _Session
+) -> None:
+    """Append a chunk's rows to the open ``corpus.jsonl`` and make them durable before counting them done."""
+    for (job_id, task, program), script, outcome in zip(chunk, scripts, outcomes):
+        row = _row(job_id, task, families[task.id], program, script, outcome, reward_fn(task, outcome))
+        session.cpu_s += row["cost_s"] or 0.0
+        f.write(json.dumps(row, separators=(",", ":")) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+    session.n += len(chunk)
+
+
+def _log_progress(log, session: _Session, n_done: int, n_jobs: int) -> None:
+    """Log the rate, the sandbox CPU per execution and the time left."""
+    wall = time.time() - session.started
+    rate = session.n / wall * 60
+    eta_min = (n_jobs - session.n) / max(rate, 1e-9)
+    log(
+        f"[{n_done + session.n}/{n_done + n_jobs}] {rate:.1f} executions/min, "
+        f"{session.cpu_s / session.n:.2f} sandbox CPU s each, {wall / 60:.1f} min this session, eta {eta_min:.0f} min"
+    )
+
+
+def _close_session(out: Path, meta: dict, session: _Session, log) -> dict:
+    """Record the session in ``corpus_cost.json``, pack ``corpus.jsonl.gz`` and return the cost summary."""
+    cost_path = out / "corpus_cost.json"
+    sessions = json.loads(cost_path.read_text())["sessions"] if cost_path.exists() else []
+    sessions.append(
+        {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(session.started)),
+            "executed": session.n,
+            "wall_s": round(time.time() - session.started, 1),
+            "sandbox_cpu_s": round(session.cpu_s, 1),
+        }
+    )
+    cost_path.write_text(json.dumps({**meta, "sessions": sessions}, indent=2))
+    summary = _pack(out)
+    summary["wall_s"] = round(sum(s["wall_s"] for s in sessions), 1)
+    cost_path.write_text(json.dumps({**meta, **summary}, indent=2))
+    log(
+        f"corpus: {summary['executions']} executions, {summary['sandbox_cpu_s']} sandbox CPU s, "
+        f"{summary['wall_s']} s wall over {len(sessions)} session(s); {out / 'corpus.jsonl.gz'}"
+    )
+    return summary
+
+
 def build_corpus(
     out: Path,
     executions: int,
@@ -178,14 +242,8 @@ def build_corpus(
         f"corpus: {len(done)} executions done, {len(jobs)} to run over {len(train)} training tasks "
         f"({len(set(families.values()))} families); limits {limits}; warm={warm} parallel={parallel}"
     )
-    started, cpu_s, n = time.time(), 0.0, 0
+    session = _Session(started=time.time())
     meta = {"seed": seed, "limits": limits, "task_sets": list(task_sets), "split": "train"}
-
-    def run_chunk(chunk):
-        assert_training_only([t for _, t, _ in chunk])
-        scripts = [render_script(p, classification=t.data.kind == "classification") for _, t, p in chunk]
-        return chunk, scripts, env.execute([t for _, t, _ in chunk], scripts)
-
     chunks = [jobs[i : i + batch] for i in range(0, len(jobs), batch)]
     _ = env.pool  # create the one sandbox pool now: the lanes below would race to create one each
     # several small chunks in flight at once keep every sandbox busy: a slow run (a timeout) holds
@@ -194,24 +252,12 @@ def build_corpus(
     futures: list = []
     try:
         with open(out / "corpus.jsonl", "a") as f:
-            futures = [lanes.submit(run_chunk, c) for c in chunks]
+            futures = [lanes.submit(_run_chunk, env, c) for c in chunks]
             for future in as_completed(futures):
                 chunk, scripts, outcomes = future.result()
-                for (job_id, task, program), script, outcome in zip(chunk, scripts, outcomes):
-                    row = _row(job_id, task, families[task.id], program, script, outcome, reward_fn(task, outcome))
-                    cpu_s += row["cost_s"] or 0.0
-                    f.write(json.dumps(row, separators=(",", ":")) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-                n += len(chunk)
-                if n % log_every < len(chunk) or n == len(jobs):
-                    wall = time.time() - started
-                    rate = n / wall * 60
-                    eta_min = (len(jobs) - n) / max(rate, 1e-9)
-                    log(
-                        f"[{len(done) + n}/{len(done) + len(jobs)}] {rate:.1f} executions/min, "
-                        f"{cpu_s / n:.2f} sandbox CPU s each, {wall / 60:.1f} min this session, eta {eta_min:.0f} min"
-                    )
+                _append_rows(f, chunk, scripts, outcomes, families, reward_fn, session)
+                if session.n % log_every < len(chunk) or session.n == len(jobs):
+                    _log_progress(log, session, len(done), len(jobs))
     except BaseException:
         for fut in futures:
             fut.cancel()
@@ -219,24 +265,7 @@ def build_corpus(
     finally:
         lanes.shutdown(wait=False, cancel_futures=True)
         env.close()
-        cost_path = out / "corpus_cost.json"
-        sessions = json.loads(cost_path.read_text())["sessions"] if cost_path.exists() else []
-        sessions.append(
-            {
-                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-                "executed": n,
-                "wall_s": round(time.time() - started, 1),
-                "sandbox_cpu_s": round(cpu_s, 1),
-            }
-        )
-        cost_path.write_text(json.dumps({**meta, "sessions": sessions}, indent=2))
-        summary = _pack(out)
-        summary["wall_s"] = round(sum(s["wall_s"] for s in sessions), 1)
-        cost_path.write_text(json.dumps({**meta, **summary}, indent=2))
-        log(
-            f"corpus: {summary['executions']} executions, {summary['sandbox_cpu_s']} sandbox CPU s, "
-            f"{summary['wall_s']} s wall over {len(sessions)} session(s); {out / 'corpus.jsonl.gz'}"
-        )
+        summary = _close_session(out, meta, session, log)
     return summary
 
 

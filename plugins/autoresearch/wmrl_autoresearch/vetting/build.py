@@ -161,16 +161,30 @@ def bulk_reader():
     return read
 
 
-def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=None, progress=None) -> dict:
-    """Vet ``refs`` (default: every dataset of every source) and return the manifest document.
-
-    :param reader: ``reader(source, name) -> DataFrame`` (default :func:`bulk_reader`).
-    :param progress: called with one line per dataset.
-    """
-    reader = reader or bulk_reader()
+def _sorted_refs(refs: Iterable[DatasetRef] | None) -> list[DatasetRef]:
+    """``refs`` (default: every dataset of every source) in the order duplicates are resolved in."""
     refs = list(refs) if refs is not None else [r for s in SOURCES.values() for r in s.refs()]
     refs.sort(key=lambda r: (SOURCE_PRIORITY.index(r.source), r.name))
-    builtin = load_builtin_suite()
+    return refs
+
+
+def _pool_entry(result: vetting.VetResult, ref: DatasetRef, raw: pd.DataFrame) -> dict:
+    """The manifest entry of an accepted dataset: recipe, card and vetting scores."""
+    task = build_task(result.recipe, raw)
+    d = result.difficulty
+    return {
+        "recipe": result.recipe.as_dict(),
+        "card": card_of(task, ref.licence).as_dict(),
+        "vetting": {
+            "constant": round(d.constant, 4),
+            "forest": round(d.forest, 4),
+            "linear": round(d.linear, 4),
+        },
+    }
+
+
+def _vet_refs(refs: list[DatasetRef], builtin: list, reader, progress) -> tuple[list[dict], list[dict], list[dict]]:
+    """Vet ``refs`` in order: the accepted entries, the rejections, and the content profiles (built-ins first)."""
     seen = [(f"builtin:{t.id}", _signature_of_task(t)) for t in builtin]
     tasks, rejected = [], []
     profiles = [
@@ -204,49 +218,55 @@ def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=None, progres
                 "profile": content.profile_table(raw),
             }
         )
-        task = build_task(result.recipe, raw)
-        d = result.difficulty
-        tasks.append(
-            {
-                "recipe": result.recipe.as_dict(),
-                "card": card_of(task, ref.licence).as_dict(),
-                "vetting": {
-                    "constant": round(d.constant, 4),
-                    "forest": round(d.forest, 4),
-                    "linear": round(d.linear, 4),
-                },
-            }
-        )
+        tasks.append(_pool_entry(result, ref, raw))
+    return tasks, rejected, profiles
+
+
+def _rules() -> dict:
+    """The vetting and content-matching constants, recorded in the manifest."""
+    return {
+        "max_rows": MAX_ROWS,
+        "min_rows": vetting.MIN_ROWS,
+        "max_features": vetting.MAX_FEATURES,
+        "min_class_rows": MIN_CLASS_ROWS,
+        "min_gain": vetting.MIN_GAIN,
+        "trivial": vetting.TRIVIAL,
+        "heldout_families": sorted(HELDOUT_FAMILIES),
+        "content": {
+            name: getattr(content, name)
+            for name in (
+                "SIGNIFICANT_DIGITS",
+                "MIN_DISTINCT",
+                "COLUMN_CONTAINMENT",
+                "ROW_EXCESS",
+                "MIN_CODES",
+                "MAX_CODES",
+                "MAX_INTEGER_DENSITY",
+                "CODE_CONTAINMENT",
+                "MAX_CODE_DISTANCE",
+                "MIN_SHARED_CODES",
+            )
+        },
+    }
+
+
+def build_pool(refs: Iterable[DatasetRef] | None = None, *, reader=None, progress=None) -> dict:
+    """Vet ``refs`` (default: every dataset of every source) and return the manifest document.
+
+    :param reader: ``reader(source, name) -> DataFrame`` (default :func:`bulk_reader`).
+    :param progress: called with one line per dataset.
+    """
+    reader = reader or bulk_reader()
+    refs = _sorted_refs(refs)
+    builtin = load_builtin_suite()
+    tasks, rejected, profiles = _vet_refs(refs, builtin, reader, progress)
     cross_split = cross_split_duplicates(profiles)
     gone = {d["task_id"] for d in cross_split}
     tasks = [t for t in tasks if t["recipe"]["id"] not in gone]
     return {
         "format": 1,
         "packages": {p: version(p) for p in (*(s.package for s in SOURCES.values()), "scikit-learn", "pandas")},
-        "rules": {
-            "max_rows": MAX_ROWS,
-            "min_rows": vetting.MIN_ROWS,
-            "max_features": vetting.MAX_FEATURES,
-            "min_class_rows": MIN_CLASS_ROWS,
-            "min_gain": vetting.MIN_GAIN,
-            "trivial": vetting.TRIVIAL,
-            "heldout_families": sorted(HELDOUT_FAMILIES),
-            "content": {
-                name: getattr(content, name)
-                for name in (
-                    "SIGNIFICANT_DIGITS",
-                    "MIN_DISTINCT",
-                    "COLUMN_CONTAINMENT",
-                    "ROW_EXCESS",
-                    "MIN_CODES",
-                    "MAX_CODES",
-                    "MAX_INTEGER_DENSITY",
-                    "CODE_CONTAINMENT",
-                    "MAX_CODE_DISTANCE",
-                    "MIN_SHARED_CODES",
-                )
-            },
-        },
+        "rules": _rules(),
         "builtin": [card_of(t).as_dict() for t in builtin],
         "tasks": tasks,
         "rejected": rejected,

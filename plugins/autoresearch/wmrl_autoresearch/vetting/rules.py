@@ -323,14 +323,84 @@ def leakage_columns(task) -> list[int]:
 # --------------------------------------------------------------------------- one dataset
 
 
+def _exclusion(ref: DatasetRef) -> str | None:
+    """Rule 0: why ``ref`` is left out whatever its table holds, or ``None``."""
+    if not ref.licence.strip(" .?"):
+        return f"excluded: the licence is unknown (the package records {ref.licence!r})"
+    if f"{ref.source}:{ref.name}" in EXCLUDED:
+        return f"excluded: {EXCLUDED[f'{ref.source}:{ref.name}']}"
+    return None
+
+
+def _features_problem(features: list) -> str | None:
+    """Rules 1-2 on the feature columns left: why they cannot make a task, or ``None``."""
+    if not features:
+        return "no feature column left"
+    if all(TIME_NAMES.match(str(c)) for c in features):
+        return "a single time series (the only features are time indices)"
+    if len(features) > MAX_FEATURES:
+        return f"{len(features)} feature columns > {MAX_FEATURES}"
+    if len({feature_name(c) for c in features}) != len(features):
+        return "two columns have the same name once sanitised"
+    return None
+
+
+def _recipe(ref: DatasetRef, df: pd.DataFrame, target, kind: str, features: list, task_id: str, split: str) -> Recipe:
+    """Rule 4: the recipe of the task, its metric chosen from the class balance of the cleaned table."""
+    if kind == "classification":
+        counts = df[target].map(label_string).value_counts()
+        balance = float(counts.min() / counts.max())
+    else:
+        balance = 1.0
+    metric = choose_metric(task_id, kind, balance)
+    summary = f"{ref.title.rstrip('.')} ({ref.source} `{ref.name}`): predict `{target}`."
+    return Recipe(
+        id=task_id,
+        source=ref.source,
+        dataset=ref.name,
+        family=ref.family,
+        target=target,
+        kind=kind,
+        metric=metric,
+        split=split,
+        features=tuple(features),
+        summary=summary,
+        licence=ref.licence,
+    )
+
+
+def _without_leaks(recipe: Recipe, raw: pd.DataFrame, dropped: dict[str, str]) -> tuple[Recipe, object] | None:
+    """Rule 5: the recipe and built task without the leaking features (added to ``dropped``); ``None`` if all leak."""
+    task = build_task(recipe, raw)
+    leaks = leakage_columns(task)
+    if leaks:
+        for j in leaks:
+            dropped[recipe.features[j]] = f"leakage (alone predicts `{recipe.target}` almost perfectly)"
+        features = [c for j, c in enumerate(recipe.features) if j not in leaks]
+        if not features:
+            return None
+        recipe = replace(recipe, features=tuple(features))
+        task = build_task(recipe, raw)
+    return recipe, task
+
+
+def _difficulty_problem(difficulty: Difficulty, metric: str) -> str | None:
+    """Rule 6: why the reference scores reject the task (trivial or unsolvable), or ``None``."""
+    if max(difficulty.forest, difficulty.linear) >= TRIVIAL[metric]:
+        return f"trivial: a default model scores {difficulty.best:.3f} >= {TRIVIAL[metric]}"
+    if difficulty.best - difficulty.constant < MIN_GAIN:
+        return (
+            f"unsolvable: default models {difficulty.best:.3f} vs constant {difficulty.constant:.3f} "
+            f"(gain < {MIN_GAIN})"
+        )
+    return None
+
+
 def vet_dataset(ref: DatasetRef, raw: pd.DataFrame, *, task_id: str, split: str) -> VetResult:
     """Apply rules 1-6 to one raw table; the result holds the recipe or the reason it was rejected."""
     result = VetResult(ref, None, "ok", shape=tuple(raw.shape))
-    if not ref.licence.strip(" .?"):
-        result.reason = f"excluded: the licence is unknown (the package records {ref.licence!r})"
-        return result
-    if f"{ref.source}:{ref.name}" in EXCLUDED:
-        result.reason = f"excluded: {EXCLUDED[f'{ref.source}:{ref.name}']}"
+    if (reason := _exclusion(ref)) is not None:
+        result.reason = reason
         return result
     raw = raw.loc[:, ~raw.columns.duplicated()]
     dropped = non_feature_columns(raw)
@@ -344,50 +414,16 @@ def vet_dataset(ref: DatasetRef, raw: pd.DataFrame, *, task_id: str, split: str)
         result.reason = f"{len(df)} usable rows < {MIN_ROWS}"
         return result
     features = [c for c in raw.columns if c != target and c not in dropped]
-    if not features:
-        result.reason = "no feature column left"
+    if (reason := _features_problem(features)) is not None:
+        result.reason = reason
         return result
-    if all(TIME_NAMES.match(str(c)) for c in features):
-        result.reason = "a single time series (the only features are time indices)"
-        return result
-    if len(features) > MAX_FEATURES:
-        result.reason = f"{len(features)} feature columns > {MAX_FEATURES}"
-        return result
-    if len({feature_name(c) for c in features}) != len(features):
-        result.reason = "two columns have the same name once sanitised"
-        return result
-    if kind == "classification":
-        counts = df[target].map(label_string).value_counts()
-        balance = float(counts.min() / counts.max())
-    else:
-        balance = 1.0
-    metric = choose_metric(task_id, kind, balance)
-    summary = f"{ref.title.rstrip('.')} ({ref.source} `{ref.name}`): predict `{target}`."
-    recipe = Recipe(
-        id=task_id,
-        source=ref.source,
-        dataset=ref.name,
-        family=ref.family,
-        target=target,
-        kind=kind,
-        metric=metric,
-        split=split,
-        features=tuple(features),
-        summary=summary,
-        licence=ref.licence,
-    )
+    recipe = _recipe(ref, df, target, kind, features, task_id, split)
     try:
-        task = build_task(recipe, raw)
-        leaks = leakage_columns(task)
-        if leaks:
-            for j in leaks:
-                dropped[features[j]] = f"leakage (alone predicts `{target}` almost perfectly)"
-            features = [c for j, c in enumerate(features) if j not in leaks]
-            if not features:
-                result.reason = "every feature leaks the target"
-                return result
-            recipe = replace(recipe, features=tuple(features))
-            task = build_task(recipe, raw)
+        leak_free = _without_leaks(recipe, raw, dropped)
+        if leak_free is None:
+            result.reason = "every feature leaks the target"
+            return result
+        recipe, task = leak_free
         difficulty = grade_difficulty(task)
     except ValueError as exc:
         result.reason = f"cannot build: {exc}"
@@ -395,13 +431,8 @@ def vet_dataset(ref: DatasetRef, raw: pd.DataFrame, *, task_id: str, split: str)
     result.difficulty = difficulty
     recipe = replace(recipe, dropped={str(k): v for k, v in dropped.items()})
     result.dropped = recipe.dropped
-    if max(difficulty.forest, difficulty.linear) >= TRIVIAL[metric]:
-        result.reason = f"trivial: a default model scores {difficulty.best:.3f} >= {TRIVIAL[metric]}"
-    elif difficulty.best - difficulty.constant < MIN_GAIN:
-        result.reason = (
-            f"unsolvable: default models {difficulty.best:.3f} vs constant {difficulty.constant:.3f} "
-            f"(gain < {MIN_GAIN})"
-        )
+    if (reason := _difficulty_problem(difficulty, recipe.metric)) is not None:
+        result.reason = reason
     else:
         result.recipe = recipe
         result.reason = f"ok (target by {rule})"
