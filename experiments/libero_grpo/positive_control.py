@@ -62,7 +62,7 @@ ARMS: dict[str, list[str] | None] = {
 }
 SETTINGS = {"tasks": TASKS, "train_inits": [0, 39], "eval_samples_per_init": 1, "sigma_scale": SIGMA_SCALE}
 RUNS = ROOT / "runs/libero_positive_control"
-ARCHIVE = ROOT / "docs/results/libero/positive_control/archive"
+ARCHIVE = ROOT / "experiments/libero_grpo/archive"
 PAGE = ROOT / "docs/results/libero/positive_control/README.md"
 
 
