@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from wmrl_core.experiments import cache_agreement as ca
+from experiments.compute_to_target import cache_agreement as ca
 
 
 def _run(root: Path, name: str, scores: list[float], execution_s: float) -> None:
