@@ -13,6 +13,7 @@ report functions (:func:`summarize`, :func:`write_report`) work on those, whatev
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 from collections.abc import Sequence
@@ -35,6 +36,10 @@ __all__ = [
     "WMRL_STEPS",
     "with_steps",
     "plot_diagnostics",
+    "DIAGNOSTIC_KEYS",
+    "run_record",
+    "save_archive",
+    "load_archive",
     "ArmResult",
     "run_curves",
     "compute_to_reach",
@@ -56,42 +61,18 @@ costs about a seventh of a real one."""
 SYNTHETIC_ARMS: dict[str, list[str]] = {
     "real": ["mode=real"],
     "world_model": ["mode=world_model", f"steps={WMRL_STEPS}"],
-    "wmrl": ["mode=wmrl", f"steps={WMRL_STEPS}"],  # the default fusion: rectified
-    "wmrl_inverse_variance": ["mode=wmrl", "fusion.method=inverse_variance", f"steps={WMRL_STEPS}"],
-    # GRPO on the anchor groups alone (lambda = 0): what WMRL gains over it is the world model's
+    "wmrl": ["mode=wmrl", f"steps={WMRL_STEPS}"],  # the defaults: mse_weighted fusion, smoothed calibration
+    # GRPO on the anchor groups alone (weight 0): what WMRL gains over it is the world model's
     "wmrl_anchors_only": ["mode=wmrl", "fusion.method=anchors_only", f"steps={WMRL_STEPS}"],
+    "wmrl_inverse_variance": ["mode=wmrl", "fusion.method=inverse_variance", f"steps={WMRL_STEPS}"],
+    "wmrl_rectified": ["mode=wmrl", "fusion.method=rectified", f"steps={WMRL_STEPS}"],
     "wmrl_shrinkage": ["mode=wmrl", "fusion.method=shrinkage", f"steps={WMRL_STEPS}"],
-    "wmrl_shrinkage_calibrated": [
-        "mode=wmrl",
-        "fusion.method=shrinkage",
-        "fusion.kwargs.shrinkage_toward=calibrated",
-        f"steps={WMRL_STEPS}",
-    ],
-    "wmrl_gradient_lambda": ["mode=wmrl", "fusion.kwargs.lambda_moments=gradient", f"steps={WMRL_STEPS}"],
-    "wmrl_independent_wm_shrinkage": [
-        "mode=wmrl",
-        "world_model.kwargs.quality=independent",
-        "fusion.method=shrinkage",
-        f"steps={WMRL_STEPS}",
-    ],
-    "wmrl_confident_decoy_shrinkage": [
-        "mode=wmrl",
-        "world_model.kwargs.quality=confident_decoy",
-        "fusion.method=shrinkage",
-        f"steps={WMRL_STEPS}",
-    ],
-    # lambda tuned on per-rollout advantage moments, duplicates counted apart
-    "wmrl_rollout_moments": ["mode=wmrl", "fusion.kwargs.lambda_moments=rollout", f"steps={WMRL_STEPS}"],
-    # `debias`/`denoise`: the sections' earlier names, kept in arm names that finished runs and archives carry
-    "wmrl_no_debias": ["mode=wmrl", "calibration.enabled=false", f"steps={WMRL_STEPS}"],
-    "wmrl_no_denoise": ["mode=wmrl", "fusion.enabled=false", f"steps={WMRL_STEPS}"],
+    "wmrl_isotonic": ["mode=wmrl", "calibration.calibrator=isotonic", f"steps={WMRL_STEPS}"],
+    "wmrl_no_calibration": ["mode=wmrl", "calibration.enabled=false", f"steps={WMRL_STEPS}"],
+    "wmrl_pooled": ["mode=wmrl", "fusion.method=pooled", f"steps={WMRL_STEPS}"],
+    # the matched noise control: a world model whose scores carry nothing about the task
+    "wmrl_noise_wm": ["mode=wmrl", "world_model.name=noise", f"steps={WMRL_STEPS}"],
     "wmrl_independent_wm": ["mode=wmrl", "world_model.kwargs.quality=independent", f"steps={WMRL_STEPS}"],
-    "wmrl_independent_wm_no_denoise": [
-        "mode=wmrl",
-        "world_model.kwargs.quality=independent",
-        "fusion.enabled=false",
-        f"steps={WMRL_STEPS}",
-    ],
     "wmrl_confident_decoy": ["mode=wmrl", "world_model.kwargs.quality=confident_decoy", f"steps={WMRL_STEPS}"],
     "wmrl_confident_decoy_inverse_variance": [
         "mode=wmrl",
@@ -99,17 +80,10 @@ SYNTHETIC_ARMS: dict[str, list[str]] = {
         "fusion.method=inverse_variance",
         f"steps={WMRL_STEPS}",
     ],
-    "wmrl_confident_decoy_smoothed": [
+    "wmrl_confident_decoy_rectified": [
         "mode=wmrl",
         "world_model.kwargs.quality=confident_decoy",
-        "calibration.calibrator=smoothed",
-        f"steps={WMRL_STEPS}",
-    ],
-    "wmrl_confident_decoy_inverse_variance_smoothed": [
-        "mode=wmrl",
-        "world_model.kwargs.quality=confident_decoy",
-        "fusion.method=inverse_variance",
-        "calibration.calibrator=smoothed",
+        "fusion.method=rectified",
         f"steps={WMRL_STEPS}",
     ],
 }
@@ -124,6 +98,11 @@ def with_steps(arms: dict[str, list[str]], steps: int, real_steps: int) -> dict[
     }
 
 
+DIAGNOSTIC_KEYS = ("fusion/w_world_model", "fusion/gate_open", "calibration/tied_group_share", "fusion/n_effective")
+"""Per-step metrics each run keeps (in :attr:`ArmResult.diagnostics` and the archive) for the late means
+of the table and the panels of ``diagnostics.png``."""
+
+
 @dataclass
 class ArmResult:
     name: str
@@ -132,17 +111,50 @@ class ArmResult:
     finals: list[float] = field(default_factory=list)
     compute: list[dict[str, float]] = field(default_factory=list)
     w_world_model: list[float] = field(default_factory=list)
-    """Per seed: mean world-model fusion weight over the second half of training (``inverse_variance``:
-    :math:`w_W`; ``rectified``: :math:`\\hat\\lambda`)."""
+    """Per seed: mean world-model fusion weight over the second half of training (``fusion/w_world_model``:
+    the weight of the calibrated stream, or :math:`\\hat\\lambda` for ``rectified``)."""
     tied_share: list[float] = field(default_factory=list)
     """Per seed: mean share of world-model groups with all-equal calibrated rewards, second half."""
     n_effective: list[float] = field(default_factory=list)
     """Per seed: mean real rollouts each update is worth (``fusion/n_effective``), second half."""
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """Per seed: the run as :func:`run_record` keeps it, with its ``seed`` (what the archive stores)."""
 
     @property
     def initials(self) -> list[float]:
         """Per seed: score of the untrained policy (the evaluation at step 0)."""
         return [c[0][1] for c in self.curves]
+
+    def add_run(self, seed: int, run: dict[str, Any]) -> None:
+        """Append one seed's run, given as :func:`run_record` makes it."""
+        self.runs.append({**run, "seed": seed})
+        self.curves.append([(float(x), float(y)) for x, y in run["curve"]])
+        self.finals.append(_final_score(self.curves[-1]))
+        self.compute.append(dict(run["compute"]))
+        for key, values in (
+            ("fusion/w_world_model", self.w_world_model),
+            ("calibration/tied_group_share", self.tied_share),
+            ("fusion/n_effective", self.n_effective),
+        ):
+            half = [v for step, v in run["diagnostics"].get(key, []) if step >= run["records"] // 2]
+            values.append(float(np.mean(half)) if half else math.nan)
+
+
+def run_record(records: Sequence[dict[str, Any]], metric: str = "eval/true_reward") -> dict[str, Any]:
+    """What the report needs of one run's ``metrics.jsonl`` records: the evaluation curve against cumulative
+    compute, the compute by stage at the end, and the per-step :data:`DIAGNOSTIC_KEYS` (a few kB a run,
+    so that the archive of a whole experiment can be committed and its page rebuilt from it)."""
+    return {
+        "records": len(records),
+        "curve": [[r["compute/total_s"], r[metric]] for r in records if r.get(metric) is not None],
+        "compute": {
+            k.split("/")[1]: records[-1][k]
+            for k in ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s")
+        },
+        "diagnostics": {
+            key: [[r["step"], r[key]] for r in records if r.get(key) is not None] for key in DIAGNOSTIC_KEYS
+        },
+    }
 
 
 def _final_score(curve: Sequence[tuple[float, float]], last_k: int = 3) -> float:
@@ -170,24 +182,8 @@ def run_curves(
     results = {name: ArmResult(name) for name in arms}
 
     def collect(run: ArmRun) -> None:
-        records = read_metrics(run.run_dir)
-        curve = [(r["compute/total_s"], r[metric]) for r in records if r.get(metric) is not None]
         res = results[run.arm.name]
-        res.curves.append(curve)
-        res.finals.append(_final_score(curve))
-        res.compute.append(
-            {
-                k.split("/")[1]: records[-1][k]
-                for k in ("compute/generation_s", "compute/world_model_s", "compute/execution_s", "compute/total_s")
-            }
-        )
-        for key, values in (
-            ("fusion/w_world_model", res.w_world_model),
-            ("calibration/tied_group_share", res.tied_share),
-            ("fusion/n_effective", res.n_effective),
-        ):
-            half = [r[key] for r in records[len(records) // 2 :] if r.get(key) is not None]
-            values.append(float(np.mean(half)) if half else math.nan)
+        res.add_run(run.seed, run_record(read_metrics(run.run_dir), metric))
         print(
             f"  {run.arm.name:<22} seed {run.seed}: final {metric} {res.finals[-1]:.3f}, "
             f"compute {res.compute[-1]['total_s']:.0f} s",
@@ -196,6 +192,24 @@ def run_curves(
 
     run_arms(config_path, arms, seeds, Path(out_dir) / "runs", overrides=overrides, reuse=reuse, on_run=collect)
     return results
+
+
+def save_archive(results: dict[str, ArmResult], path: str | Path, settings: dict[str, Any]) -> None:
+    """Every run of ``results`` as :func:`run_record` keeps it, with the experiment's ``settings``, gzipped
+    JSON (deterministic bytes: no timestamp in the gzip header)."""
+    runs = [{"arm": name, **run} for name, res in results.items() for run in res.runs]
+    text = json.dumps({"settings": settings, "runs": runs}, indent=0, sort_keys=True)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_bytes(gzip.compress(text.encode(), mtime=0))
+
+
+def load_archive(path: str | Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
+    """The results and settings :func:`save_archive` wrote, arms in the order they were run."""
+    data = json.loads(gzip.decompress(Path(path).read_bytes()))
+    results: dict[str, ArmResult] = {}
+    for run in data["runs"]:
+        results.setdefault(run["arm"], ArmResult(run["arm"])).add_run(run["seed"], run)
+    return results, data["settings"]
 
 
 def compute_to_reach(curve: Sequence[tuple[float, float]], target: float, smooth: int = 2) -> float | None:
@@ -421,33 +435,32 @@ def plot_curves(
 
 
 def plot_diagnostics(
-    out_dir: str | Path,
+    results: dict[str, ArmResult],
     arms: Sequence[str],
-    seeds: Sequence[int],
     path: Path,
     keys: Sequence[tuple[str, str]] = (
-        ("fusion/w_world_model", "w_W (inverse variance) or λ̂ (rectified)"),
+        ("fusion/w_world_model", "weight of the world-model stream"),
+        ("fusion/gate_open", "share of runs with the gate open"),
         ("fusion/n_effective", "real rollouts the update is worth"),
         ("calibration/tied_group_share", "world-model groups tied"),
     ),
 ) -> None:
-    """Per-step fusion diagnostics of ``arms`` (mean over ``seeds``), one panel per metric key."""
+    """Per-step fusion diagnostics of ``arms`` (mean over their seeds), one panel per metric key."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.8))
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.8))
     for ax, (key, label) in zip(np.atleast_1d(axes), keys):
         for name in arms:
-            runs = [read_metrics(Path(out_dir) / "runs" / f"{name}-seed{seed}") for seed in seeds]
-            steps = sorted({r["step"] for rs in runs for r in rs if r.get(key) is not None})
-            if not steps:
-                continue
-            mean = [
-                np.mean([r[key] for rs in runs for r in rs if r["step"] == s and r.get(key) is not None]) for s in steps
-            ]
-            ax.plot(steps, mean, label=name, lw=1.2)
+            by_step: dict[int, list[float]] = {}
+            for run in results[name].runs:
+                for step, value in run["diagnostics"].get(key, []):
+                    by_step.setdefault(step, []).append(value)
+            if by_step:
+                steps = sorted(by_step)
+                ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=name, lw=1.2)
         ax.set_xlabel("step")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
@@ -490,10 +503,10 @@ def write_report(
 DIAGNOSED_ARMS = (
     "wmrl",
     "wmrl_inverse_variance",
-    "wmrl_rollout_moments",
+    "wmrl_rectified",
+    "wmrl_noise_wm",
     "wmrl_independent_wm",
     "wmrl_confident_decoy",
-    "wmrl_confident_decoy_inverse_variance_smoothed",
 )
 """Arms whose per-step fusion diagnostics ``diagnostics.png`` draws (those that were run)."""
 
@@ -509,10 +522,19 @@ def build_parser(prog: str = "wmrl experiment synthetic") -> argparse.ArgumentPa
         "--config", default=str(synthetic_config()), help="the base config (default: the shipped synthetic job)"
     )
     p.add_argument("--seeds", type=seed_list, default=[0, 1, 2], help="seeds, a list or ranges (default 0-2)")
-    p.add_argument("--out", default="runs/experiment-synthetic")
+    p.add_argument(
+        "--out", default="runs/experiment-synthetic", help="where the report (and, unless --runs, the runs) go"
+    )
+    p.add_argument("--runs", help="folder for the runs (they go in RUNS/runs; default: --out)")
     p.add_argument("--arms", nargs="*", help=f"subset of arms (default: all): {', '.join(SYNTHETIC_ARMS)}")
     p.add_argument(
         "--reuse", action="store_true", help="keep runs already finished in --out (resume an interrupted experiment)"
+    )
+    p.add_argument(
+        "--archive", help="also write every run's curve and diagnostics to this .json.gz (a page is rebuilt from it)"
+    )
+    p.add_argument(
+        "--from-archive", metavar="ARCHIVE", help="run nothing: rebuild the report in --out from this .json.gz"
     )
     p.add_argument(
         "--replications", type=int, default=500, help="replications of the policy-evaluation experiment (0 skips it)"
@@ -521,12 +543,12 @@ def build_parser(prog: str = "wmrl experiment synthetic") -> argparse.ArgumentPa
     return p
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment synthetic") -> int:
-    """``wmrl experiment synthetic [options] [overrides]``; returns the exit status."""
+def _results(args: argparse.Namespace) -> dict[str, ArmResult]:
+    """The arms' results: read from ``--from-archive``, or run (and archived if ``--archive``)."""
     from wmrl_core.errors import WMRLError
-    from wmrl_core.synthetic.bandit import BanditTruth
 
-    args = build_parser(prog).parse_args(argv)
+    if args.from_archive:
+        return load_archive(args.from_archive)[0]
     config = Path(args.config)
     if not config.is_file():
         raise WMRLError(f"config {config} not found; run from the repository root or pass --config PATH")
@@ -534,18 +556,33 @@ def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment synthet
     if unknown:
         raise WMRLError(f"unknown arms {unknown}; choose from {', '.join(SYNTHETIC_ARMS)}")
     arms = {k: v for k, v in SYNTHETIC_ARMS.items() if not args.arms or k in args.arms}
-    results = run_curves(config, arms, seeds=args.seeds, out_dir=args.out, overrides=args.overrides, reuse=args.reuse)
-    summary = write_report(results, args.out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
-    print((Path(args.out) / "table.md").read_text())
-    diagnosed = [a for a in DIAGNOSED_ARMS if a in arms]
+    runs = Path(args.runs) if args.runs else Path(args.out)
+    results = run_curves(config, arms, seeds=args.seeds, out_dir=runs, overrides=args.overrides, reuse=args.reuse)
+    if args.archive:
+        settings = {"arms": arms, "seeds": list(args.seeds), "overrides": list(args.overrides)}
+        save_archive(results, args.archive, settings)
+    return results
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "wmrl experiment synthetic") -> int:
+    """``wmrl experiment synthetic [options] [overrides]``; returns the exit status."""
+    from wmrl_core.synthetic.bandit import BanditTruth
+
+    args = build_parser(prog).parse_args(argv)
+    results = _results(args)
+    out = Path(args.out)
+    summary = write_report(results, out, title="Synthetic theorem experiment", optimum=BanditTruth().optimum)
+    print((out / "table.md").read_text())
+    diagnosed = [a for a in DIAGNOSED_ARMS if a in results]
     if diagnosed:
-        plot_diagnostics(args.out, diagnosed, args.seeds, Path(args.out) / "diagnostics.png")
-    print(
-        f"plots: {Path(args.out) / 'reward_vs_compute.png'}, {Path(args.out) / 'diagnostics.png'}; "
-        f"JSON: {Path(args.out) / 'summary.json'}"
-    )
+        plot_diagnostics(results, diagnosed, out / "diagnostics.png")
+    print(f"plots: {out / 'reward_vs_compute.png'}, {out / 'diagnostics.png'}; JSON: {out / 'summary.json'}")
     if args.replications:
         from experiments.synthetic.policy_evaluation import write_policy_evaluation
 
-        print(write_policy_evaluation(Path(args.out) / "policy_evaluation.md", replications=args.replications))
+        print(write_policy_evaluation(out / "policy_evaluation.md", replications=args.replications))
     return 0 if summary else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(prog="python -m experiments.synthetic.theorem"))
