@@ -6,8 +6,8 @@ machine this goes through the pyenv shim, whose own start-up is included) and
 ``python -m wmrl_core.cli`` (the interpreter alone).
 
 Measured on the 2-core development machine while a background experiment kept it busy (load
-about 3), medians of 5, seconds: before the imports of the error and help paths were deferred
-(issue 55), and after::
+about 3), medians of 5, seconds: before the imports of the error and help paths were deferred,
+and after::
 
     command                      before: wmrl  python -m    after: wmrl  python -m
     wmrl --help                          0.05       0.05            0.05       0.05

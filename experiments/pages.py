@@ -7,7 +7,8 @@
 A page with a builder is regenerated from its study's archive (or, for studies whose runs were not
 archived, from the every-seed JSON committed beside it) by one command; a page without one says why
 (its runs were never committed, it is hand-written prose, or it is a pre-registration). A new page
-must be added to :data:`PAGES` or :data:`NOT_REBUILT` (the test of this module fails otherwise).
+must be added to :data:`PAGES`, :data:`NOT_REBUILT` or :data:`UNARCHIVED` (the test of this module fails
+otherwise).
 """
 
 from __future__ import annotations
@@ -84,11 +85,33 @@ def _libero_transfer(module: str, archive: str) -> Callable[[Path], int]:
 def _fusion_defaults(out: Path) -> int:
     import subprocess
 
-    shutil.copy(RESULTS / "synthetic/fusion_defaults/runs.json.gz", out / "runs.json.gz")
+    archive = RESULTS / "synthetic/fusion_defaults/runs.json.gz"
+    in_place = out.resolve() == archive.parent.resolve()
+    if not in_place:  # the report reads the archive from its --out folder
+        shutil.copy(archive, out / "runs.json.gz")
     command = [sys.executable, "-m", "experiments.fusion_defaults.synthetic", "report", "--from-archive"]
     done = subprocess.run([*command, "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
-    (out / "runs.json.gz").unlink()
+    if not in_place:
+        (out / "runs.json.gz").unlink()
     return done.returncode
+
+
+def _noise_weight(name: str, overrides: tuple[str, ...]) -> Callable[[Path], int]:
+    def build(out: Path) -> int:
+        from experiments.synthetic import noise_weight
+
+        stored = RESULTS / f"synthetic/{name}.json"
+        argv = ["--from-json", str(stored), "--seeds", "0-19", "--steps", "30", "--fractions", "0.1", "0.05"]
+        return noise_weight.main([*argv, "--report", str(out / f"{name}.md"), "--", *overrides])
+
+    return build
+
+
+def _user_domain(out: Path) -> int:
+    from experiments.fusion_defaults import user_domain
+
+    stored = RESULTS / "synthetic/fusion_defaults/user_domain.json"
+    return user_domain.main(["--from-json", str(stored), "--out", str(out)])
 
 
 PAGES: tuple[Page, ...] = (
@@ -141,63 +164,93 @@ PAGES: tuple[Page, ...] = (
         _fusion_defaults,
         "python -m experiments.fusion_defaults.synthetic report --from-archive --out docs/results/synthetic/fusion_defaults",
     ),
+    Page(
+        "synthetic/fusion_defaults",
+        ("user_domain.md", "user_domain.json"),
+        _user_domain,
+        "python -m experiments.fusion_defaults.user_domain --from-json "
+        "docs/results/synthetic/fusion_defaults/user_domain.json --out docs/results/synthetic/fusion_defaults",
+    ),
+    *(
+        Page(
+            "synthetic",
+            (f"{name}.md", f"{name}.json"),
+            _noise_weight(name, overrides),
+            f"python -m experiments.synthetic.noise_weight --from-json docs/results/synthetic/{name}.json --seeds 0-19 "
+            f"--steps 30 --fractions 0.1 0.05 --report docs/results/synthetic/{name}.md"
+            + "".join(f" -- {o}" for o in overrides),
+        )
+        for name, overrides in (
+            ("noise_weight_runs", ()),
+            ("noise_weight_inverse_variance", ("fusion.method=inverse_variance",)),
+            ("noise_weight_shrinkage", ("fusion.method=shrinkage",)),
+        )
+    ),
 )
 """The pages rebuilt from the repository, each by one command."""
 
 NOT_REBUILT: dict[str, str] = {
     "README.md": "the index of the results pages (prose)",
-    "autoresearch/main_job.md": "the quickstart's figures, written by hand from a fresh clone's run of `bash quickstart.sh`",
     "autoresearch/equal_execution/README.md": "prose around the rebuilt table.md",
-    "autoresearch/lambda_estimates/README.md": "prose around the rebuilt lambda_estimates.md",
     "autoresearch/fusion_defaults/README.md": "the pre-registered study is still running; its page is built when it ends",
-    "autoresearch/bench/curves.md": "compute-to-target runs that were not archived (rerun: wmrl experiment compute-to-target)",
-    "autoresearch/bench/table.md": "compute-to-target runs that were not archived",
-    "autoresearch/bench_5wm/curves.md": "compute-to-target runs that were not archived",
-    "autoresearch/bench_5wm/table.md": "compute-to-target runs that were not archived",
-    "autoresearch/bench_5wm/uncached_seed0.md": "a one-seed run that was not archived",
-    "autoresearch/world_model/README.md": "prose over world-model cross-validation runs that were not archived",
-    "autoresearch/world_model/online_update/table.md": "the executions it replayed were not recorded (a rerun is ~33 min)",
-    "autoresearch/world_model/world_model_cv.md": "world-model cross-validation runs that were not archived",
-    "autoresearch/world_model/world_model_cv_2fold.md": "world-model cross-validation runs that were not archived",
-    "bench-synthetic/curves.md": "synthetic compute-to-target runs that were not archived (seconds to rerun)",
-    "bench-synthetic/sweep.md": "synthetic compute-to-target runs that were not archived",
-    "bench-synthetic/table.md": "synthetic compute-to-target runs that were not archived",
-    "compute_to_target.md": "prose over the compute-to-target tables",
+    "autoresearch/lambda_estimates/README.md": "prose around the rebuilt lambda_estimates.md",
+    "autoresearch/main_job.md": "the quickstart's figures, written by hand from a fresh clone's run of `bash quickstart.sh`",
     "libero/group_ranking.md": "hand-written around a table that a test checks against group_ranking.json",
-    "libero/transfer_cpu.md": "runs that were never committed",
-    "libero/transfer_pilot.md": "runs that were never committed",
-    "libero/world_models.md": "world-model report runs that were not archived",
-    "libero/world_models_onestep.md": "world-model report runs that were not archived",
-    "libero/world_models_t0-9.md": "world-model report runs that were not archived",
     "libero/positive_control/README.md": "the pre-registered study is still running; built by its runner's --report",
-    "synthetic/README.md": "synthetic theorem runs that were not archived (minutes to rerun: wmrl experiment synthetic)",
-    "synthetic/table.md": "synthetic theorem runs that were not archived",
-    "synthetic/floor_level999.md": "synthetic runs that were not archived",
     "synthetic/floor_level999_preregistration.md": "a pre-registration",
     "synthetic/floor_shrinkage_preregistration.md": "a pre-registration",
-    "synthetic/fusers.md": "synthetic runs that were not archived",
-    "synthetic/fusers/gradient_error_shrinkage.md": "synthetic runs that were not archived",
-    "synthetic/fusers/lambda_estimates.md": "synthetic runs that were not archived",
-    "synthetic/fusers/table.md": "synthetic runs that were not archived",
-    "synthetic/fusers/table_anchors_only.md": "synthetic runs that were not archived",
-    "synthetic/fusers/table_no_test.md": "synthetic runs that were not archived",
-    "synthetic/fusion_defaults/user_domain.md": "user-domain runs that were not archived",
+    "synthetic/README.md": "the theorem experiment's prose; its rerun under today's defaults is under way",
+    "synthetic/table.md": "the theorem experiment's earlier run, replaced when its rerun ends",
+    "synthetic/policy_evaluation.md": "rebuilt with the theorem experiment's page when its rerun ends",
     "synthetic/fusion_interface.md": "prose",
-    "synthetic/gradient_error.md": "synthetic runs that were not archived",
-    "synthetic/noise_weight.md": "synthetic runs that were not archived",
-    "synthetic/noise_weight_inverse_variance.md": "synthetic runs that were not archived",
-    "synthetic/noise_weight_runs.md": "synthetic runs that were not archived",
-    "synthetic/noise_weight_shrinkage.md": "synthetic runs that were not archived",
-    "synthetic/policy_evaluation.md": "a Monte-Carlo run that was not archived",
-    "synthetic/value_check.md": "synthetic runs that were not archived",
 }
-"""Markdown pages under ``docs/results`` without a builder, and why."""
+"""Pages without a builder that hold no figures of their own (prose around rebuilt tables, the index,
+pre-registrations, pages a running study writes when it ends), and why."""
+
+UNARCHIVED: dict[str, str] = {
+    "autoresearch/bench/curves.md": "compute-to-target runs (rerun: wmrl experiment compute-to-target)",
+    "autoresearch/bench/table.md": "compute-to-target runs",
+    "autoresearch/bench_5wm/curves.md": "compute-to-target runs",
+    "autoresearch/bench_5wm/table.md": "compute-to-target runs",
+    "autoresearch/bench_5wm/uncached_seed0.md": "a one-seed run",
+    "autoresearch/world_model/README.md": "prose over world-model cross-validation runs",
+    "autoresearch/world_model/online_update/table.md": "the executions it replayed were not recorded (a rerun is ~33 min)",
+    "autoresearch/world_model/world_model_cv.md": "world-model cross-validation runs",
+    "autoresearch/world_model/world_model_cv_2fold.md": "world-model cross-validation runs",
+    "bench-synthetic/curves.md": "synthetic compute-to-target runs (seconds to rerun)",
+    "bench-synthetic/sweep.md": "synthetic compute-to-target runs",
+    "bench-synthetic/table.md": "synthetic compute-to-target runs",
+    "compute_to_target.md": "prose over the compute-to-target tables of runs not kept",
+    "libero/transfer_cpu.md": "runs that were never committed",
+    "libero/transfer_pilot.md": "runs that were never committed",
+    "libero/world_models.md": "world-model report runs",
+    "libero/world_models_onestep.md": "world-model report runs",
+    "libero/world_models_t0-9.md": "world-model report runs",
+    "synthetic/floor_level999.md": "synthetic runs",
+    "synthetic/fusers.md": "synthetic runs",
+    "synthetic/fusers/gradient_error_shrinkage.md": "synthetic runs",
+    "synthetic/fusers/lambda_estimates.md": "synthetic runs",
+    "synthetic/fusers/table.md": "synthetic runs",
+    "synthetic/fusers/table_anchors_only.md": "synthetic runs",
+    "synthetic/fusers/table_no_test.md": "synthetic runs",
+    "synthetic/gradient_error.md": "synthetic runs",
+    "synthetic/noise_weight.md": "synthetic runs",
+    "synthetic/value_check.md": "synthetic runs",
+}
+"""Pages whose runs were not kept, so no command regenerates them, and why; each says so under its title
+(:data:`UNARCHIVED_NOTE`). Their figures are those of the code on the date they were made."""
+
+UNARCHIVED_NOTE = (
+    "> *Not rebuilt from an archive:* the runs behind this page were not kept, so no command regenerates it; its "
+    "figures are those of the code on the date it was made (`git log` on this file)."
+)
+"""The line every page of :data:`UNARCHIVED` carries under its title."""
 
 
 def listed_pages() -> set[str]:
-    """Every markdown page the two tables account for, relative to ``docs/results``."""
+    """Every markdown page the three tables account for, relative to ``docs/results``."""
     built = {f"{p.folder}/{name}" for p in PAGES for name in p.files if name.endswith(".md")}
-    return built | set(NOT_REBUILT)
+    return built | set(NOT_REBUILT) | set(UNARCHIVED)
 
 
 def results_pages() -> set[str]:
@@ -238,6 +291,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             print(f"{page.folder}: {', '.join(page.files)}\n    {page.command}")
         for name, why in sorted(NOT_REBUILT.items()):
             print(f"{name}: no builder: {why}")
+        for name, why in sorted(UNARCHIVED.items()):
+            print(f"{name}: not archived: {why}")
         return 0
     if args.check:
         differ = [d for page in PAGES for d in check(page)]

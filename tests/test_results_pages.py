@@ -16,3 +16,8 @@ def test_every_results_page_is_rebuilt_or_says_why_not():
 def test_one_command_rebuilds_every_page_unchanged(capsys):
     assert pages.main(["--check"]) == 0, capsys.readouterr().err
     assert f"{len(pages.PAGES)} of {len(pages.PAGES)} pages rebuilt unchanged" in capsys.readouterr().out
+
+
+def test_every_page_whose_runs_were_not_kept_says_so_under_its_title():
+    silent = [name for name in pages.UNARCHIVED if pages.UNARCHIVED_NOTE not in (pages.RESULTS / name).read_text()]
+    assert not silent, f"add experiments.pages.UNARCHIVED_NOTE under the title of {silent}"

@@ -399,7 +399,7 @@ def table(result: Mapping[str, Any], corpus_line: str) -> str:
     head = (
         "| | seeds | mean | 95 % t-interval | evaluation s.e. (rms over seeds) | per seed |\n|---|---|---|---|---|---|"
     )
-    lines = ["# Equal-execution benchmark (issue 31)", "", corpus_line, "", "Seeds finished per arm: "]
+    lines = ["# Equal-execution benchmark", "", corpus_line, "", "Seeds finished per arm: "]
     lines[-1] += "; ".join(f"{a} {len(s)} ({', '.join(map(str, s))})" for a, s in result["seeds_per_arm"].items())
     for name, label in (("equal_execution", "executions (count)"), ("equal_execution_s", "charged execution seconds")):
         lines += ["", f"## Primary 1: arm − real at WMRL-rectified's total training execution, by {label}", "", head]

@@ -71,7 +71,7 @@ def write_page(runs: list, out: Path) -> None:
         weights = [float(r["fusion/w_world_model"]) for r in records if r.get("fusion/w_world_model") is not None]
         earned.setdefault(run.arm.name, {})[run.seed] = {**world_model_earned(records), "weights": weights}
     text = [
-        "# The new defaults on AutoResearch (issue 51, item 6)",
+        "# The new defaults on AutoResearch",
         "",
         "[Pre-registration](../../../../experiments/fusion_defaults/PREREGISTRATION_AUTORESEARCH.md), committed "
         "before the first seed. Built from the archive beside this page by "

@@ -311,7 +311,7 @@ def write_report(
     text = [
         "# The engine's defaults on the synthetic bandit: calibration and the default fusion's floors",
         "",
-        "Issue 51, items 1 and 5. [Pre-registration](../../../../experiments/fusion_defaults/PREREGISTRATION.md), "
+        "[Pre-registration](../../../../experiments/fusion_defaults/PREREGISTRATION.md), "
         f"committed before any of these runs. Machine: {platform.machine()}, 2 cores, CPU only; charged compute is "
         "declared per call, so it does not depend on the machine's load. Rebuilt from the runs by:",
         "",

@@ -1,4 +1,4 @@
-"""The engine's fusion defaults (issue 51): the synthetic floors, a user domain and AutoResearch,
+"""The engine's fusion defaults: the synthetic floors, a user domain and AutoResearch,
 each pre-registered in this folder."""
 
 from wmrl_core import hookimpl

@@ -114,8 +114,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults_user"))
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--from-json", type=Path, help="run nothing: rebuild the page from the user_domain.json a run wrote"
+    )
     args = parser.parse_args(argv)
-    results = run(args.runs)
+    if args.from_json:
+        stored = json.loads(args.from_json.read_text())
+        results = {name: {int(seed): row for seed, row in by_seed.items()} for name, by_seed in stored.items()}
+    else:
+        results = run(args.runs)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "user_domain.md").write_text(markdown(results))
     (args.out / "user_domain.json").write_text(json.dumps(results, indent=1) + "\n")

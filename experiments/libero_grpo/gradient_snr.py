@@ -1,4 +1,4 @@
-"""How much of a GRPO step's gradient is signal? A probe at the shipped small VLA (issue 52, item 2),
+"""How much of a GRPO step's gradient is signal? A probe at the shipped small VLA,
 to size the episodes a step needs.
 
 For each exploration setting, ``G`` groups of ``8`` episodes are sampled from training init states of

@@ -1,4 +1,4 @@
-"""Can GRPO move LIBERO success here? A positive control (issue 52, item 2), pre-registered in
+"""Can GRPO move LIBERO success here? A positive control, pre-registered in
 ``PREREGISTRATION_POSITIVE_CONTROL.md`` beside this file.
 
 The shipped small VLA's action standard deviation is widened three-fold (``sigma_scale=3``), which

@@ -1,4 +1,4 @@
-"""GRPO on LIBERO (issue 52): does `real` itself learn here, and with which recipe."""
+"""GRPO on LIBERO: does `real` itself learn here, and with which recipe."""
 
 from wmrl_core import hookimpl
 

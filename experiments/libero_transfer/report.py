@@ -198,7 +198,7 @@ def analysis(summary: dict[str, Any], min_seeds: int = 3, floor_ratio: float = 3
     zero-width t-interval): the project's standard asks for it, and it can only make the rule
     stricter.
 
-    Compute floor (issue 14): ``wmrl-imagination`` reaches ``real``'s final success with
+    Compute floor: ``wmrl-imagination`` reaches ``real``'s final success with
     ``floor_ratio`` x less simulator compute. It is testable only where ``real`` learns (otherwise
     both end at noise level and there is no gain to reach); it is met where, in addition, the
     held-out difference wmrl-imagination - real (paired by seed) has an interval reaching zero or
@@ -237,7 +237,7 @@ def analysis(summary: dict[str, Any], min_seeds: int = 3, floor_ratio: float = 3
         else:
             verdict = "not met"
         floor = {"simulator_ratio": ratio, "minus_real": d, "verdict": verdict}
-        # what can limit it (issue 14): the world model's error on the policy it scores, group
+        # what can limit it: the world model's error on the policy it scores, group
         # variance (groups of one outcome carry no advantage), exploitation (a rising imagined score)
         floor["limits"] = {
             "anchors": summary["wmrl-imagination"].get("anchors") or {},

@@ -1,4 +1,4 @@
-"""LIBERO-Long transfer, sized to resolve the paper's effect (issue 35, item 3; pre-registered).
+"""LIBERO-Long transfer, sized to resolve the paper's effect (pre-registered).
 
 The pre-registration, committed before the first seed: ``PREREGISTRATION_RESOLVING.md`` beside this file.
 Arms (all from ``--base``, ``configs/libero/libero_long.yaml``, the same steps, batch, group, lr and KL):

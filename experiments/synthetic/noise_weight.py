@@ -3,7 +3,7 @@
 Every step's world-model weight (``fusion/w_world_model``: rectified's :math:`\\tilde\\lambda`,
 inverse variance's :math:`w_W`) over seeds and anchor fractions of ``configs/synthetic/wmrl.yaml``.
 The noise world model's scores are independent of everything, so the ideal weight is 0 on
-every step; the floors (issue 30, item 4) are: above 0.1 on at most 5% of steps, and no run's
+every step; the floors are: above 0.1 on at most 5% of steps, and no run's
 mean above 0.05.
 
 Resumable: a run whose ``metrics.jsonl`` already has every step is read, not re-run.
@@ -133,14 +133,22 @@ def markdown_report(weights: dict[str, dict[str, list[float]]], command: str) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="where the runs go")
+    parser.add_argument("--out", type=Path, help="where the runs go (required unless --from-json)")
     parser.add_argument("--seeds", type=seed_list, default=list(range(20)), help="seeds (default 0-19)")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.05])
     parser.add_argument("--report", type=Path, help="write the markdown table here (and a .json beside it)")
+    parser.add_argument(
+        "--from-json", type=Path, help="run nothing: read every run's weights from a JSON that --report wrote"
+    )
     parser.add_argument("overrides", nargs="*", help="extra key=value config overrides")
     args = parser.parse_args(argv)
-    weights = run_noise_weight(args.out, args.seeds, args.steps, args.fractions, args.overrides)
+    if args.from_json:
+        weights = json.loads(args.from_json.read_text())
+    elif args.out is None:
+        parser.error("--out is required to run (or pass --from-json to rebuild a report)")
+    else:
+        weights = run_noise_weight(args.out, args.seeds, args.steps, args.fractions, args.overrides)
     command = "python -m experiments.synthetic.noise_weight " + " ".join(
         [
             f"--seeds {format_int_ranges(args.seeds)}",
