@@ -13,9 +13,10 @@ ARMS = (
     "world_model",
     "wmrl",
     "wmrl_inverse_variance",
+    "wmrl_noise_wm",
     "wmrl_independent_wm",
     "wmrl_confident_decoy",
-    "wmrl_confident_decoy_inverse_variance_smoothed",
+    "wmrl_confident_decoy_inverse_variance",
 )
 
 
@@ -51,41 +52,48 @@ def test_wmrl_reaches_real_with_3x_less_compute(experiment):
     assert arms["wmrl"]["speedup_vs_baseline"] >= 3.0
 
 
-def test_rectified_is_at_most_a_little_slower_than_inverse_variance_with_the_miscalibrated_world_model(experiment):
+def test_the_default_is_at_most_a_little_slower_than_inverse_variance_with_the_miscalibrated_world_model(experiment):
     _, _, summary = experiment
     arms = summary["arms"]
-    # measured (10 paired seeds, docs/results/synthetic/floor_level999.md): 1.11 ± 0.05 times
-    # inverse variance's compute to the target, at most 1.23 on a seed (lambda is 0 until the
-    # anchors show the world model is informative); the bound allows that on these 2 seeds, not more
+    # measured (10 paired seeds, docs/results/synthetic/fusion_defaults): 0.97 ± 0.08 times inverse
+    # variance's compute to the target; the gate holds the weight at 0 for the first steps, so on 2 seeds
+    # allow a quarter more, not more
     assert arms["wmrl"]["compute_to_target_s"] <= 1.25 * arms["wmrl_inverse_variance"]["compute_to_target_s"]
-    # lambda-hat stays where the world model tracks the real advantages (0.73 late, 10 seeds)
-    # instead of sinking towards 0 as the policy concentrates (0.40 with per-rollout moments)
-    assert arms["wmrl"]["w_world_model_late"] >= 0.6
+    # once the gate opens the world model carries most of the update
+    assert arms["wmrl"]["w_world_model_late"] >= 0.5
 
 
-def test_independent_world_model_gets_lambda_near_zero_and_learns_from_anchors(experiment):
+def test_a_world_model_that_carries_nothing_gets_no_weight_and_learning_comes_from_the_anchors(experiment):
     _, results, summary = experiment
-    arm = summary["arms"]["wmrl_independent_wm"]
-    # lambda-tilde late: 0.00 over 10 seeds at 120 steps with the default test against the null
-    # (floor_level999.md); 0.10 with the plain factor, 0.16 on these two seeds
-    # here (a shrunk slope of pure noise is 0 in most windows and positive in a few); against
-    # 0.73 for the miscalibrated world model
-    assert arm["w_world_model_late"] < 0.25
-    assert arm["w_world_model_late"] < summary["arms"]["wmrl"]["w_world_model_late"] / 3
-    start = np.mean([c[0][1] for c in results["wmrl_independent_wm"].curves])
-    assert arm["final_mean"] > start + 0.1
+    for name in ("wmrl_noise_wm", "wmrl_independent_wm"):
+        arm = summary["arms"][name]
+        assert arm["w_world_model_late"] < 0.05, name
+        start = np.mean([c[0][1] for c in results[name].curves])
+        assert arm["final_mean"] > start + 0.1, name
 
 
-def test_confident_decoy_rectified_reaches_real_where_calibrated_fusion_does_not(experiment):
+def test_the_confident_decoy_fools_inverse_variance_but_not_the_default(experiment):
     _, _, summary = experiment
     arms = summary["arms"]
     real = arms["real"]["final_mean"]
     assert arms["wmrl_confident_decoy"]["final_mean"] >= real - 0.01
-    # a calibrator that does not tie the decoy with the best arm leads calibrated fusion to the decoy
-    assert arms["wmrl_confident_decoy_inverse_variance_smoothed"]["final_mean"] < real - 0.1
+    # the tie-free calibrator keeps the decoy's ranking, and a weight without the gate follows it
+    assert arms["wmrl_confident_decoy_inverse_variance"]["final_mean"] < real - 0.1
 
 
 def test_report_files(experiment):
     out, _, _ = experiment
     assert (out / "table.md").read_text().count("|") > 20
     assert (out / "reward_vs_compute.png").stat().st_size > 10_000
+
+
+def test_the_report_is_rebuilt_byte_for_byte_from_the_archive(experiment, tmp_path):
+    from experiments.synthetic.theorem import load_archive, save_archive
+
+    out, results, _ = experiment
+    save_archive(results, tmp_path / "runs.json.gz", {"arms": list(results)})
+    reread, settings = load_archive(tmp_path / "runs.json.gz")
+    assert settings == {"arms": list(results)} and list(reread) == list(results)
+    write_report(reread, tmp_path, title="test", optimum=BanditTruth().optimum)
+    for name in ("table.md", "summary.json", "reward_vs_compute.png"):
+        assert (tmp_path / name).read_bytes() == (out / name).read_bytes(), name

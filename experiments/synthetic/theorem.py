@@ -46,6 +46,8 @@ __all__ = [
     "smoothed_final",
     "paired_compute_ratios",
     "summarize",
+    "per_seed",
+    "per_seed_table",
     "markdown_table",
     "plot_curves",
     "write_report",
@@ -295,12 +297,38 @@ def summarize(
         "baseline_improved": bool(baseline_improved),
         "arms": rows,
         "paired": paired,
+        "per_seed": per_seed(results, baseline, smooth),
     }
+
+
+def per_seed(results: dict[str, ArmResult], baseline: str = "real", smooth: int = 2) -> dict[str, dict[str, list]]:
+    """Every seed of every arm: its smoothed final (:func:`smoothed_final`), that minus the baseline's on the
+    same seed (the seeds are paired: the same bandit), and the world model's late weight."""
+    base = {_seed(results[baseline], i): smoothed_final(c, smooth) for i, c in enumerate(results[baseline].curves)}
+    table: dict[str, dict[str, list]] = {}
+    for name, res in results.items():
+        seeds = [_seed(res, i) for i in range(len(res.curves))]
+        finals = [smoothed_final(c, smooth) for c in res.curves]
+        table[name] = {
+            "seeds": seeds,
+            "final": finals,
+            "minus_baseline": [f - base[s] if s in base else None for s, f in zip(seeds, finals)],
+            "w_world_model_late": list(res.w_world_model),
+        }
+    return table
+
+
+def _seed(res: ArmResult, i: int) -> int:
+    """The seed of ``res``'s ``i``-th run (its position where the runs were not recorded)."""
+    return int(res.runs[i]["seed"]) if i < len(res.runs) else i
 
 
 PAIRED_COMPARISONS = (
     ("wmrl", "wmrl_inverse_variance"),
     ("wmrl", "wmrl_anchors_only"),
+    ("wmrl_rectified", "wmrl_inverse_variance"),
+    ("wmrl_isotonic", "wmrl"),
+    ("wmrl_noise_wm", "wmrl_anchors_only"),
     ("wmrl_shrinkage", "wmrl_inverse_variance"),
     ("wmrl_shrinkage_calibrated", "wmrl_inverse_variance"),
     ("wmrl_gradient_lambda", "wmrl_inverse_variance"),
@@ -368,6 +396,8 @@ def markdown_table(summary: dict[str, Any], metric_label: str = "final true rewa
         for p in summary["paired"]:
             per_seed = ", ".join("-" if q is None else f"{q:.2f}" for q in p["per_seed"])
             lines.append(f"| {p['arm']} / {p['reference']} | {per_seed} | {p['mean']:.2f} ± {p['ci95']:.2f} |")
+    if summary.get("per_seed"):
+        lines += ["", *per_seed_table(summary)]
     if not summary.get("baseline_improved", True):
         lines.append(
             f"\nThe {summary['baseline']} arm did not improve on the untrained policy (gain "
@@ -375,6 +405,24 @@ def markdown_table(summary: dict[str, Any], metric_label: str = "final true rewa
             "reached by any arm whose first trained evaluation does not fall below it."
         )
     return "\n".join(lines)
+
+
+def per_seed_table(summary: dict[str, Any]) -> list[str]:
+    """The markdown lines of :func:`per_seed`: each seed's final minus the baseline's on the same seed, how
+    many seeds end at or above it, and the world model's late weight per seed."""
+    base = summary["baseline"]
+    lines = [
+        f"Every seed: smoothed final minus {base}'s on the same seed, and the world model's weight (late):",
+        "",
+        f"| arm | final − {base}, per seed | seeds at or above {base} | weight per seed (late) |",
+        "|---|---|---|---|",
+    ]
+    for name, row in summary["per_seed"].items():
+        diffs = [d for d in row["minus_baseline"] if d is not None]
+        per = ", ".join(f"{s}: {d:+.3f}" for s, d in zip(row["seeds"], row["minus_baseline"]) if d is not None)
+        weights = ", ".join("-" if not math.isfinite(w) else f"{w:.2f}" for w in row["w_world_model_late"])
+        lines.append(f"| {name} | {per} | {sum(d >= 0 for d in diffs)}/{len(diffs)} | {weights} |")
+    return lines
 
 
 def plot_curves(
@@ -453,14 +501,14 @@ def plot_diagnostics(
 
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.8))
     for ax, (key, label) in zip(np.atleast_1d(axes), keys):
-        for name in arms:
+        for i, name in enumerate(arms):  # one colour per arm in every panel, whichever panels it has data for
             by_step: dict[int, list[float]] = {}
             for run in results[name].runs:
                 for step, value in run["diagnostics"].get(key, []):
                     by_step.setdefault(step, []).append(value)
             if by_step:
                 steps = sorted(by_step)
-                ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=name, lw=1.2)
+                ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=name, lw=1.2, color=f"C{i % 10}")
         ax.set_xlabel("step")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
