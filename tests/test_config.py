@@ -26,6 +26,8 @@ def test_yaml_and_overrides_merge(synthetic_config):
         ("fusion.kwargs.lambda_window=1", "fusion.kwargs.lambda_window"),
         ("calibration.calibrator=spline", "calibration.calibrator"),
         ("eval.max_tasks=0", "eval.max_tasks"),
+        ("grpo.minibatches=0", "grpo.minibatches"),
+        ("grpo.minibatches=1000", "grpo.minibatches"),
     ],
 )
 def test_bad_values_name_the_key(override, fragment):

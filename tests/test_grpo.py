@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from wmrl_core.grpo import aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_k3
+from wmrl_core.grpo import aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_k3, minibatch_rows
 
 
 def test_group_advantages_hand_computed():
@@ -79,3 +79,27 @@ def test_grpo_loss_adds_kl_and_requires_reference():
     loss = grpo_loss(lp, lp.detach(), torch.tensor([1.0]), torch.ones(1, 1), kl_coef=0.5, ref_log_probs=ref)
     d = -1.0
     assert loss.item() == pytest.approx(-1.0 + 0.5 * (math.exp(d) - d - 1))
+
+
+def test_minibatches_deal_whole_groups_once_each_in_near_equal_shares():
+    group_ids = np.repeat(np.arange(7), 3)  # 7 groups of 3 rollouts
+    shares = minibatch_rows(group_ids, 3, seed=(0, 1, 0))
+    assert len(shares) == 3
+    total = np.sum(shares, axis=0)
+    assert np.array_equal(total, np.ones(21))  # every row in exactly one minibatch
+    sizes = []
+    for rows in shares:
+        chosen = set(group_ids[rows > 0])
+        assert all(rows[group_ids == g].all() for g in chosen)  # whole groups only
+        sizes.append(len(chosen))
+    assert sorted(sizes) == [2, 2, 3]
+    again = minibatch_rows(group_ids, 3, seed=(0, 1, 0))
+    assert all(np.array_equal(a, b) for a, b in zip(shares, again))  # its own generator: reproducible
+    other = minibatch_rows(group_ids, 3, seed=(0, 1, 1))
+    assert not all(np.array_equal(a, b) for a, b in zip(shares, other))  # a new deal each epoch
+
+
+def test_one_minibatch_is_the_whole_batch_and_too_many_is_refused():
+    assert minibatch_rows(np.array([0, 0, 1, 1]), 1, seed=(0,)) == [None]
+    with pytest.raises(ValueError, match="grpo.minibatches=3 must be between 1 and the step's 2 groups"):
+        minibatch_rows(np.array([0, 0, 1, 1]), 3, seed=(0,))

@@ -290,3 +290,27 @@ def test_parameter_groups_that_miss_or_repeat_a_parameter_are_refused(groups):
 
     with pytest.raises(ComponentError, match="exactly once"):
         TrainState.create(config("real"), TwoRatePolicy(groups))
+
+
+def test_two_minibatches_take_two_optimizer_steps_where_one_batch_cancels():
+    """Group 0 rewards arm 0 and group 1 arm 1: in one batch their gradients cancel and the policy stays
+    put; dealt into two minibatches, each group takes its own optimizer step and the policy moves."""
+    scored = ScoredStep(
+        rollouts(),
+        anchor_groups=np.array([True, True]),
+        wm_rewards=np.full(4, np.nan),
+        real_rewards=np.array([1.0, 0.0, 0.0, 1.0]),
+    )
+    moved = {}
+    for minibatches in (1, 2):
+        cfg, policy = config("real"), TwoArmPolicy()
+        cfg.grpo.minibatches, cfg.logging.update_diagnostics = minibatches, False
+        calls = []
+        log_probs = policy.log_probs
+        policy.log_probs = lambda rollouts, log_probs=log_probs, calls=calls: calls.append(1) or log_probs(rollouts)
+        state = TrainState.create(cfg, policy)
+        update_step(policy, cfg, state, scored, step=1)
+        assert len(calls) == cfg.grpo.epochs * minibatches
+        assert state.optimizer.state[policy.theta]["step"] == minibatches
+        moved[minibatches] = float((policy.theta.detach() - torch.tensor([0.2, 0.0])).abs().max())
+    assert moved[1] == 0.0 and moved[2] > 1e-4

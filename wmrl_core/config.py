@@ -232,6 +232,16 @@ class GRPOConfig:
         },
     )
     epochs: int = field(default=1, metadata={"help": "Optimizer passes over each step's rollouts."})
+    minibatches: int = field(
+        default=1,
+        metadata={
+            "help": "Optimizer steps per pass: each pass deals the step's groups, shuffled, into this many "
+            "minibatches of whole groups and steps on each (verl's ``ppo_mini_batch_size``, TRL's "
+            "``steps_per_generation``). After the first step the policy has moved, so every later minibatch "
+            "is clipped against the sampling policy. Each minibatch scores the whole batch and masks the rows "
+            "outside it: a minibatch costs a full forward and backward pass. At most ``rollout.batch_tasks``."
+        },
+    )
     scale_advantages: bool = field(
         default=True, metadata={"help": "Divide advantages by the group's standard deviation."}
     )
@@ -499,6 +509,11 @@ def validate(cfg: TrainConfig, fusers: FuserTable | None = None) -> None:
     _validate_calibration_and_fusion(cfg, fusers)
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
+    if not 1 <= cfg.grpo.minibatches <= cfg.rollout.batch_tasks:
+        raise ConfigError(
+            f"grpo.minibatches must be between 1 and rollout.batch_tasks={cfg.rollout.batch_tasks} (a minibatch "
+            f"holds whole groups), got {cfg.grpo.minibatches}"
+        )
     if not cfg.grpo.lr > 0:
         raise ConfigError(f"grpo.lr must be > 0, got {cfg.grpo.lr}")
     for name in ("kl_coef", "entropy_coef"):

@@ -31,6 +31,7 @@ import torch
 from wmrl_core.config_choices import LossAggregation
 
 __all__ = [
+    "minibatch_rows",
     "pooled_within_group_sd",
     "group_advantages",
     "clipped_surrogate",
@@ -174,6 +175,28 @@ def entropy_bonus(
     if coef < 0:
         raise ValueError(f"entropy coefficient must be >= 0, got {coef}")
     return -coef * aggregate(entropy, mask, aggregation)
+
+
+def minibatch_rows(group_ids: np.ndarray, minibatches: int, seed: Sequence[int]) -> list[np.ndarray | None]:
+    """Row selections of one epoch's minibatches: the step's groups shuffled and dealt into ``minibatches``
+    shares of whole groups (sizes differ by at most one group), each a float (N,) mask of its rows.
+
+    One minibatch is the whole batch (``[None]``, no shuffling: the update is what it was without
+    minibatches). The shuffle is drawn from its own generator seeded by ``seed`` (e.g. run seed, step,
+    epoch), so it draws nothing from the run's random streams and a resumed run deals the same minibatches.
+
+    :raises ValueError: if ``minibatches`` is below 1 or above the number of groups.
+    """
+    groups = np.unique(np.asarray(group_ids))
+    if not 1 <= minibatches <= max(len(groups), 1):
+        raise ValueError(
+            f"grpo.minibatches={minibatches} must be between 1 and the step's {len(groups)} groups; "
+            "lower grpo.minibatches or raise rollout.batch_tasks"
+        )
+    if minibatches == 1:
+        return [None]
+    shuffled = np.random.default_rng(list(seed)).permutation(groups)
+    return [np.isin(group_ids, share).astype(np.float32) for share in np.array_split(shuffled, minibatches)]
 
 
 def rollout_entropy(entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 :func:`update_step` is steps 6-8 of the loop (numbered in :mod:`wmrl_core.trainer`): the engine
 (:func:`wmrl_core.fusion.fuse_step`: calibration, advantages per stream, the fuser's plan and
-its effective advantages), the fused GRPO loss, ``grpo.epochs`` optimizer steps and the metrics
+its effective advantages), the fused GRPO loss, ``grpo.epochs`` × ``grpo.minibatches`` optimizer steps and the metrics
 record. It needs no environment and no world model, only the policy, so it is tested with a
 hand-written policy of a few parameters (tests/test_step.py). :class:`TrainState` is
 everything a run carries from one step to the next (and checkpoints).
@@ -34,7 +34,7 @@ from wmrl_core.errors import ComponentError
 from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import Fuser, FusionSettings, PolicyGradients, build_fuser, fuse_step, fused_loss
 from wmrl_core.fusion.value import value_record
-from wmrl_core.grpo import entropy_bonus, rollout_entropy
+from wmrl_core.grpo import entropy_bonus, minibatch_rows, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
 from wmrl_core.registry import FuserTable
 from wmrl_core.types import Rollouts
@@ -349,7 +349,7 @@ def _update_diagnostics(policy: Any, cfg: TrainConfig, scored: ScoredStep, mask:
 
 
 def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: ScoredStep, step: int) -> StepUpdate:
-    """Fuse (:func:`~wmrl_core.fusion.fuse_step`), take ``cfg.grpo.epochs`` optimizer steps on ``policy``.
+    """Fuse (:func:`~wmrl_core.fusion.fuse_step`), take ``grpo.epochs`` × ``grpo.minibatches`` optimizer steps.
 
     The loss is the plan's exact multi-term sum (``wmrl_core/fusion/base.py``), or with ``fusion.loss=effective``
     on the first, on-policy pass one GRPO loss on the effective advantages (the same gradient); then the
@@ -383,16 +383,19 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         aggregation=cfg.grpo.loss_aggregation,
     )
     for epoch in range(cfg.grpo.epochs):
-        on_policy = cfg.fusion.loss == "effective" and epoch == 0  # later passes are off-policy
-        loss = _epoch_loss(policy, cfg, fused, rollouts, mask, on_policy, kwargs, step)
-        state.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = (
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grpo.max_grad_norm)
-            if cfg.grpo.max_grad_norm
-            else torch.tensor(math.nan)
-        )
-        state.optimizer.step()
+        for rows in minibatch_rows(scored.group_ids, cfg.grpo.minibatches, seed=(cfg.seed, step, epoch)):
+            # the effective-advantage loss equals the exact one on the whole batch at ratio 1 only
+            on_policy = cfg.fusion.loss == "effective" and epoch == 0 and rows is None
+            selected = mask if rows is None else mask * torch.as_tensor(rows, device=device).unsqueeze(-1)
+            loss = _epoch_loss(policy, cfg, fused, rollouts, selected, on_policy, kwargs, step)
+            state.optimizer.zero_grad()
+            loss.backward()
+            grad_norm = (
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grpo.max_grad_norm)
+                if cfg.grpo.max_grad_norm
+                else torch.tensor(math.nan)
+            )
+            state.optimizer.step()
     if isinstance(policy, SyncsAfterUpdate):
         policy.after_update()
     record = {

@@ -9,7 +9,7 @@ Per step (the one numbering of the loop; code comments, ``wmrl_core/step.py`` an
 5. **rewards**: the reward extractor turns each outcome, real or predicted, into a reward (missing: NaN, never 0).
 6. **calibration**: the map fit on earlier steps' anchor pairs calibrates world-model rewards (then adds this step's).
 7. **fusion**: group advantages per stream; the fuser (``fusion.method``, ``wmrl_core/fusion/``) combines them.
-8. **update**: ``grpo.epochs`` optimizer steps on the fused GRPO loss, then the step's metrics record.
+8. **update**: ``grpo.epochs`` × ``grpo.minibatches`` optimizer steps on the fused GRPO loss, then the step's metrics record.
 
 Between steps: an evaluation every ``eval.every`` steps and a checkpoint every ``checkpoint.every``
 (:meth:`~wmrl_core.step.TrainState.state_dict`). ``mode`` switches the same loop between ``real``
