@@ -118,7 +118,8 @@ def _cmd_bench_sim(args) -> int:
         num_workers=args.workers,
         max_episode_steps=args.max_steps,
         reps=args.reps,
-        bare_seconds=args.bare_seconds,
+        chunk=args.chunk,
+        settings=tuple(args.settings.split(",")),
     )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -234,14 +235,20 @@ def _add_evaluation_commands(sub) -> None:
     p.set_defaults(fn=_cmd_bench_batch)
 
     p = sub.add_parser(
-        "bench-sim", help="bare MuJoCo limit vs the worker before/after the fast step and async schedule, one run"
+        "bench-sim",
+        help="worker CPU per episode: bare MuJoCo in-episode ceiling, today's and the new simulator, one run",
     )
     p.add_argument("--tasks", default="0,4,6,7")
     p.add_argument("--init-states", default="0,1")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--max-steps", type=int, default=120)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--bare-seconds", type=float, default=0.5, help="seconds of bare mj_step per task and repetition")
+    p.add_argument("--chunk", type=int, default=8, help="actions per chunk the open-loop policy acts on")
+    p.add_argument(
+        "--settings",
+        default="today,new",
+        help="comma-separated worker settings: robosuite, today, new (WORKER_SETTINGS)",
+    )
     p.add_argument("--out", help="write the full result (every batch) as JSON here")
     p.set_defaults(fn=_cmd_bench_sim)
 

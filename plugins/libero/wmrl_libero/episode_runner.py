@@ -14,6 +14,13 @@ outcome is the same under either schedule; a controller that draws from random s
 (the controllers here each own their generator). ``schedule="lockstep"`` steps all slots
 together and waits for the slowest (the reference for the speed benchmark).
 
+A controller's action chunk goes to its slot in one round trip (``chunks=True``, the default,
+with the asynchronous schedule): the slot steps through it (:func:`~wmrl_libero.vector_env.step_through`,
+stopping where the episode ends or is cut) and returns every step's result, which the runner
+takes in order as if they had come one by one. The controller acts on the same observations
+at the same steps either way, since it is asked for a new chunk only when the last one is
+spent; what changes is one pickle, pipe transfer and wake-up per chunk instead of per step.
+
 Each result carries ``cpu_s``, the simulator's CPU seconds for that episode
 (``time.process_time`` of the worker process: its reset, its steps, and any environment
 build it needed), which ``LiberoEnvironment`` charges instead of a declared cost.
@@ -143,6 +150,14 @@ class InProcessEnvs:
     def wait_steps(self) -> list[tuple[int, tuple]]:
         done, self._stepped = sorted(self._stepped.items()), {}
         return done
+
+    def step_chunk_async_at(self, i: int, actions) -> None:
+        from wmrl_libero.vector_env import step_through
+
+        self._stepped[i] = self._timed(i, step_through, self._envs[i], actions)
+
+    def wait_chunks(self) -> list[tuple[int, list[tuple]]]:
+        return self.wait_steps()
 
     def close(self) -> None:
         for cache in self._caches:
@@ -280,9 +295,23 @@ class _Slots:
             run.queue.extend(chunk)
         return run.queue.popleft()
 
-    def stepped(self, slot: int, obs, terminated: bool, truncated: bool, info: dict) -> None:
+    def next_chunk(self, slot: int) -> np.ndarray:
+        """The rest of ``slot``'s current action chunk (a new one when it is spent), up to the
+        job's ``stop_after`` cut: the actions :func:`next_action` would give one by one before
+        the controller is asked again."""
+        run = self.running[slot][1]
+        chunk = [self.next_action(slot)]
+        more = len(run.queue)
+        if run.job.stop_after is not None:
+            more = min(more, run.job.stop_after - int(run.info.get("elapsed_steps", 0)) - 1)
+        chunk += [run.queue.popleft() for _ in range(max(0, more))]
+        return np.stack(chunk)
+
+    def stepped(self, slot: int, obs, terminated: bool, truncated: bool, info: dict, last: bool = True) -> None:
         """Take one step's result for ``slot``; its episode finishes (and the slot starts the
-        next job) when it ended."""
+        next job) when it ended. ``last``: no further step of the same round trip follows (the
+        MuJoCo state a recording job puts in ``info`` is read after the last one only: the
+        controller sees no other)."""
         run = self.running[slot][1]
         run.obs, run.info = obs, info
         run.record_state(obs)
@@ -296,8 +325,17 @@ class _Slots:
         elif run.job.stop_after is not None and steps >= run.job.stop_after:
             # cut here, the simulator's own limit untouched (a new limit would rebuild the simulator)
             self.finish(slot, False, steps)
-        elif run.job.record_sim_state:
+        elif run.job.record_sim_state and last:
             run.info = self.observe(slot, run.job, run.info)
+
+    def stepped_chunk(self, slot: int, results: list[tuple]) -> None:
+        """Take every step's result of one chunk for ``slot``, in order (:meth:`stepped`); the
+        chunk ends with the step that ends the episode (:func:`~wmrl_libero.vector_env.step_through`)."""
+        job = self.running[slot][0]
+        for n, (obs, _, terminated, truncated, info) in enumerate(results):
+            if self.running.get(slot, (None,))[0] != job:
+                raise RuntimeError(f"slot {slot} returned steps after the end of its episode")
+            self.stepped(slot, obs, terminated, truncated, info, last=n == len(results) - 1)
 
 
 def run_episodes(
@@ -311,6 +349,7 @@ def run_episodes(
     pool=None,
     schedule: str = "async",
     fast_physics: bool = True,
+    chunks: bool = True,
 ) -> list[EpisodeResult]:
     """Run every job to success or its episode limit; results in the order of ``jobs``.
 
@@ -326,6 +365,9 @@ def run_episodes(
         ``"lockstep"``: all slots step together, each step waiting for the slowest.
     :param fast_physics: one MuJoCo forward pass per substep (:mod:`wmrl_libero.fast_physics`,
         the same states); ``False``: robosuite's own step.
+    :param chunks: with ``schedule="async"``, send each controller's action chunk to its slot
+        in one round trip (the same episodes); ``False``: one action per round trip. The
+        lockstep schedule always sends one action per round trip.
     """
     if schedule not in ("async", "lockstep"):
         raise ValueError(f"schedule must be 'async' or 'lockstep', got {schedule!r}")
@@ -356,14 +398,28 @@ def run_episodes(
                 for slot in list(slots.running):
                     slots.stepped(slot, obs[slot], terminated[slot], truncated[slot], infos[slot])
         else:
-            for slot in slots.running:
-                pool.step_async_at(slot, slots.next_action(slot))
-            while slots.running:
-                for slot, (obs, _, terminated, truncated, info) in pool.wait_steps():
-                    slots.stepped(slot, obs, terminated, truncated, info)
-                    if slot in slots.running:  # the same episode, or the next job finish() started
-                        pool.step_async_at(slot, slots.next_action(slot))
+            _run_async(pool, slots, chunks)
     finally:
         if own_pool:
             pool.close()
     return [slots.results[j] for j in range(len(jobs))]
+
+
+def _run_async(pool, slots: _Slots, chunks: bool) -> None:
+    """Each slot steps again as soon as its own result is in: one action, or the controller's
+    whole chunk (``chunks``), per round trip."""
+
+    def send(slot: int) -> None:
+        if chunks:
+            pool.step_chunk_async_at(slot, slots.next_chunk(slot))
+        else:
+            pool.step_async_at(slot, slots.next_action(slot))
+
+    for slot in slots.running:
+        send(slot)
+    while slots.running:
+        replies = pool.wait_chunks() if chunks else [(slot, [r]) for slot, r in pool.wait_steps()]
+        for slot, results in replies:
+            slots.stepped_chunk(slot, results)
+            if slot in slots.running:  # the same episode, or the next job finish() started
+                send(slot)

@@ -35,15 +35,27 @@ Two more repetitions are skipped, with the same results:
   and ``SingleArm.control`` for ``policy_step=False`` with what cannot change within a
   control step (the action's slices, the torque limits, the gripper's actuator ids and
   control-range scaling, all read from the model) computed once per control step instead of
-  25 times; the controller and the gripper's ``format_action`` (which integrates the gripper
-  command) still run on every substep.
+  25 times. For LIBERO's Panda with the OSC_POSE controller the OSC torques and the gripper's
+  integrated command are computed by :class:`~wmrl_libero.fast_controller.CompiledArm`
+  (compiled kernels around numpy's own matrix products, see there); with ``compiled=False``
+  the controller's ``run_controller`` and the gripper's ``format_action`` run on every
+  substep, as robosuite runs them.
 
-``plugins/libero/tests/test_libero_fast_physics.py`` replays episodes through both paths and
-requires bit-identical MuJoCo states, observations and observable timers.
+After the substeps, LIBERO evaluates its goal predicates twice (the reward, then ``done``)
+on the same state, and the gym environment twice more; :func:`_success_once` answers the
+second from the first, and :class:`~wmrl_libero.gym_env.LiberoGymEnv` takes ``done`` as its
+success flag. On every reset robosuite builds a new controller, whose constructor runs two
+forward passes before the objects are placed; :func:`_controller_load_without_contacts`
+makes them without collision detection (nothing reads their contacts).
+
+``plugins/libero/tests/test_libero_fast_physics.py`` replays whole episodes through both paths
+and requires bit-identical MuJoCo states, observations, rewards, success flags, observable
+timers and controller state.
 """
 
 from __future__ import annotations
 
+import functools
 import types
 import warnings
 from typing import Any
@@ -55,29 +67,45 @@ __all__ = ["FAST_STEP_ROBOSUITE", "fast_step", "install_fast_step"]
 FAST_STEP_ROBOSUITE = "1.4.0"
 """The robosuite release whose ``MujocoEnv.step`` :func:`fast_step` reproduces."""
 
+_SIDE_EFFECT_PREDICATES = frozenset({"turnon", "turnoff"})
+"""LIBERO goal predicates that write something (an object's visualisation flag) besides
+answering; a goal with one of them is checked as often as LIBERO checks it."""
+
 
 def _skip_forward() -> None:
     """Stands in for ``MjSim.forward`` inside the controller: the loop has just run it."""
 
 
-def fast_step(env: Any, action: np.ndarray):
+def fast_step(env: Any, action: np.ndarray, *, compiled: bool = True):
     """One control step of a LIBERO (``BDDLBaseDomain``) environment, as robosuite 1.4.0's
     ``MujocoEnv.step`` followed by LIBERO's success check, with one forward pass per substep.
 
+    :param compiled: the arm's substeps compiled (:mod:`wmrl_libero.fast_controller`, where it
+        applies) and the goal predicates evaluated once; ``False``: the arm's substeps in
+        Python and the predicates evaluated as often as LIBERO does (the first version of this
+        step, kept as the speed benchmark's reference). The same numbers either way.
     :return: ``(observations, reward, done, info)`` exactly as ``env.step`` would.
     """
-    import mujoco
-
     if env.action_dim == 4 and len(action) > 4:  # LIBERO's OSC_POSITION conversion
         action = np.array(action)
         action = np.concatenate((action[:3], action[-1:]), axis=-1)
     if env.done:
         raise ValueError("executing action in terminated episode")
     env.timestep += 1
+    _run_substeps(env, action, compiled)
+    env.cur_time += env.control_timestep
+    return _after_substeps(env, action, compiled)
+
+
+def _run_substeps(env: Any, action: np.ndarray, compiled: bool) -> None:
+    """The physics substeps of one control step with the robots' controls: robosuite's loop of
+    ``_pre_action`` and ``sim.step`` with one forward pass each (see the module docstring)."""
+    import mujoco
+
     sim = env.sim
     model, data = sim.model._model, sim.data._data
     substeps = int(env.control_timestep / env.model_timestep)
-    substep_action = _substep_action(env, action)
+    finish_action = _no_finish
     observables = _ObservableSchedule(env, substeps)
     sim.forward = _skip_forward  # instance attribute: the controllers' update() skips its repeat
     controllers = [robot.controller for robot in env.robots]
@@ -86,37 +114,100 @@ def fast_step(env: Any, action: np.ndarray):
         if update is not None:
             controller.update = update  # instance attribute, removed after the step
     try:
-        for k in range(substeps):
-            if k == 0:  # the policy step
-                mujoco.mj_forward(model, data)  # the force-torque history reads its acceleration stage
-                env._pre_action(action, True)
-            else:
-                mujoco.mj_step1(model, data)
-                substep_action()
+        # the policy step: a full forward pass, since the force-torque history reads its acceleration stage
+        mujoco.mj_forward(model, data)
+        env._pre_action(action, True)
+        mujoco.mj_step2(model, data)
+        observables.update(0)
+        substep_action, finish_action = _substep_action(env, action, compiled)  # reads the goal the policy step set
+        for k in range(1, substeps):
+            mujoco.mj_step1(model, data)
+            substep_action()
             mujoco.mj_step2(model, data)
             observables.update(k)
     finally:
         del sim.forward
         for controller in controllers:
             controller.__dict__.pop("update", None)
+        finish_action()
         observables.finish()
-    env.cur_time += env.control_timestep
-    reward, done, info = env._post_action(action)
-    if env.viewer is not None and env.renderer != "mujoco":
-        env.viewer.update()
-    observations = env.viewer._get_observations() if env.viewer_get_obs else env._get_observations()
-    done = env._check_success()
+
+
+def _after_substeps(env: Any, action: np.ndarray, compiled: bool):
+    """robosuite's ``_post_action`` (the reward), the observations and LIBERO's success check
+    (``done``), with the goal predicates evaluated once for both (:func:`_success_once`;
+    ``compiled=False``: twice, as LIBERO does)."""
+    once = _success_once(env) if compiled else None
+    if once is not None:
+        env._check_success = once  # instance attribute, removed below
+    try:
+        reward, done, info = env._post_action(action)
+        if env.viewer is not None and env.renderer != "mujoco":
+            env.viewer.update()
+        observations = env.viewer._get_observations() if env.viewer_get_obs else env._get_observations()
+        done = env._check_success()
+    finally:
+        if once is not None:
+            del env._check_success
     return observations, reward, done, info
 
 
-def _substep_action(env: Any, action: Any):
-    """``env._pre_action(action, policy_step=False)`` as a closure, for one control step.
+def _success_once(env: Any):
+    """``env._check_success`` for the end of one control step: the first call (the reward's)
+    evaluates LIBERO's goal predicates, the second (``done``, after ``_post_process``) returns
+    the same answer, since the MuJoCo state is the same and the predicates read nothing
+    ``_post_process`` writes (it sets visualisation flags and site colours). ``None`` (check
+    every time, as LIBERO does) for a goal with a predicate that writes a flag
+    (:data:`_SIDE_EFFECT_PREDICATES`: the last check decides what the flag holds after the
+    step) or a success check that is not one of LIBERO's problem classes'."""
+    check = type(env)._check_success
+    goal = env.parsed_problem["goal_state"] if hasattr(env, "parsed_problem") else None
+    if "_check_success" in env.__dict__ or goal is None:
+        return None  # an instance's own check, or not a BDDL problem
+    if not check.__module__.startswith("libero.libero.envs.problems"):
+        return None
+    if any(str(predicate[0]).lower() in _SIDE_EFFECT_PREDICATES for predicate in goal):
+        return None
+    answers = []
 
-    For LIBERO's single Panda arm it is robosuite 1.4.0's ``RobotEnv._pre_action`` and
-    ``SingleArm.control`` (with ``Manipulator.grip_action``) line for line, less the dimension
-    asserts (the policy step checked the same action) and with the model-constant values
-    computed once; any other robot or override keeps the method call.
+    def once() -> bool:
+        if not answers:
+            answers.append(check(env))
+        return answers[0]
+
+    return once
+
+
+def _no_finish() -> None:
+    """Nothing to write back: the substeps ran robosuite's own objects."""
+
+
+def _substep_action(env: Any, action: Any, compiled: bool = True):
+    """``env._pre_action(action, policy_step=False)`` as a closure, for the substeps of one
+    control step after its policy step, and the function that ends them.
+
+    For LIBERO's single Panda arm with robosuite's OSC_POSE controller it is
+    :class:`~wmrl_libero.fast_controller.CompiledArm` (``compiled``, where it applies); for
+    another single arm, :func:`_python_substep`; any other robot or override keeps the method call.
+
+    :return: ``(substep, finish)``.
     """
+    from wmrl_libero.fast_controller import compiled_arm
+
+    robot = _plain_single_arm(env)
+    if robot is None:
+        return (lambda: env._pre_action(action, False)), _no_finish
+    gripper_action = action[0 : robot.action_dim][robot.controller.control_dim :]
+    arm = compiled_arm(env) if compiled else None
+    if arm is not None:
+        arm.start(gripper_action)
+        return arm.substep, arm.finish
+    return _python_substep(env, robot, gripper_action), _no_finish
+
+
+def _plain_single_arm(env: Any):
+    """The robot of an environment whose ``_pre_action`` is robosuite 1.4.0's for one
+    ``SingleArm`` with a gripper (no override on the way), else ``None``."""
     from libero.libero.envs.bddl_base_domain import BDDLBaseDomain
     from robosuite.environments.robot_env import RobotEnv
     from robosuite.robots.manipulator import Manipulator
@@ -132,11 +223,18 @@ def _substep_action(env: Any, action: Any):
         or type(robot).grip_action is not Manipulator.grip_action
         or not robot.has_gripper
     ):
-        return lambda: env._pre_action(action, False)
+        return None
+    return robot
 
+
+def _python_substep(env: Any, robot: Any, gripper_action: np.ndarray):
+    """robosuite 1.4.0's ``RobotEnv._pre_action`` and ``SingleArm.control`` (with
+    ``Manipulator.grip_action``) for ``policy_step=False``, line for line, less the dimension
+    asserts (the policy step checked the same action) and with the model-constant values
+    (torque limits, the gripper's actuator ids and control-range scaling) computed once per
+    control step instead of 25 times."""
     controller, gripper = robot.controller, robot.gripper
     ctrl = env.sim.data._data.ctrl
-    gripper_action = action[0 : robot.action_dim][controller.control_dim :]
     low, high = robot.torque_limits
     joint_ids = robot._ref_joint_actuator_indexes
     gripper_ids = [env.sim.model.actuator_name2id(actuator) for actuator in gripper.actuators]
@@ -273,8 +371,9 @@ class _ObservableSchedule:
             observable._time_since_last_sample, observable._sampled = after[self._done]
 
 
-def install_fast_step(env: Any) -> bool:
-    """Make ``env.step`` (a LIBERO ``BDDLBaseDomain`` instance) use :func:`fast_step`.
+def install_fast_step(env: Any, *, compiled: bool = True) -> bool:
+    """Make ``env.step`` (a LIBERO ``BDDLBaseDomain`` instance) use :func:`fast_step` (with
+    ``compiled``, see there).
 
     Installed only where it reproduces the original: robosuite :data:`FAST_STEP_ROBOSUITE`,
     an environment class that does not override LIBERO's ``step``, the Euler integrator
@@ -299,5 +398,45 @@ def install_fast_step(env: Any) -> bool:
     if reasons:
         warnings.warn(f"robosuite's own step is kept: {'; '.join(reasons)}", RuntimeWarning, stacklevel=2)
         return False
-    env.step = types.MethodType(fast_step, env)
+    env.step = types.MethodType(functools.partial(fast_step, compiled=compiled), env)
+    if compiled:
+        for robot in env.robots:
+            robot._load_controller = _controller_load_without_contacts(robot, robot._load_controller)
     return True
+
+
+def _controller_load_without_contacts(robot: Any, load):
+    """``robot._load_controller`` (run on every reset) with the two forward passes of the new
+    controller's constructor made without contacts (:func:`_forward_without_contacts`).
+
+    They run before the reset places the objects, with every object at the model's default
+    position (some 1,600 contacts in a LIBERO-10 scene, about 24 ms each, most of a reset's
+    cost), and what the constructor reads (the end effector's pose, Jacobians, mass matrix:
+    kinematics and inertia) does not depend on contacts. Nothing reads their contact results:
+    the reset's next full forward pass (after the objects are placed) recomputes everything
+    from positions and velocities, and a forward pass leaves the solver's warm start alone.
+    """
+
+    def load_controller() -> None:
+        sim = robot.sim
+        sim.forward = functools.partial(_forward_without_contacts, sim)  # instance attribute, removed below
+        try:
+            load()
+        finally:
+            sim.__dict__.pop("forward", None)
+
+    return load_controller
+
+
+def _forward_without_contacts(sim: Any) -> None:
+    """``mj_forward`` with collision detection disabled for the call (the model's flags are
+    restored after it): positions, kinematics, inertia and bias forces as a full pass has them."""
+    import mujoco
+
+    model = sim.model._model
+    flags = model.opt.disableflags
+    model.opt.disableflags = flags | int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+    try:
+        mujoco.mj_forward(model, sim.data._data)
+    finally:
+        model.opt.disableflags = flags

@@ -19,6 +19,12 @@ LIBERO needs:
   that have finished (``multiprocessing.connection.wait`` on the pipes), so a worker whose
   task steps faster is given its next action at once instead of idling until the slowest
   worker of a lockstep :meth:`LiberoVectorEnv.step` is done.
+- Several actions per round trip: :meth:`LiberoVectorEnv.step_chunk_async_at` sends an
+  environment a chunk of actions, which the worker steps through one control step at a time
+  (:func:`step_through`, stopping at termination or truncation); :meth:`LiberoVectorEnv.wait_chunks`
+  returns every step's result. For a policy that acts open loop over a chunk, this is the
+  same sequence of ``step`` calls as one round trip per action, without the pickling,
+  pipe transfers and process wake-ups in between.
 - Each worker measures the CPU seconds it spends (``time.process_time``, its own process:
   independent of what else the machine runs) and reports them with every reply;
   :meth:`LiberoVectorEnv.take_cpu_s` hands over what a worker used since the last call (the
@@ -41,7 +47,7 @@ import numpy as np
 from wmrl_core.errors import ComponentError
 from wmrl_libero.env_cache import env_key
 
-__all__ = ["LiberoVectorEnv", "WorkerCrashed"]
+__all__ = ["LiberoVectorEnv", "WorkerCrashed", "step_through"]
 
 _START_METHOD = "spawn"  # fork would copy torch/EGL state of the parent; spawn is clean
 _REPLY_TIMEOUT_S = 600.0
@@ -49,6 +55,20 @@ _REPLY_TIMEOUT_S = 600.0
 
 class WorkerCrashed(ComponentError):
     """A worker process died or stopped answering."""
+
+
+def step_through(env, actions) -> list[tuple]:
+    """``env.step`` for each action of ``actions`` in turn, stopping after the step that
+    terminates or truncates the episode.
+
+    :return: every step's ``(obs, reward, terminated, truncated, info)``, in order.
+    """
+    results = []
+    for action in actions:
+        results.append(env.step(action))
+        if results[-1][2] or results[-1][3]:
+            break
+    return results
 
 
 def _worker(conn, env_kwargs: dict[str, Any], envs_per_worker: int) -> None:
@@ -80,6 +100,8 @@ def _worker(conn, env_kwargs: dict[str, Any], envs_per_worker: int) -> None:
                     result = env.reset(**payload)
                 elif cmd == "step":
                     result = env.step(payload)
+                elif cmd == "steps":
+                    result = step_through(env, payload)
                 elif cmd == "call":
                     name, args, kwargs = payload
                     result = getattr(env, name)(*args, **kwargs)
@@ -282,6 +304,18 @@ class LiberoVectorEnv:
         except (BrokenPipeError, OSError):
             pass  # noticed in wait_steps as a crash
 
+    def step_chunk_async_at(self, i: int, actions: np.ndarray) -> None:
+        """Send environment ``i`` a chunk of actions (k, action dim) to step through in one round
+        trip (:func:`step_through`) and return at once; :meth:`wait_chunks` collects the results."""
+        w = self._workers[i]
+        if w.busy:
+            raise RuntimeError(f"environment {i} is still stepping; collect its result with wait_chunks first")
+        w.busy = True
+        try:
+            w.conn.send(("steps", np.asarray(actions, dtype=np.float32)))
+        except (BrokenPipeError, OSError):
+            pass  # noticed in wait_chunks as a crash
+
     def wait_steps(self, timeout_s: float = _REPLY_TIMEOUT_S) -> list[tuple[int, tuple]]:
         """Wait until at least one environment sent off by :meth:`step_async_at` has finished;
         return ``[(i, (obs, reward, terminated, truncated, info)), ...]`` for every finished one.
@@ -290,6 +324,16 @@ class LiberoVectorEnv:
         ``info["infrastructure_failure"]``, as in :meth:`step`; one that has not answered within
         ``timeout_s`` while no other did is restarted the same way.
         """
+        return self._wait_replies(timeout_s, chunks=False)
+
+    def wait_chunks(self, timeout_s: float = _REPLY_TIMEOUT_S) -> list[tuple[int, list[tuple]]]:
+        """:meth:`wait_steps` for chunks sent by :meth:`step_chunk_async_at`: ``[(i, [(obs, reward,
+        terminated, truncated, info), ...]), ...]``, every step of each finished chunk. A worker
+        that died answers with one step, ``truncated`` with ``info["infrastructure_failure"]``
+        (the steps it had made are lost with it)."""
+        return self._wait_replies(timeout_s, chunks=True)
+
+    def _wait_replies(self, timeout_s: float, *, chunks: bool) -> list:
         stepping = [i for i, w in enumerate(self._workers) if w.busy]
         if not stepping:
             raise RuntimeError("no environment is stepping; send actions with step_async_at first")
@@ -300,8 +344,12 @@ class LiberoVectorEnv:
         ready = sorted({handles[h] for h in wait_for_ready(list(handles), timeout_s)})
         if not ready:
             exc = WorkerCrashed(f"no worker answered within {timeout_s:.0f} s")
-            return [(i, self._replace_failed(i, exc, failed_step=True)) for i in stepping]
-        return [(i, self._collect(i, failed_step=True)) for i in ready]
+            failed = [(i, self._replace_failed(i, exc, failed_step=True)) for i in stepping]
+            return [(i, [r]) for i, r in failed] if chunks else failed
+        replies = [(i, self._collect(i, failed_step=True)) for i in ready]
+        if chunks:  # a chunk's reply is a list of steps; a crashed worker's stand-in is one step
+            replies = [(i, [r] if isinstance(r, tuple) else r) for i, r in replies]
+        return replies
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict | Sequence[dict] | None = None):
         """Reset every environment. Returns (list of obs, list of info)."""

@@ -1,7 +1,7 @@
 """Speed of the simulator: steps per second of :class:`~wmrl_libero.vector_env.LiberoVectorEnv`,
 seconds per GRPO-sized batch of ``LiberoEnvironment.execute`` with and without persistent
-workers, and (:func:`measure_simulator_speed`) the bare MuJoCo limit beside the worker before
-and after :mod:`wmrl_libero.fast_physics` and the asynchronous schedule, in one run."""
+workers, and (:func:`measure_simulator_speed`) the workers' CPU seconds per episode in several
+simulator settings beside the bare MuJoCo ceiling of the same episodes, in one run."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from wmrl_libero.vector_env import LiberoVectorEnv
 
 __all__ = [
     "bare_physics_steps_per_second",
+    "episode_states",
+    "bare_step_cpu_seconds",
     "measure_batch_seconds",
     "measure_simulator_speed",
     "measure_steps_per_second",
@@ -22,13 +24,17 @@ __all__ = [
 ]
 
 WORKER_SETTINGS = {
-    "before": dict(schedule="lockstep", fast_physics=False),
-    "fast physics": dict(schedule="lockstep", fast_physics=True),
-    "async": dict(schedule="async", fast_physics=False),
-    "after": dict(schedule="async", fast_physics=True),
+    "robosuite": dict(schedule="lockstep", fast_physics=False, chunks=False),
+    "today": dict(schedule="async", fast_physics="python", chunks=False),
+    "new": dict(schedule="async", fast_physics=True, chunks=True),
 }
-"""The worker settings :func:`measure_simulator_speed` compares: robosuite's step in lockstep
-(``before``), each change alone, both (``after``)."""
+"""The worker settings :func:`measure_simulator_speed` compares: robosuite's own step in
+lockstep (the unmodified simulator); the fast step with the arm's substeps in Python, the goal
+predicates checked four times a step and one action per round trip (the worker before the
+compiled arm, ``today``); the compiled arm, the predicates checked once and a whole action
+chunk per round trip (``new``)."""
+
+DEFAULT_SETTINGS = ("today", "new")
 
 
 def measure_steps_per_second(
@@ -145,8 +151,23 @@ def bare_physics_steps_per_second(env, *, seconds: float = 2.0) -> dict:
 
 
 def _noisy_actions(n_jobs: int, steps: int, seed: int) -> list[np.ndarray]:
+    """float32, as the episode runner hands actions to the simulator."""
     rng = np.random.default_rng(seed)
-    return [np.clip(NOOP_ACTION + rng.normal(0, 0.3, (steps, 7)), -1, 1) for _ in range(n_jobs)]
+    return [np.clip(NOOP_ACTION + rng.normal(0, 0.3, (steps, 7)), -1, 1).astype(np.float32) for _ in range(n_jobs)]
+
+
+class _ChunkedOpenLoop:
+    """Replays a fixed action sequence ``chunk`` actions at a time, as a policy that acts open
+    loop over action chunks; no-ops after its end."""
+
+    def __init__(self, actions: np.ndarray, chunk: int):
+        self.actions, self.chunk, self.t = np.asarray(actions, dtype=np.float32), chunk, 0
+
+    def act(self, obs, info) -> np.ndarray:
+        if self.t >= len(self.actions):
+            return NOOP_ACTION[None]
+        self.t += self.chunk
+        return self.actions[self.t - self.chunk : self.t]
 
 
 def _same_outcomes(a, b) -> bool:
@@ -162,6 +183,59 @@ def _same_outcomes(a, b) -> bool:
     return True
 
 
+def episode_states(env, job, actions) -> list[np.ndarray]:
+    """The MuJoCo state before every control step of one episode, its settle steps included:
+    ``env`` (a ``LiberoGymEnv`` of the job's task and episode limit) reset as ``job`` says
+    and stepped through ``actions`` to the episode's end.
+
+    Each state is MuJoCo's integration state (``mj_getState`` with ``mjSTATE_INTEGRATION``:
+    positions, velocities, controls, warm start, ...), so that :func:`bare_step_cpu_seconds`
+    can step from exactly where the episode was.
+    """
+    import mujoco
+
+    from wmrl_libero.vector_env import step_through
+
+    inner = env._env
+    model, data = inner.env.sim.model._model, inner.env.sim.data._data
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
+    states = []
+    step = inner.step
+
+    def recording_step(action):
+        states.append(np.empty(mujoco.mj_stateSize(model, spec)))
+        mujoco.mj_getState(model, data, states[-1], spec)
+        return step(action)
+
+    inner.step = recording_step  # instance attribute over ControlEnv.step, removed below
+    try:
+        env.reset(seed=job.seed, options={"init_state": job.init_state})
+        step_through(env, actions)
+    finally:
+        del inner.step
+    return states
+
+
+def bare_step_cpu_seconds(env, states: list[np.ndarray]) -> float:
+    """CPU seconds (this process) of bare ``mj_step`` calls, a control step's worth (25) from
+    each of ``states`` with the control it holds: the physics of those control steps alone, no
+    controller and no Python between substeps (the in-episode ceiling for a worker)."""
+    import mujoco
+
+    inner = env._env.env
+    model, data = inner.sim.model._model, inner.sim.data._data
+    substeps = int(round(inner.control_timestep / inner.model_timestep))
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
+    cpu = 0.0
+    for state in states:
+        mujoco.mj_setState(model, data, state, spec)
+        started = time.process_time()
+        for _ in range(substeps):
+            mujoco.mj_step(model, data)
+        cpu += time.process_time() - started
+    return cpu
+
+
 def measure_simulator_speed(
     *,
     task_indices=(0, 4, 6, 7),
@@ -169,65 +243,59 @@ def measure_simulator_speed(
     num_workers: int = 2,
     max_episode_steps: int = 120,
     reps: int = 3,
-    bare_seconds: float = 0.5,
+    chunk: int = 8,
+    settings=DEFAULT_SETTINGS,
     suite: str = "libero_10",
     seed: int = 0,
     progress=print,
 ) -> dict:
-    """The bare MuJoCo limit and the worker in each of :data:`WORKER_SETTINGS`, interleaved.
+    """The workers' CPU seconds per episode in each of ``settings`` (:data:`WORKER_SETTINGS`)
+    beside the bare MuJoCo ceiling of the same episodes, interleaved.
 
-    A batch is one episode per (task, init state), ``max_episode_steps`` open-loop steps of a
-    no-op with Gaussian noise (sigma 0.3; the same actions in every setting), run by
-    :func:`~wmrl_libero.episode_runner.run_episodes` on ``num_workers`` persistent workers. Two
-    pools persist through the run (robosuite's step and the fast step), warmed by one untimed
-    batch each, so builds are not timed. Each repetition first measures the bare MuJoCo limit
-    (``bare_seconds`` of ``mj_step`` per task, in this process), then runs every setting once, ``before`` and
-    ``after`` next to each other (their order alternating between repetitions), then the two
-    single changes: on a shared machine whose load drifts, the ratio of two neighbouring
-    batches is what can be compared.
+    A batch is one episode per (task, init state): ``max_episode_steps`` open-loop steps of a
+    no-op with Gaussian noise (sigma 0.3; the same actions in every setting), acted ``chunk``
+    actions at a time, run by :func:`~wmrl_libero.episode_runner.run_episodes` on
+    ``num_workers`` persistent workers (one pool per simulator setting, each warmed by one
+    untimed batch, so builds are not timed). The ceiling: each episode's MuJoCo states are
+    recorded once, in this process (:func:`episode_states`); each repetition times bare
+    ``mj_step`` from them (:func:`bare_step_cpu_seconds`), then runs one batch per setting,
+    in alternating order: on a shared machine whose load drifts, neighbouring batches are what
+    can be compared.
 
-    Per batch: wall seconds, episodes and control steps per second, the workers' CPU seconds
-    per episode (what the ledger charges) and the workers' busy share (their CPU seconds over
-    ``num_workers`` x wall: below 1 where workers wait). ``same_outcomes``: every setting's
-    successes, lengths and recorded states equal ``before``'s, bit for bit.
+    Per batch: the workers' CPU seconds per episode (what the ledger charges; resets and
+    round trips included), wall seconds, episodes and control steps per second, the workers'
+    busy share (CPU over ``num_workers`` x wall) and ``same_outcomes``: successes, lengths and
+    recorded states equal the first warm-up batch's, bit for bit.
     """
     from wmrl_libero.controllers import ControllerFactory
     from wmrl_libero.episode_runner import EpisodeJob
+    from wmrl_libero.gym_env import LiberoGymEnv
 
+    unknown = set(settings) - set(WORKER_SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown settings {sorted(unknown)}; choose from {list(WORKER_SETTINGS)}")
     jobs = [
         EpisodeJob(suite, t, s, seed=s, max_episode_steps=max_episode_steps, record_states=True)
         for t in task_indices
         for s in init_states
     ]
     actions = _noisy_actions(len(jobs), max_episode_steps, seed)
-    factory = ControllerFactory(make=None, name="noisy-noop")
-    from wmrl_libero.gym_env import LiberoGymEnv
-
-    bare: list[dict] = []
-    bare_envs = []
-    pools = {}
-    rows: list[dict] = []
+    batch = dict(jobs=jobs, actions=actions, chunk=chunk, factory=ControllerFactory(make=None, name="noisy-noop"))
+    bare, rows, pools, bare_envs = [], [], {}, {}
     try:
-        bare_envs = [LiberoGymEnv(suite, t, fast_physics=False) for t in task_indices]
-        reference = _warm_pools(pools, jobs, actions, factory, num_workers, envs_per_worker=len(task_indices))
+        bare_envs = {t: LiberoGymEnv(suite, t, max_episode_steps=max_episode_steps) for t in task_indices}
+        states = [episode_states(bare_envs[j.task_index], j, a) for j, a in zip(jobs, actions)]
+        reference = _warm_pools(pools, settings, batch, num_workers, envs_per_worker=len(task_indices))
         for rep in range(reps):
-            for env in bare_envs:
-                bare.append(dict(bare_physics_steps_per_second(env, seconds=bare_seconds), rep=rep))
-                progress(
-                    f"rep {rep} bare MuJoCo, task {env.task_index}: {bare[-1]['physics_steps_per_second']:.0f} physics steps/s"
-                )
-            order = (
-                ["before", "after", "fast physics", "async"]
-                if rep % 2 == 0
-                else ["after", "before", "async", "fast physics"]
-            )
-            for name in order:
-                rows.append(_timed_batch(jobs, actions, factory, pools, name, num_workers, reference, rep))
+            bare.append(_bare_row(bare_envs, jobs, states, rep))
+            progress(_bare_line(bare[-1]))
+            for name in settings if rep % 2 == 0 else settings[::-1]:
+                rows.append(_timed_batch(batch, pools, name, num_workers, reference, rep))
                 progress(_batch_line(rows[-1]))
     finally:
         for pool in pools.values():
             pool.close()
-        for env in bare_envs:
+        for env in bare_envs.values():
             env.close()
     return {
         "suite": suite,
@@ -235,49 +303,74 @@ def measure_simulator_speed(
         "init_states": list(init_states),
         "workers": num_workers,
         "max_episode_steps": max_episode_steps,
+        "chunk": chunk,
         "episodes_per_batch": len(jobs),
         "reps": reps,
+        "settings": list(settings),
         "bare": bare,
         "batches": rows,
     }
 
 
-def _warm_pools(pools: dict, jobs, actions, factory, num_workers: int, *, envs_per_worker: int) -> list:
-    """Start the two persistent pools (``pools[False]``: robosuite's step, ``pools[True]``: the
-    fast step; added to ``pools`` as they start, so that the caller closes what was started)
-    and run one untimed batch on each, so that builds and imports are not timed.
+def _bare_row(envs: dict, jobs, states: list, rep: int) -> dict:
+    """One repetition of the bare ceiling: CPU seconds per episode and per control step."""
+    cpu = [bare_step_cpu_seconds(envs[job.task_index], s) for job, s in zip(jobs, states)]
+    steps = sum(len(s) for s in states)
+    return {
+        "rep": rep,
+        "cpu_s_per_episode": sum(cpu) / len(jobs),
+        "control_steps_per_episode": steps / len(jobs),
+        "control_steps_per_cpu_s": steps / sum(cpu),
+        "load_average_1min": os.getloadavg()[0],
+    }
+
+
+def _bare_line(row: dict) -> str:
+    return (
+        f"rep {row['rep']} {'bare MuJoCo':>11}: {row['cpu_s_per_episode']:.3f} CPU s/episode, "
+        f"{row['control_steps_per_cpu_s']:.0f} control steps per CPU s, load {row['load_average_1min']:.1f}"
+    )
+
+
+def _warm_pools(pools: dict, settings, batch: dict, num_workers: int, *, envs_per_worker: int) -> list:
+    """Start one persistent pool per simulator setting (``pools[fast_physics]``; added as they
+    start, so that the caller closes what was started) and run one untimed batch on each, so
+    that builds and imports are not timed.
 
     :return: the first warm-up batch's results: the reference every timed batch must equal.
     """
-    from wmrl_libero.controllers import OpenLoopController
     from wmrl_libero.episode_runner import job_env_kwargs, make_simulator_pool, run_episodes
 
-    reference = None
-    for fast in (False, True):
+    jobs, factory, reference = batch["jobs"], batch["factory"], None
+    for name in settings:
+        setting = WORKER_SETTINGS[name]
+        fast = setting["fast_physics"]
+        if fast in pools:
+            continue
         first = [
             job_env_kwargs(jobs[k * len(jobs) // num_workers], factory, fast_physics=fast) for k in range(num_workers)
         ]
         pools[fast] = make_simulator_pool(first, num_workers, envs_per_worker=envs_per_worker)
-        warm = run_episodes(
-            jobs, factory, controllers=[OpenLoopController(a) for a in actions], pool=pools[fast], fast_physics=fast
-        )
+        controllers = [_ChunkedOpenLoop(a, batch["chunk"]) for a in batch["actions"]]
+        warm = run_episodes(jobs, factory, controllers=controllers, pool=pools[fast], **setting)
         for i in range(num_workers):
             pools[fast].take_cpu_s(i)  # builds and imports: not part of the timed batches
         reference = reference or warm
     return reference
 
 
-def _timed_batch(jobs, actions, factory, pools: dict, name: str, num_workers: int, reference, rep: int) -> dict:
-    """One timed batch in the worker setting ``name`` (:data:`WORKER_SETTINGS`): wall seconds,
-    episodes and control steps per second, the workers' CPU seconds per episode and busy share,
-    this process's CPU seconds, and whether the outcomes equal ``reference`` bit for bit."""
-    from wmrl_libero.controllers import OpenLoopController
+def _timed_batch(batch: dict, pools: dict, name: str, num_workers: int, reference, rep: int) -> dict:
+    """One timed batch in the worker setting ``name`` (:data:`WORKER_SETTINGS`): the workers'
+    CPU seconds per episode and busy share, wall seconds, episodes and control steps per
+    second, this process's CPU seconds, and whether the outcomes equal ``reference`` bit for bit."""
     from wmrl_libero.episode_runner import run_episodes
 
     setting = WORKER_SETTINGS[name]
-    pool = pools[setting["fast_physics"]]
+    controllers = [_ChunkedOpenLoop(a, batch["chunk"]) for a in batch["actions"]]
     parent_cpu, started = time.process_time(), time.perf_counter()
-    results = run_episodes(jobs, factory, controllers=[OpenLoopController(a) for a in actions], pool=pool, **setting)
+    results = run_episodes(
+        batch["jobs"], batch["factory"], controllers=controllers, pool=pools[setting["fast_physics"]], **setting
+    )
     wall = time.perf_counter() - started
     worker_cpu = sum(r.cpu_s for r in results)
     steps = sum(r.steps for r in results)
@@ -298,60 +391,70 @@ def _timed_batch(jobs, actions, factory, pools: dict, name: str, num_workers: in
 def _batch_line(row: dict) -> str:
     """One progress line for a timed batch of :func:`_timed_batch`."""
     return (
-        f"rep {row['rep']} {row['setting']:>12}: {row['episodes_per_second']:.3f} episodes/s, "
-        f"{row['control_steps_per_second']:.0f} control steps/s, "
-        f"{row['worker_cpu_s_per_episode']:.2f} worker CPU s/episode, "
+        f"rep {row['rep']} {row['setting']:>11}: {row['worker_cpu_s_per_episode']:.3f} worker CPU s/episode, "
+        f"{row['episodes_per_second']:.3f} episodes/s, {row['control_steps_per_second']:.0f} control steps/s, "
         f"busy {row['worker_busy_share']:.2f}, same outcomes {row['same_outcomes']}, "
         f"load {row['load_average_1min']:.1f}"
     )
 
 
+def _span(values, fmt: str) -> str:
+    v = np.asarray(values, dtype=float)
+    return f"{v.mean():{fmt}} ({v.min():{fmt}}-{v.max():{fmt}})"
+
+
 def simulator_speed_table(result: dict) -> str:
     """Markdown table of :func:`measure_simulator_speed`: per setting the mean and range over
-    repetitions, and ``after``/``before`` ratios computed within each repetition."""
-    bare = result["bare"]
-    phys = np.array([b["physics_steps_per_second"] for b in bare])
-    ctrl = np.array([b["control_steps_per_second"] for b in bare])
+    repetitions, then the ratios of CPU seconds per episode within each repetition."""
+    steps = result["bare"][0]["control_steps_per_episode"]  # episode and settle steps, every row the same
     lines = [
-        f"bare MuJoCo (mj_step, one process, tasks {result['tasks']}): "
-        f"{phys.mean():.0f} physics steps/s per core (range {phys.min():.0f}-{phys.max():.0f}) = "
-        f"{ctrl.mean():.0f} control steps/s per core ({bare[0]['substeps']} substeps each); "
-        f"x{result['workers']} workers: {result['workers'] * ctrl.mean():.0f} control steps/s",
+        f"{result['episodes_per_batch']} episodes per batch ({result['suite']} tasks {result['tasks']} x init "
+        f"states {result['init_states']}), {steps:.0f} control steps each ({result['max_episode_steps']} and the "
+        f"reset's settle steps), chunks of {result['chunk']}, {result['workers']} workers, {result['reps']} "
+        "repetitions; mean (min-max) over repetitions; the workers' CPU includes resets and round trips",
         "",
-        "| setting | episodes/s | control steps/s | worker CPU s / episode | worker busy share | same outcomes |",
+        "| setting | worker CPU s / episode | ms CPU / control step | episodes/s | worker busy share | same outcomes |",
         "|---|---:|---:|---:|---:|---|",
     ]
-    steps_per_episode = np.mean([r["control_steps_per_second"] / r["episodes_per_second"] for r in result["batches"]])
-    limit = result["workers"] * ctrl
+    cpu = [b["cpu_s_per_episode"] for b in result["bare"]]
     lines.append(
-        f"| limit: bare mj_step x {result['workers']} processes | {np.mean(limit / steps_per_episode):.3f} "
-        f"({limit.min() / steps_per_episode:.3f}-{limit.max() / steps_per_episode:.3f}) | "
-        f"{limit.mean():.0f} ({limit.min():.0f}-{limit.max():.0f}) | | | |"
+        f"| bare MuJoCo in-episode ceiling | {_span(cpu, '.3f')} | {_span(np.array(cpu) * 1e3 / steps, '.2f')} | | | |"
     )
-    by = {}
+    by: dict[str, list] = {}
     for row in result["batches"]:
         by.setdefault(row["setting"], []).append(row)
     for name, rows in by.items():
-
-        def span(key, fmt, rows=rows):
-            v = np.array([r[key] for r in rows])
-            return f"{v.mean():{fmt}} ({v.min():{fmt}}-{v.max():{fmt}})"
-
+        cpu = [r["worker_cpu_s_per_episode"] for r in rows]
         lines.append(
-            f"| {name} | {span('episodes_per_second', '.3f')} | {span('control_steps_per_second', '.0f')} | "
-            f"{span('worker_cpu_s_per_episode', '.2f')} | {span('worker_busy_share', '.2f')} | "
-            f"{all(r['same_outcomes'] for r in rows)} |"
+            f"| {name} | {_span(cpu, '.3f')} | {_span(np.array(cpu) * 1e3 / steps, '.2f')} | "
+            f"{_span([r['episodes_per_second'] for r in rows], '.3f')} | "
+            f"{_span([r['worker_busy_share'] for r in rows], '.2f')} | {all(r['same_outcomes'] for r in rows)} |"
         )
-    if "before" in by and "after" in by:
-        eps = [a["episodes_per_second"] / b["episodes_per_second"] for a, b in zip(by["after"], by["before"])]
-        cpu = [b["worker_cpu_s_per_episode"] / a["worker_cpu_s_per_episode"] for a, b in zip(by["after"], by["before"])]
-        loads = [r["load_average_1min"] for r in result["batches"]]
-        lines += [
-            "",
-            "after / before, per repetition: episodes/s "
-            + ", ".join(f"{r:.2f}x" for r in eps)
-            + f" (median {np.median(eps):.2f}x); worker CPU per episode "
-            + ", ".join(f"{r:.2f}x less" for r in cpu)
-            + f" (median {np.median(cpu):.2f}x); machine load average {min(loads):.1f}-{max(loads):.1f}",
-        ]
+    lines += ["", *_ratio_lines(result, by)]
     return "\n".join(lines)
+
+
+def _ratio_lines(result: dict, by: dict) -> list[str]:
+    """Per repetition: how many times less worker CPU per episode ``new`` needs than each other
+    setting, and each setting's CPU over the bare ceiling's."""
+    loads = [r["load_average_1min"] for r in result["batches"]]
+    bare = [b["cpu_s_per_episode"] for b in result["bare"]]
+    lines = []
+    if "new" in by:
+        new = [r["worker_cpu_s_per_episode"] for r in by["new"]]
+        for name in (n for n in by if n != "new"):
+            ratios = [r["worker_cpu_s_per_episode"] / n for r, n in zip(by[name], new)]
+            lines.append(
+                f"{name} / new, worker CPU per episode, per repetition: "
+                + ", ".join(f"{x:.2f}x" for x in ratios)
+                + f" (median {np.median(ratios):.2f}x)"
+            )
+    for name, rows in by.items():
+        ratios = [r["worker_cpu_s_per_episode"] / b for r, b in zip(rows, bare)]
+        lines.append(
+            f"{name} / bare ceiling, per repetition: "
+            + ", ".join(f"{x:.2f}x" for x in ratios)
+            + f" (median {np.median(ratios):.2f}x)"
+        )
+    lines.append(f"machine load average {min(loads):.1f}-{max(loads):.1f}")
+    return lines
