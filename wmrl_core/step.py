@@ -348,6 +348,36 @@ def _update_diagnostics(policy: Any, cfg: TrainConfig, scored: ScoredStep, mask:
     }
 
 
+def _optimize(
+    policy: Any,
+    cfg: TrainConfig,
+    state: TrainState,
+    fused: Any,
+    scored: ScoredStep,
+    mask: torch.Tensor,
+    kwargs: dict[str, Any],
+    step: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``grpo.epochs`` passes of ``grpo.minibatches`` optimizer steps each (:func:`~wmrl_core.grpo.minibatch_rows`);
+    returns the last step's loss and pre-clip gradient norm (NaN without clipping)."""
+    loss, grad_norm = torch.tensor(math.nan), torch.tensor(math.nan)
+    for epoch in range(cfg.grpo.epochs):
+        for rows in minibatch_rows(scored.group_ids, cfg.grpo.minibatches, seed=(cfg.seed, step, epoch)):
+            # the effective-advantage loss equals the exact one on the whole batch at ratio 1 only
+            on_policy = cfg.fusion.loss == "effective" and epoch == 0 and rows is None
+            selected = mask if rows is None else mask * torch.as_tensor(rows, device=mask.device).unsqueeze(-1)
+            loss = _epoch_loss(policy, cfg, fused, scored.rollouts, selected, on_policy, kwargs, step)
+            state.optimizer.zero_grad()
+            loss.backward()
+            grad_norm = (
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grpo.max_grad_norm)
+                if cfg.grpo.max_grad_norm
+                else torch.tensor(math.nan)
+            )
+            state.optimizer.step()
+    return loss, grad_norm
+
+
 def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: ScoredStep, step: int) -> StepUpdate:
     """Fuse (:func:`~wmrl_core.fusion.fuse_step`), take ``grpo.epochs`` × ``grpo.minibatches`` optimizer steps.
 
@@ -382,20 +412,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         ref_log_probs=ref_lp,
         aggregation=cfg.grpo.loss_aggregation,
     )
-    for epoch in range(cfg.grpo.epochs):
-        for rows in minibatch_rows(scored.group_ids, cfg.grpo.minibatches, seed=(cfg.seed, step, epoch)):
-            # the effective-advantage loss equals the exact one on the whole batch at ratio 1 only
-            on_policy = cfg.fusion.loss == "effective" and epoch == 0 and rows is None
-            selected = mask if rows is None else mask * torch.as_tensor(rows, device=device).unsqueeze(-1)
-            loss = _epoch_loss(policy, cfg, fused, rollouts, selected, on_policy, kwargs, step)
-            state.optimizer.zero_grad()
-            loss.backward()
-            grad_norm = (
-                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grpo.max_grad_norm)
-                if cfg.grpo.max_grad_norm
-                else torch.tensor(math.nan)
-            )
-            state.optimizer.step()
+    loss, grad_norm = _optimize(policy, cfg, state, fused, scored, mask, kwargs, step)
     if isinstance(policy, SyncsAfterUpdate):
         policy.after_update()
     record = {
