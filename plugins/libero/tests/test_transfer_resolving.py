@@ -187,8 +187,12 @@ def test_every_arm_runs_end_to_end_in_the_simulator(tmp_path):
     sim = {arm: v["0"] for arm, v in report["simulator_s"].items()}
     assert sim["base"] == sim["noise_control"] == 0.0
     assert min(sim["real"], sim["wmrl-progress"], sim["raw-progress"], sim["wmrl-partial-progress"]) > 0
-    assert 0 < sim["anchors-only"] < sim["real"]  # only the anchor groups are simulated
+    # charged, but not compared with real's: a worker's imports and first build (seconds) are charged to its
+    # first episode, and they outweigh these few 40-step episodes; the episodes simulated are compared below
+    assert sim["anchors-only"] > 0
     run = tmp_path / "runs"
+    real = [json.loads(line) for line in (run / "real-seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert real[-1]["compute/execution_items"] == 8  # 2 steps x 2 groups of 2, every one simulated
     records = [
         json.loads(line) for line in (run / "wmrl-partial-progress-seed0" / "metrics.jsonl").read_text().splitlines()
     ]
