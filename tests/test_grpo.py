@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from wmrl_core.grpo import aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_k3, minibatch_rows
+from wmrl_core.grpo import (
+    aggregate,
+    clipped_surrogate,
+    group_advantages,
+    grpo_loss,
+    informative_rows,
+    kl_k3,
+    minibatch_rows,
+)
 
 
 def test_group_advantages_hand_computed():
@@ -103,3 +111,23 @@ def test_one_minibatch_is_the_whole_batch_and_too_many_is_refused():
     assert minibatch_rows(np.array([0, 0, 1, 1]), 1, seed=(0,)) == [None]
     with pytest.raises(ValueError, match="grpo.minibatches=3 must be between 1 and the step's 2 groups"):
         minibatch_rows(np.array([0, 0, 1, 1]), 3, seed=(0,))
+
+
+def test_informative_rows_are_the_groups_with_a_nonzero_advantage():
+    group_ids = np.array([0, 0, 1, 1, 2, 2])
+    advantages = np.array([1.0, -1.0, 0.0, 0.0, 0.0, 1e-9])
+    assert informative_rows(advantages, group_ids).tolist() == [True, True, False, False, True, True]
+    with pytest.raises(ValueError, match="one entry per row"):
+        informative_rows(advantages[:4], group_ids)
+
+
+def test_minibatches_deal_only_kept_groups_and_no_more_minibatches_than_them():
+    group_ids = np.repeat(np.arange(4), 2)
+    keep = np.isin(group_ids, [1, 3])
+    shares = minibatch_rows(group_ids, 3, seed=(0,), keep=keep)
+    assert len(shares) == 2  # two kept groups: a minibatch each
+    assert np.array_equal(np.sum(shares, axis=0), keep.astype(np.float32))
+    (whole,) = minibatch_rows(group_ids, 1, seed=(0,), keep=keep)
+    assert np.array_equal(whole, keep.astype(np.float32))  # one minibatch still leaves the others out
+    assert minibatch_rows(group_ids, 2, seed=(0,), keep=np.zeros(8, bool)) == []
+    assert minibatch_rows(group_ids, 1, seed=(0,), keep=np.ones(8, bool)) == [None]

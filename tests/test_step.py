@@ -314,3 +314,29 @@ def test_two_minibatches_take_two_optimizer_steps_where_one_batch_cancels():
         assert state.optimizer.state[policy.theta]["step"] == minibatches
         moved[minibatches] = float((policy.theta.detach() - torch.tensor([0.2, 0.0])).abs().max())
     assert moved[1] == 0.0 and moved[2] > 1e-4
+
+
+def test_dropping_uninformative_groups_normalizes_over_the_informative_ones_and_skips_an_empty_step():
+    """Group 1 scored alike (advantages 0): kept, it halves the sequence-mean loss of group 0; dropped,
+    the loss is group 0's alone (``-tanh(0.1)``, the module docstring). A step whose groups all scored
+    alike takes no optimizer step at all (Adam's momentum would move the policy on a zero gradient)."""
+    informative = np.array([1.0, 0.0, 1.0, 1.0])  # group 0 prefers arm 0; group 1 all succeeded
+    losses = {}
+    for drop in (False, True):
+        cfg, policy = config("real"), TwoArmPolicy()
+        cfg.grpo.drop_uninformative_groups, cfg.grpo.loss_aggregation = drop, "sequence_mean"
+        cfg.logging.update_diagnostics = False
+        scored = ScoredStep(rollouts(), np.array([True, True]), np.full(4, np.nan), informative)
+        record = update_step(policy, cfg, TrainState.create(cfg, policy), scored, step=1).record
+        losses[drop] = record["loss"]
+        assert record["grpo/informative_group_share"] == 0.5
+    assert losses[True] == pytest.approx(-T * EPS_FACTOR, rel=1e-5)
+    assert losses[False] == pytest.approx(losses[True] / 2, rel=1e-5)
+
+    cfg, policy = config("real"), TwoArmPolicy()
+    cfg.grpo.drop_uninformative_groups, cfg.logging.update_diagnostics = True, False
+    state = TrainState.create(cfg, policy)
+    alike = ScoredStep(rollouts(), np.array([True, True]), np.full(4, np.nan), np.zeros(4))
+    record = update_step(policy, cfg, state, alike, step=1).record
+    assert math.isnan(record["loss"]) and record["grpo/informative_group_share"] == 0.0
+    assert policy.theta.grad is None and not state.optimizer.state  # no backward, no optimizer step

@@ -242,6 +242,15 @@ class GRPOConfig:
             "outside it: a minibatch costs a full forward and backward pass. At most ``rollout.batch_tasks``."
         },
     )
+    drop_uninformative_groups: bool = field(
+        default=False,
+        metadata={
+            "help": "Leave groups whose fused advantages are all 0 (every rollout scored alike) out of the update, "
+            "as DAPO's dynamic sampling and SimpleVLA-RL do (without re-sampling): the loss is normalized over "
+            "the informative groups, minibatches deal only them, and a step with none takes no optimizer step "
+            "(Adam would otherwise move the policy on its momentum alone)."
+        },
+    )
     scale_advantages: bool = field(
         default=True, metadata={"help": "Divide advantages by the group's standard deviation."}
     )

@@ -15,6 +15,9 @@ per rollout, ``m_{i,t}`` the mask of existing tokens.
   the exact entropy of the distribution token *t* of rollout *i* was drawn from,
   :math:`L_H = -\beta_H \operatorname{agg}(H)`; adding it to the loss keeps the policy from
   collapsing onto one answer when rewards carry little signal.
+* Uninformative groups: a group whose advantages are all 0 (every rollout scored alike, e.g. all
+  failed) adds nothing to the gradient but still counts in the loss's normalizer and can fill a
+  minibatch; DAPO's dynamic sampling and SimpleVLA-RL drop such groups before the update.
 * Aggregation of per-token terms into one loss:
   ``token_mean``: :math:`\sum_{i,t} m\ell / \sum_{i,t} m` (long answers weigh more, as in DAPO);
   ``sequence_mean``: :math:`\frac1N\sum_i \sum_t m\ell / \sum_t m` (the original GRPO).
@@ -31,6 +34,7 @@ import torch
 from wmrl_core.config_choices import LossAggregation
 
 __all__ = [
+    "informative_rows",
     "minibatch_rows",
     "pooled_within_group_sd",
     "group_advantages",
@@ -177,7 +181,19 @@ def entropy_bonus(
     return -coef * aggregate(entropy, mask, aggregation)
 
 
-def minibatch_rows(group_ids: np.ndarray, minibatches: int, seed: Sequence[int]) -> list[np.ndarray | None]:
+def informative_rows(advantages: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
+    """(N,) bool: the rows of groups with at least one non-zero advantage (the module docstring's
+    uninformative groups are the rest)."""
+    advantages, group_ids = np.asarray(advantages, dtype=np.float64), np.asarray(group_ids)
+    if advantages.shape != group_ids.shape:
+        raise ValueError(f"advantages {advantages.shape} and group_ids {group_ids.shape} must have one entry per row")
+    moving = np.unique(group_ids[np.abs(advantages) > 0])
+    return np.isin(group_ids, moving)
+
+
+def minibatch_rows(
+    group_ids: np.ndarray, minibatches: int, seed: Sequence[int], keep: np.ndarray | None = None
+) -> list[np.ndarray | None]:
     """Row selections of one epoch's minibatches: the step's groups shuffled and dealt into ``minibatches``
     shares of whole groups (sizes differ by at most one group), each a float (N,) mask of its rows.
 
@@ -185,15 +201,24 @@ def minibatch_rows(group_ids: np.ndarray, minibatches: int, seed: Sequence[int])
     minibatches). The shuffle is drawn from its own generator seeded by ``seed`` (e.g. run seed, step,
     epoch), so it draws nothing from the run's random streams and a resumed run deals the same minibatches.
 
+    :param keep: (N,) bool, the rows that may be dealt (e.g. :func:`informative_rows`); the others are
+        in no minibatch. When fewer groups are kept than ``minibatches``, each kept group is a minibatch
+        of its own; when none is, there is no minibatch (``[]``).
     :raises ValueError: if ``minibatches`` is below 1 or above the number of groups.
     """
-    groups = np.unique(np.asarray(group_ids))
+    group_ids = np.asarray(group_ids)
+    groups = np.unique(group_ids)
     if not 1 <= minibatches <= max(len(groups), 1):
         raise ValueError(
             f"grpo.minibatches={minibatches} must be between 1 and the step's {len(groups)} groups; "
             "lower grpo.minibatches or raise rollout.batch_tasks"
         )
-    if minibatches == 1:
+    if keep is not None and not np.asarray(keep, dtype=bool).all():
+        groups = np.unique(group_ids[np.asarray(keep, dtype=bool)])
+        if len(groups) == 0:
+            return []
+        minibatches = min(minibatches, len(groups))
+    elif minibatches == 1:
         return [None]
     shuffled = np.random.default_rng(list(seed)).permutation(groups)
     return [np.isin(group_ids, share).astype(np.float32) for share in np.array_split(shuffled, minibatches)]

@@ -34,7 +34,7 @@ from wmrl_core.errors import ComponentError
 from wmrl_core.faults import StepFaults
 from wmrl_core.fusion import Fuser, FusionSettings, PolicyGradients, build_fuser, fuse_step, fused_loss
 from wmrl_core.fusion.value import value_record
-from wmrl_core.grpo import entropy_bonus, minibatch_rows, rollout_entropy
+from wmrl_core.grpo import entropy_bonus, informative_rows, minibatch_rows, rollout_entropy
 from wmrl_core.ledger import ComputeLedger
 from wmrl_core.registry import FuserTable
 from wmrl_core.types import Rollouts
@@ -348,6 +348,12 @@ def _update_diagnostics(policy: Any, cfg: TrainConfig, scored: ScoredStep, mask:
     }
 
 
+def _share_of_groups(rows: np.ndarray, scored: ScoredStep) -> float:
+    """The share of the step's groups whose rows ``rows`` selects."""
+    groups = np.asarray(scored.group_ids)
+    return float(len(np.unique(groups[rows])) / max(len(np.unique(groups)), 1))
+
+
 def _optimize(
     policy: Any,
     cfg: TrainConfig,
@@ -358,11 +364,13 @@ def _optimize(
     kwargs: dict[str, Any],
     step: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``grpo.epochs`` passes of ``grpo.minibatches`` optimizer steps each (:func:`~wmrl_core.grpo.minibatch_rows`);
-    returns the last step's loss and pre-clip gradient norm (NaN without clipping)."""
+    """``grpo.epochs`` passes of ``grpo.minibatches`` optimizer steps each (:func:`~wmrl_core.grpo.minibatch_rows`)
+    over the groups ``grpo.drop_uninformative_groups`` keeps; returns the last step's loss and pre-clip
+    gradient norm (NaN without clipping, or without an optimizer step)."""
     loss, grad_norm = torch.tensor(math.nan), torch.tensor(math.nan)
+    keep = informative_rows(fused.advantages, scored.group_ids) if cfg.grpo.drop_uninformative_groups else None
     for epoch in range(cfg.grpo.epochs):
-        for rows in minibatch_rows(scored.group_ids, cfg.grpo.minibatches, seed=(cfg.seed, step, epoch)):
+        for rows in minibatch_rows(scored.group_ids, cfg.grpo.minibatches, seed=(cfg.seed, step, epoch), keep=keep):
             # the effective-advantage loss equals the exact one on the whole batch at ratio 1 only
             on_policy = cfg.fusion.loss == "effective" and epoch == 0 and rows is None
             selected = mask if rows is None else mask * torch.as_tensor(rows, device=mask.device).unsqueeze(-1)
@@ -420,6 +428,7 @@ def update_step(policy: Any, cfg: TrainConfig, state: TrainState, scored: Scored
         **fused.record,
         "loss": float(loss.detach()),
         "grad_norm": float(grad_norm),
+        "grpo/informative_group_share": _share_of_groups(informative_rows(fused.advantages, scored.group_ids), scored),
         "policy/entropy": entropy_mean,
         **_update_diagnostics(policy, cfg, scored, mask),
         **value_record(fused.record, state.ledger, n_rollouts=len(scored.group_ids)),
