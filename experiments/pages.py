@@ -212,6 +212,7 @@ NOT_REBUILT: dict[str, str] = {
     "autoresearch/main_job.md": "the quickstart's figures, written by hand from a fresh clone's run of `bash quickstart.sh`",
     "libero/group_ranking.md": "hand-written around a table that a test checks against group_ranking.json",
     "libero/positive_control/README.md": "the pre-registered study is still running; built by its runner's --report",
+    "libero/real_learns/README.md": "the pre-registered study is still running; built by its runner's --report",
     "synthetic/floor_level999_preregistration.md": "a pre-registration",
     "synthetic/floor_shrinkage_preregistration.md": "a pre-registration",
     "synthetic/README.md": "prose around the rebuilt table.md, figures and policy_evaluation.md; its section on an earlier run says it is not rebuilt",
@@ -221,37 +222,19 @@ NOT_REBUILT: dict[str, str] = {
 pre-registrations, pages a running study writes when it ends), and why."""
 
 UNARCHIVED: dict[str, str] = {
-    "autoresearch/bench/curves.md": "compute-to-target runs (rerun: wmrl experiment compute-to-target)",
-    "autoresearch/bench/table.md": "compute-to-target runs",
-    "autoresearch/bench_5wm/curves.md": "compute-to-target runs",
-    "autoresearch/bench_5wm/table.md": "compute-to-target runs",
-    "autoresearch/bench_5wm/uncached_seed0.md": "a one-seed run",
     "autoresearch/world_model/README.md": "prose over world-model cross-validation runs",
     "autoresearch/world_model/online_update/table.md": "the executions it replayed were not recorded (a rerun is ~33 min)",
     "autoresearch/world_model/world_model_cv.md": "world-model cross-validation runs",
     "autoresearch/world_model/world_model_cv_2fold.md": "world-model cross-validation runs",
-    "bench-synthetic/curves.md": "synthetic compute-to-target runs (seconds to rerun)",
-    "bench-synthetic/sweep.md": "synthetic compute-to-target runs",
-    "bench-synthetic/table.md": "synthetic compute-to-target runs",
-    "compute_to_target.md": "prose over the compute-to-target tables of runs not kept",
-    "libero/transfer_cpu.md": "runs that were never committed",
-    "libero/transfer_pilot.md": "runs that were never committed",
     "libero/world_models.md": "world-model report runs",
     "libero/world_models_onestep.md": "world-model report runs",
     "libero/world_models_t0-9.md": "world-model report runs",
-    "synthetic/floor_level999.md": "synthetic runs",
-    "synthetic/fusers.md": "synthetic runs",
-    "synthetic/fusers/gradient_error_shrinkage.md": "synthetic runs",
-    "synthetic/fusers/lambda_estimates.md": "synthetic runs",
-    "synthetic/fusers/table.md": "synthetic runs",
-    "synthetic/fusers/table_anchors_only.md": "synthetic runs",
-    "synthetic/fusers/table_no_test.md": "synthetic runs",
-    "synthetic/gradient_error.md": "synthetic runs",
-    "synthetic/noise_weight.md": "synthetic runs",
     "synthetic/value_check.md": "synthetic runs",
 }
 """Pages whose runs were not kept, so no command regenerates them, and why; each says so under its title
-(:data:`UNARCHIVED_NOTE`). Their figures are those of the code on the date they were made."""
+(:data:`UNARCHIVED_NOTE`). Their figures are those of the code on the date they were made. They are the ones
+the docs still rely on, to be re-run with an archive; unkept pages that a newer archived one superseded were
+retired (``git log --diff-filter=D -- docs/results``)."""
 
 UNARCHIVED_NOTE = (
     "> *Not rebuilt from an archive:* the runs behind this page were not kept, so no command regenerates it; its "

@@ -9,7 +9,7 @@ mean above 0.05.
 Resumable: a run whose ``metrics.jsonl`` already has every step is read, not re-run.
 
     python -m experiments.synthetic.noise_weight --out runs/noise_weight --seeds 0-19 --steps 30 \\
-        --fractions 0.1 0.05 --report docs/results/synthetic/noise_weight.md
+        --fractions 0.1 0.05 --report docs/results/synthetic/noise_weight_runs.md
 """
 
 from __future__ import annotations
