@@ -295,26 +295,22 @@ class LiberoVectorEnv:
     def step_async_at(self, i: int, action: np.ndarray) -> None:
         """Send environment ``i`` its action and return at once; :meth:`wait_steps` collects
         the result."""
-        w = self._workers[i]
-        if w.busy:
-            raise RuntimeError(f"environment {i} is still stepping; collect its result with wait_steps first")
-        w.busy = True
-        try:
-            w.conn.send(("step", np.asarray(action, dtype=np.float32)))
-        except (BrokenPipeError, OSError):
-            pass  # noticed in wait_steps as a crash
+        self._send_async(i, ("step", np.asarray(action, dtype=np.float32)), "wait_steps")
 
     def step_chunk_async_at(self, i: int, actions: np.ndarray) -> None:
         """Send environment ``i`` a chunk of actions (k, action dim) to step through in one round
         trip (:func:`step_through`) and return at once; :meth:`wait_chunks` collects the results."""
+        self._send_async(i, ("steps", np.asarray(actions, dtype=np.float32)), "wait_chunks")
+
+    def _send_async(self, i: int, message: tuple, collect: str) -> None:
         w = self._workers[i]
         if w.busy:
-            raise RuntimeError(f"environment {i} is still stepping; collect its result with wait_chunks first")
+            raise RuntimeError(f"environment {i} is still stepping; collect its result with {collect} first")
         w.busy = True
         try:
-            w.conn.send(("steps", np.asarray(actions, dtype=np.float32)))
+            w.conn.send(message)
         except (BrokenPipeError, OSError):
-            pass  # noticed in wait_chunks as a crash
+            pass  # noticed by the collecting wait as a crash
 
     def wait_steps(self, timeout_s: float = _REPLY_TIMEOUT_S) -> list[tuple[int, tuple]]:
         """Wait until at least one environment sent off by :meth:`step_async_at` has finished;
