@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from experiments.libero_grpo.evaluation import success_counts
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/libero/libero_long.yaml"
 CHECKPOINT = "plugins/libero/checkpoints/small_vla_dagger_t0-9_h1024.pt"
@@ -66,35 +68,6 @@ ARCHIVE = ROOT / "experiments/libero_grpo/archive"
 PAGE = ROOT / "docs/results/libero/positive_control/README.md"
 
 
-def evaluation_noise_seed(seed: int) -> int:
-    """The shared evaluation noise of experiment seed ``seed`` (every arm draws the same)."""
-    return 1_000_003 * seed + 11
-
-
-def success_counts(env: Any, policy: Any, seed: int, label: str) -> dict[str, Any]:
-    """One sampled episode of ``policy`` from every training init state of :data:`TASKS`."""
-    import torch
-
-    from wmrl_core.types import Task
-
-    tasks = [t for t in env.tasks("train") if t.data["init_state"] in TRAIN_INITS]
-    assert all(isinstance(t, Task) for t in tasks)
-    with torch.random.fork_rng(), torch.no_grad():
-        torch.manual_seed(evaluation_noise_seed(seed))
-        rollouts = policy.generate(tasks, 1)
-    outcomes = env.execute(rollouts.tasks, rollouts.solutions)
-    ok = [(o, t) for o, t in zip(outcomes, rollouts.tasks) if o.status == "ok"]
-    per_task = {str(i): [int(o.score) for o, t in ok if t.data["task_index"] == i] for i in TASKS}
-    out = {
-        "successes": int(sum(o.score for o, _ in ok)),
-        "episodes": len(ok),
-        "infrastructure_failures": len(outcomes) - len(ok),
-        "per_task": {k: [sum(v), len(v)] for k, v in per_task.items()},
-    }
-    print(f"  eval {label}: {out['successes']}/{out['episodes']}", flush=True)
-    return out
-
-
 class Evaluator:
     """``evaluate(run)`` for :func:`run_arms`: the base at sigma x1 and x3, a trained arm's final policy."""
 
@@ -126,12 +99,13 @@ class Evaluator:
                     SmallVLAPolicy(env, checkpoint=str(ROOT / CHECKPOINT), sigma_scale=scale, probe_size=0),
                     run.seed,
                     f"{name} sigma x{scale:g}",
+                    inits=TRAIN_INITS,
                 )
                 for scale in (1.0, SIGMA_SCALE)
             }
         policy = SmallVLAPolicy(env, checkpoint=str(ROOT / CHECKPOINT), sigma_scale=SIGMA_SCALE, probe_size=0)
         policy.load_state_dict(load_checkpoint(run.run_dir / "checkpoints")["policy"])
-        return {"final": success_counts(env, policy, run.seed, f"{name} final")}
+        return {"final": success_counts(env, policy, run.seed, f"{name} final", inits=TRAIN_INITS)}
 
 
 def training_curve(run_dir: Path) -> list[float]:
