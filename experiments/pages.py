@@ -82,6 +82,20 @@ def _libero_transfer(module: str, archive: str) -> Callable[[Path], int]:
     return build
 
 
+def _libero_positive_control(out: Path) -> int:
+    from experiments.libero_grpo import positive_control
+
+    with tempfile.TemporaryDirectory(prefix="wmrl-runs-") as runs:  # report-only restores the archive into it
+        return positive_control.main(["--report", "--out", str(out), "--runs", runs])
+
+
+def _gradient_snr(out: Path) -> int:
+    from experiments.libero_grpo import gradient_snr
+
+    records = [ROOT / f"experiments/libero_grpo/gradient_snr_seed{seed}.json" for seed in (5300, 5301)]
+    return gradient_snr.report(records, out)
+
+
 def _fusion_defaults(out: Path) -> int:
     import subprocess
 
@@ -167,6 +181,19 @@ PAGES: tuple[Page, ...] = (
         "experiments/libero_transfer/archive/resolving",
     ),
     Page(
+        "libero/positive_control",
+        ("README.md", "positive_control.json"),
+        _libero_positive_control,
+        "python -m experiments.libero_grpo.positive_control --report",
+    ),
+    Page(
+        "libero/gradient_snr",
+        ("README.md",),
+        _gradient_snr,
+        "python -m experiments.libero_grpo.gradient_snr --report docs/results/libero/gradient_snr --from "
+        "experiments/libero_grpo/gradient_snr_seed5300.json experiments/libero_grpo/gradient_snr_seed5301.json",
+    ),
+    Page(
         "synthetic/fusion_defaults",
         ("README.md", "summary.json"),
         _fusion_defaults,
@@ -211,7 +238,6 @@ NOT_REBUILT: dict[str, str] = {
     "autoresearch/lambda_estimates/README.md": "prose around the rebuilt lambda_estimates.md",
     "autoresearch/main_job.md": "the quickstart's figures, written by hand from a fresh clone's run of `bash quickstart.sh`",
     "libero/group_ranking.md": "hand-written around a table that a test checks against group_ranking.json",
-    "libero/positive_control/README.md": "the pre-registered study is still running; built by its runner's --report",
     "libero/real_learns/README.md": "the pre-registered study is still running; built by its runner's --report",
     "synthetic/floor_level999_preregistration.md": "a pre-registration",
     "synthetic/floor_shrinkage_preregistration.md": "a pre-registration",

@@ -14,6 +14,8 @@ as noise). Reported for all weights, the network alone and ``log_std`` alone.
 
     python -m experiments.libero_grpo.gradient_snr --settings step:1 chunk:1.6 --groups 32 --seed 5300
     python -m experiments.libero_grpo.gradient_snr --smoke      # every path, tiny, in seconds of simulation
+    python -m experiments.libero_grpo.gradient_snr --report docs/results/libero/gradient_snr \
+        --from experiments/libero_grpo/gradient_snr_seed5300.json experiments/libero_grpo/gradient_snr_seed5301.json
 """
 
 from __future__ import annotations
@@ -141,6 +143,115 @@ def probe(setting: str, groups: int, group_size: int, seed: int, env: Any, max_s
     return result
 
 
+PAGE_FILES = ("README.md", "gradient_snr.png")
+
+
+def _groups_text(value: float) -> str:
+    return "none measurable" if not math.isfinite(value) or value <= 0 else f"{value:.0f}"
+
+
+def page(records: list[dict[str, Any]]) -> str:
+    """The results page: every setting of every probe round, one row each."""
+    from wmrl_core.experiments.report import markdown_table, number
+
+    rows = [
+        [
+            str(record["seed"]),
+            f"`{r['setting']}`",
+            number(r["success"]),
+            f"{r['all_equal_group_share']:.0%}",
+            f"{number(r['network']['cosine'], 2, signed=True)} ({number(r['network']['cosine_sd_over_splits'], 2)})",
+            _groups_text(r["network"]["groups_per_half_for_cos_0.5"]),
+            f"{number(r['log_std']['cosine'], 2, signed=True)} ({number(r['log_std']['cosine_sd_over_splits'], 2)})",
+            _groups_text(r["log_std"]["groups_per_half_for_cos_0.5"]),
+            number(r["cpu_s_per_episode"], 2),
+        ]
+        for record in records
+        for r in record["results"]
+    ]
+    return "\n".join(
+        [
+            "# How much of a GRPO step's gradient is signal? LIBERO, the shipped small VLA",
+            "",
+            "A sizing probe for the GRPO recipe, not a claim that anything learns. Plan, committed before each round: "
+            "[`PLAN_GRADIENT_SNR.md`](../../../../experiments/libero_grpo/PLAN_GRADIENT_SNR.md). Built from the "
+            "committed JSONs by `python -m experiments.libero_grpo.gradient_snr --report docs/results/libero/gradient_snr "
+            "--from experiments/libero_grpo/gradient_snr_seed5300.json experiments/libero_grpo/gradient_snr_seed5301.json`; "
+            "a round runs with `python -m experiments.libero_grpo.gradient_snr --settings ... --groups 32 --seed S "
+            "--out ...`. Machine: 2-core x86_64 CPU, physics only.",
+            "",
+            "Each setting (`noise:temperature`: a noise draw per action, `step`, or one per 4-action chunk, `chunk`, "
+            "with the behaviour-cloning sigma multiplied by the temperature) samples 32 groups of 8 episodes from "
+            "training init states of LIBERO-10 tasks 4 and 6 and simulates them; each group's GRPO gradient (sparse "
+            "success, advantages scaled per group, `sequence_mean`, ratio 1) is computed once. The cosine between "
+            "two disjoint halves of 16 groups, averaged over 200 random halvings (sd over halvings in brackets), "
+            "estimates `|mu|^2 / (|mu|^2 + tr(Sigma)/16)`; from it, the groups a half would need for a cosine of 0.5 "
+            "(signal as large as noise). The network's weights and the action `log_std` separately.",
+            "",
+            markdown_table(
+                [
+                    "seed",
+                    "setting",
+                    "success",
+                    "all-equal groups",
+                    "network: cosine (sd)",
+                    "groups/half for 0.5",
+                    "log_std: cosine (sd)",
+                    "groups/half for 0.5",
+                    "CPU-s/episode",
+                ],
+                rows,
+                align="llrrrrrrr",
+            ),
+            "",
+            "![cosine between halves, per setting](gradient_snr.png)",
+            "",
+            "What it does not show: each cosine is that of one parameter point (the base policy) and one seed; after "
+            "updates the ratio changes. The split-to-split sd is not a seed-to-seed interval. A setting's gradient "
+            "estimates the gradient of success *under that exploration*; how much of it carries over to the policy "
+            "evaluated at its own sigma is what a training run measures.",
+            "",
+        ]
+    )
+
+
+def plot(records: list[dict[str, Any]], path: Path) -> None:
+    """Cosine between halves per setting (error bars: sd over halvings), network and ``log_std``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = [(record["seed"], r) for record in records for r in record["results"]]
+    labels = [f"{r['setting']}\n(seed {seed}, success {r['success']:.2f})" for seed, r in results]
+    x = np.arange(len(results))
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(results)), 3.6))
+    for offset, part in ((-0.15, "network"), (0.15, "log_std")):
+        ax.errorbar(
+            x + offset,
+            [r[part]["cosine"] for _, r in results],
+            yerr=[r[part]["cosine_sd_over_splits"] for _, r in results],
+            fmt="o",
+            capsize=3,
+            label=part,
+        )
+    ax.axhline(0, color="gray", lw=0.8)
+    ax.set_xticks(x, labels, fontsize=7)
+    ax.set_ylabel("cosine between halves (16 groups each)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def report(paths: list[Path], out: Path) -> int:
+    records = [json.loads(p.read_text()) for p in paths]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "README.md").write_text(page(records))
+    plot(records, out / "gradient_snr.png")
+    return 0
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from wmrl_libero.environment import LiberoEnvironment
 
@@ -152,7 +263,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "runs/libero_gradient_snr.json")
     ap.add_argument("--smoke", action="store_true", help="2 groups of 2, 40-step episodes (checks every path)")
+    ap.add_argument("--report", type=Path, metavar="DIR", help="no probing: the page in DIR from the --from JSONs")
+    ap.add_argument("--from", dest="records", nargs="+", type=Path, default=[], help="probe JSONs for --report")
     args = ap.parse_args(argv)
+    if args.report:
+        if not args.records:
+            ap.error("--report needs --from with at least one probe JSON")
+        return report(args.records, args.report)
     groups, size, steps = (2, 2, 40) if args.smoke else (args.groups, args.group_size, 520)
     env = LiberoEnvironment(
         task_indices=TASKS,

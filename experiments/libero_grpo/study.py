@@ -15,3 +15,8 @@ def wmrl_register_experiments(table):
         "experiments.libero_grpo.gradient_snr:main",
         description="LIBERO: how much of a GRPO step's gradient is signal, per exploration setting (sizes the recipe)",
     )
+    table.add(
+        "libero-real-learns",
+        "experiments.libero_grpo.real_learns:main",
+        description="LIBERO: does GRPO improve the behaviour-cloned small VLA? real against the noise control (6 seeds)",
+    )

@@ -1,0 +1,357 @@
+"""Does GRPO improve the behaviour-cloned small VLA on LIBERO here? ``real`` against the matched noise
+control under the sized recipe, pre-registered in ``PREREGISTRATION_REAL_LEARNS.md`` beside this file.
+
+Arms, seeds outer and arms inner, through :func:`wmrl_core.experiments.runner.run_arms`:
+
+* ``base``: the shipped small VLA, not trained;
+* ``real``: GRPO on the simulator's sparse success, every group simulated;
+* ``noise_control``: the same recipe and steps on i.i.d. U(0, 1) scores of imagined rollouts
+  (``mode=world_model``, ``libero-imagination`` with ``noise_scores``): what the updates do with no signal.
+
+Each arm-seed's final network is evaluated at the behaviour-cloning sigma (the shipped ``log_std``, whatever
+training did to it; temperature 1, a noise draw per action, as the base policy was always evaluated) on every
+training init state (0-39) and every held-out one (40-49) of tasks 4 and 6, :data:`EVAL_SAMPLES` episodes
+each, with evaluation noise shared by the seed's arms.
+
+    python -m experiments.libero_grpo.real_learns                 # run (resumable), then the page
+    python -m experiments.libero_grpo.real_learns --report        # the page from what is finished
+    python -m experiments.libero_grpo.real_learns --pack-partial  # after stopping mid-run
+    python -m experiments.libero_grpo.real_learns --smoke DIR     # every arm end to end, tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.libero_grpo.evaluation import success_counts
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs/libero/libero_long.yaml"
+CHECKPOINT = "plugins/libero/checkpoints/small_vla_dagger_t0-9_h1024.pt"
+TASKS = [4, 6]
+SEEDS = [5400, 5401, 5402, 5403, 5404, 5405]
+"""Fresh seeds: no LIBERO study used 5400-5405."""
+STEPS = 40
+EPISODES_PER_STEP = 32
+EVAL_SAMPLES = 4
+NOISE, TEMPERATURE = "step", 1.0
+"""Training exploration, by ``PLAN_GRADIENT_SNR.md``'s rule: no setting tried gave the network a measurable signal."""
+SMALLEST_EFFECT = 0.08
+"""The pre-registered smallest effect of interest on the training init states (success, 0-1)."""
+RECIPE = [
+    f"policy.kwargs.noise={NOISE}",
+    f"policy.kwargs.temperature={TEMPERATURE}",
+    "policy.kwargs.log_std_lr=0.03",
+    "rollout.batch_tasks=4",
+    "rollout.group_size=8",
+    "grpo.lr=1.0e-4",
+    "grpo.kl_coef=0.0",
+    "grpo.clip_eps=0.2",
+    "grpo.epochs=2",
+    "grpo.minibatches=2",
+    "grpo.drop_uninformative_groups=true",
+    "grpo.loss_aggregation=sequence_mean",
+]
+COMMON = [
+    f"environment.kwargs.task_indices=[{','.join(map(str, TASKS))}]",
+    "environment.kwargs.num_workers=2",
+    "environment.kwargs.envs_per_worker=2",
+    f"policy.kwargs.checkpoint={CHECKPOINT}",
+    *RECIPE,
+    f"steps={STEPS}",
+    "checkpoint.every=4",
+    "eval.every=0",
+]
+ARMS: dict[str, list[str] | None] = {
+    "base": None,
+    "real": ["mode=real"],
+    "noise_control": ["mode=world_model", "world_model.kwargs.noise_scores=true"],
+}
+SETTINGS = {"tasks": TASKS, "eval_samples_per_init": EVAL_SAMPLES, "eval_splits": ["train", "heldout"]}
+RUNS = ROOT / "runs/libero_real_learns"
+ARCHIVE = ROOT / "experiments/libero_grpo/archive_real_learns"
+PAGE = ROOT / "docs/results/libero/real_learns/README.md"
+SPLITS = ("train", "heldout")
+
+
+class Evaluator:
+    """``evaluate(run)`` for :func:`run_arms`: the arm's final network (the base untrained) at the
+    behaviour-cloning sigma, temperature 1."""
+
+    def __init__(self, samples: int = EVAL_SAMPLES, inits: dict[str, list[int]] | None = None) -> None:
+        self._env = None
+        self.samples, self.inits = samples, inits or {}
+
+    def env(self):
+        if self._env is None:
+            from wmrl_libero.environment import LiberoEnvironment
+
+            self._env = LiberoEnvironment(task_indices=TASKS, num_workers=2, envs_per_worker=2, trajectory_states=0)
+        return self._env
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+
+    def __call__(self, run) -> dict[str, Any]:
+        import torch
+        from wmrl_libero.policies.small_vla import SmallVLAPolicy
+
+        from wmrl_core.checkpoint import load_checkpoint
+
+        env = self.env()
+        policy = SmallVLAPolicy(env, checkpoint=str(ROOT / CHECKPOINT), probe_size=0)  # noise "step", temperature 1
+        if run.arm.train:
+            shipped_log_std = policy.model.log_std.detach().clone()
+            policy.load_state_dict(load_checkpoint(run.run_dir / "checkpoints")["policy"])
+            with torch.no_grad():  # evaluated at the behaviour-cloning sigma: what training did to the means
+                policy.model.log_std.copy_(shipped_log_std)
+        name = f"seed {run.seed} {run.arm.name}"
+        return {
+            split: success_counts(
+                env, policy, run.seed, name, split=split, inits=self.inits.get(split), samples=self.samples
+            )
+            for split in SPLITS
+        }
+
+
+def training_curve(run_dir: Path) -> list[float]:
+    """``real``'s success per training step on the step's simulated episodes (``reward/real_mean``)."""
+    from wmrl_core.metrics import read_metrics
+
+    return [float(r["reward/real_mean"]) for r in read_metrics(run_dir) if r.get("reward/real_mean") is not None]
+
+
+def rate(record: dict | None, split: str) -> float | None:
+    if not record or not record[split]["episodes"]:
+        return None
+    return record[split]["successes"] / record[split]["episodes"]
+
+
+def analyse(records: dict[str, dict[int, dict]]) -> dict[str, Any]:
+    """The pre-registered endpoints from the evaluations ``records[arm][seed]``."""
+    from wmrl_core.experiments.stats import mean_t_interval
+
+    seeds = sorted(set(records.get("real", {})) & set(records.get("noise_control", {})))
+    out: dict[str, Any] = {"seeds": seeds, "finished": len(seeds), "planned": len(SEEDS)}
+    for split in SPLITS:
+        diffs = [rate(records["real"][s], split) - rate(records["noise_control"][s], split) for s in seeds]
+        versus_base = [
+            rate(records["real"][s], split) - rate(records["base"][s], split)
+            for s in seeds
+            if s in records.get("base", {})
+        ]
+        mean, half = mean_t_interval(diffs) if len(diffs) >= 2 else (float("nan"), float("nan"))
+        out[split] = {
+            "real_minus_control": diffs,
+            "mean": mean,
+            "ci": [mean - half, mean + half],
+            "real_minus_base": versus_base,
+            "rates": {
+                arm: {s: rate(records.get(arm, {}).get(s), split) for s in sorted(records.get(arm, {}))} for arm in ARMS
+            },
+        }
+    out["verdict"] = verdict(out["train"]) if len(seeds) == len(SEEDS) else None
+    return out
+
+
+KEEPS = "keeps the policy where updates on noise degrade it; not shown to improve it"
+
+
+def verdict(train: dict[str, Any]) -> str:
+    """The pre-registered reading of the primary interval (``real`` - control), beside ``real`` - ``base``."""
+    from wmrl_core.experiments.stats import mean_t_interval
+
+    lo, hi = train["ci"]
+    if lo > 0:
+        mean, half = mean_t_interval(train["real_minus_base"])
+        return "learns" if mean - half > 0 else KEEPS
+    return "no effect as large as the smallest of interest" if hi < SMALLEST_EFFECT else "unresolved"
+
+
+def plot(result: dict[str, Any], curves: dict[int, list[float]], path: Path) -> None:
+    """Left: each seed's ``real`` - control (train and held-out init states) with the mean's 95% t-interval.
+    Right: ``real``'s training success per step, each seed and the mean with its 95% t-band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from wmrl_core.experiments.stats import mean_t_interval
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
+    for x, split in enumerate(SPLITS):
+        diffs = result[split]["real_minus_control"]
+        ax.scatter([x] * len(diffs), diffs, color="gray", s=14, label="a seed" if x == 0 else None)
+        if len(diffs) >= 2:
+            lo, hi = result[split]["ci"]
+            ax.errorbar(
+                x + 0.15,
+                result[split]["mean"],
+                yerr=[[result[split]["mean"] - lo], [hi - result[split]["mean"]]],
+                fmt="o",
+                color="black",
+                capsize=4,
+                label="mean, 95% t-interval" if x == 0 else None,
+            )
+    ax.axhline(0, color="gray", lw=0.8)
+    ax.axhline(SMALLEST_EFFECT, color="tab:green", ls="--", lw=1, label="smallest effect of interest")
+    ax.set_xticks(range(len(SPLITS)), ["training init states", "held-out init states"])
+    ax.set_ylabel("success, real - noise control")
+    ax.legend(fontsize=7)
+    for seed, curve in sorted(curves.items()):
+        bx.plot(range(1, len(curve) + 1), curve, lw=0.8, alpha=0.5, label=f"seed {seed}")
+    n = min((len(c) for c in curves.values()), default=0)
+    if len(curves) >= 2 and n:
+        stats = [mean_t_interval([c[t] for c in curves.values()]) for t in range(n)]
+        mean, half = np.array([m for m, _ in stats]), np.array([h for _, h in stats])
+        bx.plot(range(1, n + 1), mean, color="black", lw=2, label="mean")
+        bx.fill_between(range(1, n + 1), mean - half, mean + half, color="black", alpha=0.15, label="95% t over seeds")
+    bx.set(xlabel="training step (32 simulated episodes)", ylabel="success of the step's episodes")
+    bx.set_title(f"real: training success (exploration {NOISE}, temperature {TEMPERATURE:g})", fontsize=9)
+    bx.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def page(result: dict[str, Any]) -> str:
+    """The results page: the pre-registered endpoints (a verdict only once every seed is in), every seed."""
+    from wmrl_core.experiments.report import interval_text, markdown_table, number
+
+    rows = []
+    for s in result["seeds"]:
+        cells = [str(s)]
+        for split in SPLITS:
+            rates = result[split]["rates"]
+            cells += [number(rates["base"].get(s)), number(rates["real"].get(s)), number(rates["noise_control"].get(s))]
+        cells += [number(d, signed=True) for d in (result["train"]["real_minus_control"][result["seeds"].index(s)],)]
+        rows.append(cells)
+    if result["verdict"] is None:
+        verdict = f"In progress ({result['finished']} of {result['planned']} seeds finished): no verdict yet."
+    else:
+        verdict = (
+            f"**{result['verdict'].capitalize()}**: `real` - `noise_control` on the training init states "
+            f"{interval_text(result['train']['real_minus_control'], signed=True)} (smallest effect of interest "
+            f"+{SMALLEST_EFFECT:.2f}); held-out init states {interval_text(result['heldout']['real_minus_control'], signed=True)}."
+        )
+    return "\n".join(
+        [
+            "# Does GRPO improve the behaviour-cloned small VLA on LIBERO here? `real` against the noise control",
+            "",
+            "[Pre-registration](../../../../experiments/libero_grpo/PREREGISTRATION_REAL_LEARNS.md), committed before "
+            "the first seed. Built from the archive by `python -m experiments.libero_grpo.real_learns --report`; the "
+            "run: the same command without `--report` (resumable). Machine: 2-core x86_64 CPU, physics only.",
+            "",
+            f"The shipped small VLA; `real` trains {STEPS} steps of {EPISODES_PER_STEP} simulated episodes on tasks 4 "
+            f"and 6 (exploration `{NOISE}` at temperature {TEMPERATURE:g}; recipe: `{' '.join(RECIPE)}`); the noise "
+            "control trains on i.i.d. scores of imagined rollouts with the same recipe and steps. Every arm is "
+            f"evaluated at the behaviour-cloning sigma (its trained means, the shipped `log_std`), {EVAL_SAMPLES} episodes from each of the 80 training and 20 held-out init states.",
+            "",
+            "## Verdict (pre-registered primary endpoint)",
+            "",
+            verdict,
+            "",
+            "## Every seed",
+            "",
+            markdown_table(
+                [
+                    "seed",
+                    "train: base",
+                    "train: real",
+                    "train: control",
+                    "held-out: base",
+                    "held-out: real",
+                    "held-out: control",
+                    "train: real - control",
+                ],
+                rows,
+            ),
+            "",
+            "![real - control per seed, and real's training success](real_learns.png)",
+            "",
+            "What it does not show: two tasks of LIBERO-10 and one small policy trained on this machine; a sampled "
+            "policy evaluated at the behaviour-cloning sigma (not the mean action, not its learned sigma); the noise control imagines its rollouts, so it "
+            "also differs from `real` in episode lengths.",
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    from wmrl_core.experiments.runner import pack_unfinished, run_arms
+
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    ap.add_argument("--report", action="store_true", help="no training: the page from what is finished")
+    ap.add_argument("--pack-partial", action="store_true", help="pack half-done arm-seeds into the archive")
+    ap.add_argument("--smoke", metavar="DIR", help="every arm end to end in DIR: 2 seeds, 2 steps, tiny groups")
+    args = ap.parse_args(argv)
+    runs, archive, page_path, seeds, common, settings = RUNS, ARCHIVE, PAGE, SEEDS, COMMON, SETTINGS
+    evaluate = Evaluator()
+    if args.smoke:
+        smoke = Path(args.smoke)
+        runs, archive, page_path, seeds = smoke / "runs", smoke / "archive", smoke / "page.md", SEEDS[:2]
+        common = [
+            *COMMON,
+            "steps=2",
+            "rollout.batch_tasks=2",
+            "rollout.group_size=2",
+            "grpo.minibatches=1",
+            "policy.kwargs.max_steps=30",
+            "environment.kwargs.max_episode_steps=30",
+        ]
+        settings = {**SETTINGS, "smoke": True}
+        evaluate = Evaluator(samples=1, inits={"train": [0], "heldout": [40]})
+    if args.pack_partial:
+        for path in pack_unfinished(runs, archive):
+            print("packed", path)
+        return 0
+    try:
+        arm_runs = run_arms(
+            CONFIG,
+            ARMS,
+            seeds,
+            runs,
+            overrides=common,
+            evaluate=evaluate,
+            settings=settings,
+            archive=archive,
+            ignore=["environment.kwargs.num_workers"],
+            report_only=args.report,
+            progress=True,
+            on_run=lambda run: print(f"== seed {run.seed} {run.arm.name}", flush=True),
+        )
+    finally:
+        evaluate.close()
+    records: dict[str, dict[int, dict]] = {}
+    curves: dict[int, list[float]] = {}
+    for run in arm_runs:
+        records.setdefault(run.arm.name, {})[run.seed] = run.record
+        if run.arm.name == "real":
+            curves[run.seed] = training_curve(run.run_dir)
+    if not {"real", "noise_control"} <= set(records):
+        print("no seed finished yet")
+        return 0
+    result = analyse(records)
+    result["curves"] = curves
+    page_path.parent.mkdir(parents=True, exist_ok=True)
+    (page_path.parent / "real_learns.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    page_path.write_text(page(json.loads(json.dumps(result, default=str), object_hook=_int_keys)))
+    plot(result, curves, page_path.parent / "real_learns.png")
+    print(page_path.read_text())
+    return 0
+
+
+def _int_keys(d: dict) -> dict:
+    """JSON keeps seeds as strings; the page reads them back as ints."""
+    return {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in d.items()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The `real`-learns study's endpoints and page, from hand-made evaluation records (no simulator)."""
+
+import pytest
+
+from experiments.libero_grpo import real_learns
+from experiments.libero_grpo.real_learns import SEEDS, analyse, page
+
+
+def _record(train: int, heldout: int) -> dict:
+    return {
+        "train": {"successes": train, "episodes": 320, "infrastructure_failures": 0, "per_task": {}},
+        "heldout": {"successes": heldout, "episodes": 80, "infrastructure_failures": 0, "per_task": {}},
+    }
+
+
+def _records(real_gain: list[int], control_loss: int = 0) -> dict:
+    return {
+        "base": {s: _record(180, 40) for s in SEEDS},
+        "real": {s: _record(180 + g, 40 + g // 4) for s, g in zip(SEEDS, real_gain)},
+        "noise_control": {s: _record(180 - control_loss, 40) for s in SEEDS},
+    }
+
+
+@pytest.mark.parametrize(
+    "gains, verdict",
+    [
+        ([40, 45, 35, 50, 42, 38], "learns"),  # +12.5 points on 320 episodes, tight across seeds
+        ([1, -2, 0, 2, -1, 0], "no effect as large as the smallest of interest"),
+        ([60, -40, 30, -20, 50, -30], "unresolved"),  # the interval spans 0 and the smallest effect
+    ],
+)
+def test_the_verdict_reads_the_primary_interval(gains, verdict):
+    result = analyse(_records(gains))
+    assert result["verdict"] == verdict
+    diffs = result["train"]["real_minus_control"]
+    assert diffs == pytest.approx([g / 320 for g in gains])
+    assert result["train"]["ci"][0] < result["train"]["mean"] < result["train"]["ci"][1]
+    text = page(result)
+    assert verdict.capitalize() in text and all(str(s) in text for s in SEEDS)
+
+
+def test_a_gap_the_control_opens_by_losing_success_is_not_called_learning():
+    result = analyse(_records([30, -30, 20, -20, 10, -10], control_loss=40))
+    assert result["train"]["ci"][0] > 0  # real - control is above 0 ...
+    assert result["verdict"] == real_learns.KEEPS  # ... but real - base is not
+
+
+def test_no_verdict_until_every_seed_is_in():
+    records = _records([40] * len(SEEDS))
+    for arm in ("real", "noise_control"):
+        del records[arm][SEEDS[-1]]
+    result = analyse(records)
+    assert result["verdict"] is None and result["finished"] == len(SEEDS) - 1
+    assert "no verdict yet" in page(result)
+
+
+def test_the_recipe_is_the_one_the_pre_registration_names():
+    text = (real_learns.ROOT / "experiments/libero_grpo/PREREGISTRATION_REAL_LEARNS.md").read_text()
+    for override in real_learns.RECIPE:
+        assert f"`{override}`" in text, override
+    assert f"{real_learns.STEPS} steps" in text and ", ".join(map(str, SEEDS)) in text
