@@ -28,7 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from experiments.libero_grpo.evaluation import success_counts
+from experiments.libero_grpo.common import (
+    LazyLiberoEnv,
+    int_keys,
+    run_study,
+    success_counts,
+    training_curve,
+    update_summary,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/libero/libero_long.yaml"
@@ -68,22 +75,11 @@ ARCHIVE = ROOT / "experiments/libero_grpo/archive"
 PAGE = ROOT / "docs/results/libero/positive_control/README.md"
 
 
-class Evaluator:
+class Evaluator(LazyLiberoEnv):
     """``evaluate(run)`` for :func:`run_arms`: the base at sigma x1 and x3, a trained arm's final policy."""
 
     def __init__(self) -> None:
-        self._env = None
-
-    def env(self):
-        if self._env is None:
-            from wmrl_libero.environment import LiberoEnvironment
-
-            self._env = LiberoEnvironment(task_indices=TASKS, num_workers=2, envs_per_worker=2, trajectory_states=0)
-        return self._env
-
-    def close(self) -> None:
-        if self._env is not None:
-            self._env.close()
+        super().__init__(TASKS)
 
     def __call__(self, run) -> dict[str, Any]:
         from wmrl_libero.policies.small_vla import SmallVLAPolicy
@@ -106,28 +102,6 @@ class Evaluator:
         policy = SmallVLAPolicy(env, checkpoint=str(ROOT / CHECKPOINT), sigma_scale=SIGMA_SCALE, probe_size=0)
         policy.load_state_dict(load_checkpoint(run.run_dir / "checkpoints")["policy"])
         return {"final": success_counts(env, policy, run.seed, f"{name} final", inits=TRAIN_INITS)}
-
-
-def training_curve(run_dir: Path) -> list[float]:
-    """``real``'s success per training step (its ``reward/real_mean``: 32 simulated episodes)."""
-    from wmrl_core.metrics import read_metrics
-
-    return [float(r["reward/real_mean"]) for r in read_metrics(run_dir) if r.get("reward/real_mean") is not None]
-
-
-def update_summary(run_dir: Path) -> dict[str, float]:
-    """The pre-registration's secondary update diagnostics of a trained arm-seed: sigma after the first and
-    the last update, the action-mean shift from the start on the probe set, mean clip fraction and KL."""
-    from wmrl_core.metrics import read_metrics
-
-    rows = [r for r in read_metrics(run_dir) if r.get("policy/sigma_mean") is not None]
-    return {
-        "sigma_first": float(rows[0]["policy/sigma_mean"]),
-        "sigma_last": float(rows[-1]["policy/sigma_mean"]),
-        "action_shift": float(rows[-1]["policy/action_shift_from_start"]),
-        "clip_fraction": float(np.mean([r["policy/clip_fraction"] for r in rows])),
-        "approx_kl": float(np.mean([r["policy/approx_kl"] for r in rows])),
-    }
 
 
 def sigma_curve(run_dir: Path) -> list[float]:
@@ -371,7 +345,7 @@ def _minus(a: float | None, b: float | None) -> str:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    from wmrl_core.experiments.runner import pack_unfinished, run_arms
+    from wmrl_core.experiments.runner import pack_unfinished
 
     global RUNS, ARCHIVE, PAGE, SEEDS, TRAIN_INITS
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
@@ -403,23 +377,17 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             print("packed", path)
         return 0
     evaluate = Evaluator()
-    try:
-        runs = run_arms(
-            CONFIG,
-            ARMS,
-            SEEDS,
-            RUNS,
-            overrides=common,
-            evaluate=evaluate,
-            settings=settings,
-            archive=ARCHIVE,
-            ignore=["environment.kwargs.num_workers"],
-            report_only=args.report,
-            progress=True,
-            on_run=lambda run: print(f"== seed {run.seed} {run.arm.name}", flush=True),
-        )
-    finally:
-        evaluate.close()
+    runs = run_study(
+        CONFIG,
+        ARMS,
+        SEEDS,
+        RUNS,
+        ARCHIVE,
+        overrides=common,
+        settings=settings,
+        evaluate=evaluate,
+        report_only=args.report,
+    )
     records: dict[str, dict[int, dict]] = {}
     curves: dict[int, list[float]] = {}
     sigmas: dict[int, list[float]] = {}
@@ -441,15 +409,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     }
     PAGE.parent.mkdir(parents=True, exist_ok=True)
     (PAGE.parent / "positive_control.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-    PAGE.write_text(page(json.loads(json.dumps(result, default=str), object_hook=_int_keys)))
+    PAGE.write_text(page(json.loads(json.dumps(result, default=str), object_hook=int_keys)))
     plot(result, PAGE.parent / "positive_control.png")
     print(PAGE.read_text())
     return 0
-
-
-def _int_keys(d: dict) -> dict:
-    """JSON keeps seeds as strings; the page reads them back as ints."""
-    return {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in d.items()}
 
 
 if __name__ == "__main__":

@@ -29,7 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from experiments.libero_grpo.evaluation import success_counts
+from experiments.libero_grpo.common import (
+    LazyLiberoEnv,
+    int_keys,
+    run_study,
+    success_counts,
+    training_curve,
+    update_summary,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/libero/libero_long.yaml"
@@ -80,24 +87,13 @@ PAGE = ROOT / "docs/results/libero/real_learns/README.md"
 SPLITS = ("train", "heldout")
 
 
-class Evaluator:
+class Evaluator(LazyLiberoEnv):
     """``evaluate(run)`` for :func:`run_arms`: the arm's final network (the base untrained) at the
     behaviour-cloning sigma, temperature 1."""
 
     def __init__(self, samples: int = EVAL_SAMPLES, inits: dict[str, list[int]] | None = None) -> None:
-        self._env = None
+        super().__init__(TASKS)
         self.samples, self.inits = samples, inits or {}
-
-    def env(self):
-        if self._env is None:
-            from wmrl_libero.environment import LiberoEnvironment
-
-            self._env = LiberoEnvironment(task_indices=TASKS, num_workers=2, envs_per_worker=2, trajectory_states=0)
-        return self._env
-
-    def close(self) -> None:
-        if self._env is not None:
-            self._env.close()
 
     def __call__(self, run) -> dict[str, Any]:
         import torch
@@ -119,13 +115,6 @@ class Evaluator:
             )
             for split in SPLITS
         }
-
-
-def training_curve(run_dir: Path) -> list[float]:
-    """``real``'s success per training step on the step's simulated episodes (``reward/real_mean``)."""
-    from wmrl_core.metrics import read_metrics
-
-    return [float(r["reward/real_mean"]) for r in read_metrics(run_dir) if r.get("reward/real_mean") is not None]
 
 
 def rate(record: dict | None, split: str) -> float | None:
@@ -276,6 +265,40 @@ def page(result: dict[str, Any]) -> str:
             "",
             "![real - control per seed, and real's training success](real_learns.png)",
             "",
+            "## What the updates did (secondary, descriptive)",
+            "",
+            "Sigma (mean over the 7 dimensions) after the first and the last update, how far the chunk means moved "
+            "on the probe set from the start, and per-step means of clip fraction, approximate KL and the share of "
+            "groups that entered the update (the rest scored alike).",
+            "",
+            markdown_table(
+                [
+                    "arm",
+                    "seed",
+                    "sigma, first",
+                    "sigma, last",
+                    "action-mean shift",
+                    "clip fraction",
+                    "approx. KL",
+                    "groups used",
+                ],
+                [
+                    [
+                        arm,
+                        str(s),
+                        number(u["sigma_first"]),
+                        number(u["sigma_last"]),
+                        number(u["action_shift"], 4),
+                        number(u["clip_fraction"]),
+                        number(u["approx_kl"], 4),
+                        number(u["informative_group_share"], 2),
+                    ]
+                    for arm in ("real", "noise_control")
+                    for s, u in sorted(result.get("updates", {}).get(arm, {}).items())
+                ],
+                align="llrrrrrr",
+            ),
+            "",
             "What it does not show: two tasks of LIBERO-10 and one small policy trained on this machine; a sampled "
             "policy evaluated at the behaviour-cloning sigma (not the mean action, not its learned sigma); the noise control imagines its rollouts, so it "
             "also differs from `real` in episode lengths.",
@@ -285,7 +308,7 @@ def page(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    from wmrl_core.experiments.runner import pack_unfinished, run_arms
+    from wmrl_core.experiments.runner import pack_unfinished
 
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("--report", action="store_true", help="no training: the page from what is finished")
@@ -312,45 +335,37 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         for path in pack_unfinished(runs, archive):
             print("packed", path)
         return 0
-    try:
-        arm_runs = run_arms(
-            CONFIG,
-            ARMS,
-            seeds,
-            runs,
-            overrides=common,
-            evaluate=evaluate,
-            settings=settings,
-            archive=archive,
-            ignore=["environment.kwargs.num_workers"],
-            report_only=args.report,
-            progress=True,
-            on_run=lambda run: print(f"== seed {run.seed} {run.arm.name}", flush=True),
-        )
-    finally:
-        evaluate.close()
+    arm_runs = run_study(
+        CONFIG,
+        ARMS,
+        seeds,
+        runs,
+        archive,
+        overrides=common,
+        settings=settings,
+        evaluate=evaluate,
+        report_only=args.report,
+    )
     records: dict[str, dict[int, dict]] = {}
     curves: dict[int, list[float]] = {}
+    updates: dict[str, dict[int, dict[str, Any]]] = {}
     for run in arm_runs:
         records.setdefault(run.arm.name, {})[run.seed] = run.record
+        if run.arm.train:
+            updates.setdefault(run.arm.name, {})[run.seed] = update_summary(run.run_dir)
         if run.arm.name == "real":
             curves[run.seed] = training_curve(run.run_dir)
     if not {"real", "noise_control"} <= set(records):
         print("no seed finished yet")
         return 0
     result = analyse(records)
-    result["curves"] = curves
+    result["curves"], result["updates"] = curves, updates
     page_path.parent.mkdir(parents=True, exist_ok=True)
     (page_path.parent / "real_learns.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-    page_path.write_text(page(json.loads(json.dumps(result, default=str), object_hook=_int_keys)))
+    page_path.write_text(page(json.loads(json.dumps(result, default=str), object_hook=int_keys)))
     plot(result, curves, page_path.parent / "real_learns.png")
     print(page_path.read_text())
     return 0
-
-
-def _int_keys(d: dict) -> dict:
-    """JSON keeps seeds as strings; the page reads them back as ints."""
-    return {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in d.items()}
 
 
 if __name__ == "__main__":
