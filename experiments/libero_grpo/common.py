@@ -133,3 +133,45 @@ def run_study(
 def int_keys(d: dict) -> dict:
     """JSON keeps seeds as strings; a page reads them back as ints (``json.loads(..., object_hook=int_keys)``)."""
     return {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in d.items()}
+
+
+def collect(
+    arm_runs: Sequence[Any],
+) -> tuple[dict[str, dict[int, dict]], dict[int, list[float]], dict[str, dict[int, dict]]]:
+    """From finished arm-seeds: evaluation records ``[arm][seed]``, ``real``'s training curves ``[seed]`` and
+    the trained arms' :func:`update_summary` ``[arm][seed]``."""
+    records: dict[str, dict[int, dict]] = {}
+    curves: dict[int, list[float]] = {}
+    updates: dict[str, dict[int, dict[str, Any]]] = {}
+    for run in arm_runs:
+        records.setdefault(run.arm.name, {})[run.seed] = run.record
+        if run.arm.train:
+            updates.setdefault(run.arm.name, {})[run.seed] = update_summary(run.run_dir)
+        if run.arm.name == "real":
+            curves[run.seed] = training_curve(run.run_dir)
+    return records, curves, updates
+
+
+def update_table(updates: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> str:
+    """:func:`update_summary` of every trained arm-seed, one row each (JSON-read seeds sort as ints)."""
+    from wmrl_core.experiments.report import markdown_table, number
+
+    header = ["arm", "seed", "sigma, first update", "sigma, last", "action-mean shift", "clip fraction", "approx. KL"]
+    return markdown_table(
+        [*header, "groups used"],
+        [
+            [
+                arm,
+                str(s),
+                number(u["sigma_first"]),
+                number(u["sigma_last"]),
+                number(u["action_shift"], 4),
+                number(u["clip_fraction"]),
+                number(u["approx_kl"], 4),
+                number(u["informative_group_share"], 2),
+            ]
+            for arm in ("real", "noise_control")
+            for s, u in sorted(updates.get(arm, {}).items())
+        ],
+        align="llrrrrrr",
+    )

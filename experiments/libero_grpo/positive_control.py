@@ -30,11 +30,11 @@ import numpy as np
 
 from experiments.libero_grpo.common import (
     LazyLiberoEnv,
+    collect,
     int_keys,
     run_study,
     success_counts,
-    training_curve,
-    update_summary,
+    update_table,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -284,31 +284,7 @@ def page(result: dict[str, Any]) -> str:
                 ],
             ),
             "",
-            markdown_table(
-                [
-                    "arm",
-                    "seed",
-                    "sigma, first update",
-                    "sigma, last",
-                    "action-mean shift",
-                    "clip fraction",
-                    "approx. KL",
-                ],
-                [
-                    [
-                        arm,
-                        str(s),
-                        number(u["sigma_first"]),
-                        number(u["sigma_last"]),
-                        number(u["action_shift"], 4),
-                        number(u["clip_fraction"]),
-                        number(u["approx_kl"], 4),
-                    ]
-                    for arm in ("real", "noise_control")
-                    for s, u in sorted(result["updates"].get(arm, {}).items())
-                ],
-                align="llrrrrr",
-            ),
+            update_table(result["updates"]),
             "",
             "What it does not show: recovering success lost to a widened sigma is the easiest thing GRPO can learn "
             "here (narrow sigma again); it says nothing about improving the behaviour-cloned policy itself. The noise "
@@ -388,17 +364,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         evaluate=evaluate,
         report_only=args.report,
     )
-    records: dict[str, dict[int, dict]] = {}
-    curves: dict[int, list[float]] = {}
-    sigmas: dict[int, list[float]] = {}
-    updates: dict[str, dict[int, dict[str, float]]] = {}
-    for run in runs:
-        records.setdefault(run.arm.name, {})[run.seed] = run.record
-        if run.arm.train:
-            updates.setdefault(run.arm.name, {})[run.seed] = update_summary(run.run_dir)
-        if run.arm.name == "real":
-            curves[run.seed] = training_curve(run.run_dir)
-            sigmas[run.seed] = sigma_curve(run.run_dir)
+    records, curves, updates = collect(runs)
+    sigmas = {run.seed: sigma_curve(run.run_dir) for run in runs if run.arm.name == "real"}
     if "base" not in records:
         print("nothing finished yet")
         return 0

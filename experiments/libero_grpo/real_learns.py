@@ -31,11 +31,11 @@ import numpy as np
 
 from experiments.libero_grpo.common import (
     LazyLiberoEnv,
+    collect,
     int_keys,
     run_study,
     success_counts,
-    training_curve,
-    update_summary,
+    update_table,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -271,33 +271,7 @@ def page(result: dict[str, Any]) -> str:
             "on the probe set from the start, and per-step means of clip fraction, approximate KL and the share of "
             "groups that entered the update (the rest scored alike).",
             "",
-            markdown_table(
-                [
-                    "arm",
-                    "seed",
-                    "sigma, first",
-                    "sigma, last",
-                    "action-mean shift",
-                    "clip fraction",
-                    "approx. KL",
-                    "groups used",
-                ],
-                [
-                    [
-                        arm,
-                        str(s),
-                        number(u["sigma_first"]),
-                        number(u["sigma_last"]),
-                        number(u["action_shift"], 4),
-                        number(u["clip_fraction"]),
-                        number(u["approx_kl"], 4),
-                        number(u["informative_group_share"], 2),
-                    ]
-                    for arm in ("real", "noise_control")
-                    for s, u in sorted(result.get("updates", {}).get(arm, {}).items())
-                ],
-                align="llrrrrrr",
-            ),
+            update_table(result.get("updates", {})),
             "",
             "What it does not show: two tasks of LIBERO-10 and one small policy trained on this machine; a sampled "
             "policy evaluated at the behaviour-cloning sigma (not the mean action, not its learned sigma); the noise control imagines its rollouts, so it "
@@ -346,15 +320,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         evaluate=evaluate,
         report_only=args.report,
     )
-    records: dict[str, dict[int, dict]] = {}
-    curves: dict[int, list[float]] = {}
-    updates: dict[str, dict[int, dict[str, Any]]] = {}
-    for run in arm_runs:
-        records.setdefault(run.arm.name, {})[run.seed] = run.record
-        if run.arm.train:
-            updates.setdefault(run.arm.name, {})[run.seed] = update_summary(run.run_dir)
-        if run.arm.name == "real":
-            curves[run.seed] = training_curve(run.run_dir)
+    records, curves, updates = collect(arm_runs)
     if not {"real", "noise_control"} <= set(records):
         print("no seed finished yet")
         return 0
