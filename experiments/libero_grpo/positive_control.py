@@ -260,6 +260,22 @@ def page(result: dict[str, Any]) -> str:
             "",
             "![real's training success and sigma](positive_control.png)",
             "",
+            _secondary(result, done),
+            "What it does not show: recovering success lost to a widened sigma is the easiest thing GRPO can learn "
+            "here (narrow sigma again); it says nothing about improving the behaviour-cloned policy itself. The noise "
+            "control imagines its rollouts, so its episodes' lengths are the imagination's.",
+            "",
+        ]
+    )
+
+
+def _secondary(result: dict[str, Any], done: bool) -> str:
+    """The pre-registered secondary section: final success beside each seed's base, what the updates did."""
+    from wmrl_core.experiments.report import markdown_table, number
+
+    final, base = result["final"], result["base"]
+    return "\n".join(
+        [
             "## Secondary (descriptive, as pre-registered)",
             "",
             _reading(result) if done else "",
@@ -273,22 +289,18 @@ def page(result: dict[str, Any]) -> str:
                 [
                     [
                         str(s),
-                        number(result["base"][s]["sigma_x1"]),
-                        number(result["base"][s]["sigma_x3"]),
-                        number(result["final"]["real"].get(s)),
-                        number(result["final"]["noise_control"].get(s)),
-                        _minus(result["final"]["real"].get(s), result["base"][s]["sigma_x3"]),
-                        _minus(result["final"]["noise_control"].get(s), result["base"][s]["sigma_x3"]),
+                        number(base[s]["sigma_x1"]),
+                        number(base[s]["sigma_x3"]),
+                        number(final["real"].get(s)),
+                        number(final["noise_control"].get(s)),
+                        _minus(final["real"].get(s), base[s]["sigma_x3"]),
+                        _minus(final["noise_control"].get(s), base[s]["sigma_x3"]),
                     ]
-                    for s in seeds
+                    for s in result["seeds"]
                 ],
             ),
             "",
             update_table(result["updates"]),
-            "",
-            "What it does not show: recovering success lost to a widened sigma is the easiest thing GRPO can learn "
-            "here (narrow sigma again); it says nothing about improving the behaviour-cloned policy itself. The noise "
-            "control imagines its rollouts, so its episodes' lengths are the imagination's.",
             "",
         ]
     )
