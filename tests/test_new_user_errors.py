@@ -168,6 +168,24 @@ def test_resume_lists_changed_settings_and_refuses_those_that_break_exactness(ca
     assert steps_in(tmp_path / "R") == list(range(7))
 
 
+def test_a_setting_added_after_the_checkpoint_resumes_at_its_default_only(capsys, synthetic_config, tmp_path):
+    import torch
+
+    run = tmp_path / "R"
+    assert wmrl_train(capsys, synthetic_config, f"run_dir={run}")[0] == 0
+    last = run / "checkpoints" / "last.pt"
+    saved = torch.load(last, weights_only=False)
+    del saved["run"]["config"]["grpo.drop_uninformative_groups"]  # as written before the setting existed
+    torch.save(saved, last)
+    rc, _, err = wmrl_train(capsys, synthetic_config, f"run_dir={run}", "resume=true", "steps=6")
+    assert rc == 0 and "drop_uninformative_groups" not in err
+    torch.save(saved, last)
+    rc, _, err = wmrl_train(
+        capsys, synthetic_config, f"run_dir={run}", "resume=true", "steps=8", "grpo.drop_uninformative_groups=true"
+    )
+    assert rc == 2 and "grpo.drop_uninformative_groups: None -> True" in err
+
+
 def test_resume_below_the_checkpoint_step_is_refused(capsys, synthetic_config, tmp_path):
     run = f"run_dir={tmp_path / 'R'}"
     assert wmrl_train(capsys, synthetic_config, run)[0] == 0

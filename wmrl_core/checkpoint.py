@@ -108,13 +108,21 @@ def _respell_legacy_fusion_keys(old: dict[str, Any], new: dict[str, Any]) -> dic
 
 
 def _changed(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The settings whose value differs between the checkpoint's config ``old`` and ``new``.
+
+    A setting added to :class:`TrainConfig` after the checkpoint was written is absent from ``old``;
+    at its default it is not a change, since a new setting's default keeps the behaviour it had before.
+    """
     old = _respell_legacy_fusion_keys(old, new)
+    defaults = flatten(TrainConfig())
     missing = object()
     keys = sorted(set(old) | set(new))
     return {
         k: (old.get(k), new.get(k))
         for k in keys
-        if old.get(k, missing) != new.get(k, missing) and not _matches(k, ("resume", "resume_allow_changes"))
+        if old.get(k, missing) != new.get(k, missing)
+        and not (k not in old and k in defaults and new.get(k) == defaults[k])
+        and not _matches(k, ("resume", "resume_allow_changes"))
     }
 
 
