@@ -29,6 +29,7 @@ python -m experiments.fusion_defaults.synthetic calibration --runs runs/fusion_d
 python -m experiments.fusion_defaults.synthetic floors --runs runs/fusion_defaults
 python -m experiments.fusion_defaults.synthetic floors-bound --runs runs/fusion_defaults
 python -m experiments.fusion_defaults.synthetic decoy-check --runs runs/fusion_defaults   # exploratory
+python -m experiments.fusion_defaults.synthetic floors-v2 --runs runs/fusion_defaults
 python -m experiments.fusion_defaults.synthetic report --runs runs/fusion_defaults --out docs/results/synthetic/fusion_defaults
 python -m experiments.fusion_defaults.synthetic report --from-archive --out docs/results/synthetic/fusion_defaults  # from runs.json.gz
 ```"""
@@ -133,6 +134,23 @@ def _seed_range(by_seed: dict[int, Any]) -> str:
     return f"{seeds[0]}-{seeds[-1]}" if seeds else "none"
 
 
+def decoy_table(decoy: dict[str, Any]) -> list[str]:
+    """Per seed: `real`'s final, the default's and their difference."""
+    rows = decoy["per_seed"]
+    return [
+        "| seed | " + " | ".join(str(s) for s in rows) + " |",
+        "|---|" + "---|" * len(rows),
+        "| `real` | " + " | ".join(f"{r['real']:.3f}" for r in rows.values()) + " |",
+        "| default | " + " | ".join(f"{r['default']:.3f}" for r in rows.values()) + " |",
+        "| difference | " + " | ".join(f"{r['default'] - r['real']:+.3f}" for r in rows.values()) + " |",
+    ]
+
+
+def extra_decoy(results: dict[str, Any]) -> dict[str, Any]:
+    """Part 4's registered extra decoy seeds (arms ``decoy_extra-*``) read as a decoy floor."""
+    return decoy_floor({f"decoy-{arm}": results.get(f"decoy_extra-{arm}", {}) for arm in ("real", "default")})
+
+
 def floors_section(
     results: dict[str, Any], title: str = "## Part 2: the floors of the default (fresh seeds)"
 ) -> list[str]:
@@ -156,11 +174,7 @@ def floors_section(
         f"**2. Confident decoy** (seeds {_seed_range(results.get('decoy-real', {}))}): the default (120 steps) ends at least `real`'s final (60 steps) "
         f"minus {DECOY_TOLERANCE} on every seed: **{'met' if decoy['met'] else 'not met'}**.",
         "",
-        "| seed | " + " | ".join(str(s) for s in decoy["per_seed"]) + " |",
-        "|---|" + "---|" * len(decoy["per_seed"]),
-        "| `real` | " + " | ".join(f"{r['real']:.3f}" for r in decoy["per_seed"].values()) + " |",
-        "| default | " + " | ".join(f"{r['default']:.3f}" for r in decoy["per_seed"].values()) + " |",
-        "| difference | " + " | ".join(f"{r['default'] - r['real']:+.3f}" for r in decoy["per_seed"].values()) + " |",
+        *decoy_table(decoy),
         "",
         f"**3. Benign miscalibrated world model** (seeds {_seed_range(results.get('benign-real', {}))}, paired): compute to 95% of the seed's `real` "
         f"final, default / `inverse_variance`; met if the interval's upper bound is ≤ {BENIGN_RATIO_FLOOR}: "
@@ -238,13 +252,14 @@ def verdicts(calibration: dict[str, Any], floor_results: dict[str, Any]) -> list
     return lines
 
 
-def bound_verdicts(bound: dict[str, Any]) -> list[str]:
-    """Part 3's readings and what its pre-registered rule decides."""
-    if not bound:
+def part_verdicts(results: dict[str, Any], heading: str, adopted: str, kept: str) -> list[str]:
+    """A later part's readings (Parts 3 and 4) and what its pre-registered rule decides: ``adopted`` if
+    every floor is met, else ``kept``."""
+    if not results:
         return []
-    noise, decoy, benign = noise_floor(bound), decoy_floor(bound), benign_floor(bound)
+    noise, decoy, benign = noise_floor(results), decoy_floor(results), benign_floor(results)
     met = all(row["met"] for row in noise.values()) and decoy["met"] and benign["met"]
-    lines = ["", "**Part 3, `fusion.kwargs.rho2_quantile=0.05`** (fresh seeds):", ""]
+    lines = ["", f"**{heading}** (fresh seeds):", ""]
     for label, row in noise.items():
         lines.append(
             f"- Noise world model, {label} a step: {'met' if row['met'] else '**not met**'} (steps above 0.1: "
@@ -255,23 +270,22 @@ def bound_verdicts(bound: dict[str, Any]) -> list[str]:
         f"- Confident decoy reaches `real`'s final on every seed: {'met' if decoy['met'] else '**not met**'}.",
         f"- Benign world model, compute to target / `inverse_variance`: {benign['mean']:.3f} ± "
         f"{benign['half_width']:.3f}, upper bound {benign['upper']:.3f}: {'met' if benign['met'] else '**not met**'}.",
-        "",
-        *(
-            [
-                "No gate opened on this part's noise runs, so its noise rows do not exercise the bound (only a "
-                "false opening does; the development note of the pre-registration replays Part 2's two).",
-                "",
-            ]
-            if not any(row["gate_opened"] for row in noise.values())
-            else []
-        ),
-        "By the rule registered before these seeds: "
-        + (
-            "all four floors met, so `rho2_quantile=0.05` is `mse_weighted`'s default from now on."
-            if met
-            else "a floor failed, so the default keeps the point estimate."
-        ),
     ]
+    extra = extra_decoy(results)
+    if extra["seeds"]:
+        fooled = [s for s, r in extra["per_seed"].items() if r["default"] < r["real"] - DECOY_TOLERANCE]
+        lines.append(
+            f"- Registered beside the floor, not deciding: the decoy criterion on {extra['seeds']} more seeds: "
+            f"{'met on every one' if extra['met'] else 'fails on ' + ', '.join(map(str, fooled))}."
+        )
+    lines.append("")
+    if not any(row["gate_opened"] for row in noise.values()):
+        lines += [
+            "No gate opened on this part's noise runs, so its noise rows do not exercise the bound (only a "
+            "false opening does; the development note of the pre-registration replays Part 2's two).",
+            "",
+        ]
+    lines.append("By the rule registered before these seeds: " + (adopted if met else kept))
     return lines
 
 
@@ -299,12 +313,29 @@ def decoy_check_section(check: dict[str, Any], bound: dict[str, Any]) -> list[st
     ]
 
 
+def v2_section(v2: dict[str, Any]) -> list[str]:
+    """Part 4's floors, and its registered extra decoy seeds."""
+    extra = extra_decoy(v2)
+    return [
+        *floors_section(
+            v2,
+            "## Part 4: the floors with a steadier bias estimate (window 60, horizon 20) and the ρ² bound (fresh seeds)",
+        ),
+        "",
+        f"**Registered beside the floor, not deciding:** the decoy criterion on seeds "
+        f"{_seed_range(extra['per_seed'])}: **{'met' if extra['met'] else 'not met'}**.",
+        "",
+        *decoy_table(extra),
+    ]
+
+
 def write_report(
     calibration: dict[str, Any],
     floor_results: dict[str, Any],
     out: Path,
     bound: dict[str, Any] | None = None,
     decoy_check: dict[str, Any] | None = None,
+    v2: dict[str, Any] | None = None,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     archive = replay_archive()
@@ -318,7 +349,18 @@ def write_report(
         COMMANDS,
         "",
         *verdicts(calibration, floor_results),
-        *bound_verdicts(bound or {}),
+        *part_verdicts(
+            bound or {},
+            "Part 3, `fusion.kwargs.rho2_quantile=0.05`",
+            "all four floors met, so `rho2_quantile=0.05` is `mse_weighted`'s default from now on.",
+            "a floor failed, so the default keeps the point estimate.",
+        ),
+        *part_verdicts(
+            v2 or {},
+            "Part 4, `fusion.kwargs.window=60`, `bias_horizon=20`, `rho2_quantile=0.05`",
+            "all four floors met, so these three settings are `mse_weighted`'s defaults from now on.",
+            "a floor failed, so the defaults stay as they were.",
+        ),
         "",
         *calibration_section(calibration, archive),
         "",
@@ -333,6 +375,7 @@ def write_report(
             else []
         ),
         *(decoy_check_section(decoy_check, bound or {}) + [""] if decoy_check else []),
+        *(v2_section(v2) + [""] if v2 else []),
         "![true reward against charged compute](floors.png)",
         "",
         "## What this does not show",
@@ -347,7 +390,10 @@ def write_report(
         "anchor groups.",
         "- The decoy floor holds on Part 2's ten seeds and fails on one of Part 3's ten (seed 2103, under either "
         "setting of the weight: the gate opened at step 1 and the default ended 0.02 below `real`): ten seeds do "
-        "not bound how often a confident decoy fools the default, only that it can.",
+        "not bound how often a confident decoy fools the default, only that it can. Part 4's steadier bias "
+        "estimate held on all twenty of its decoy seeds and cost the benign world model compute (its floor "
+        "failed): on this bandit the bias estimate trades one floor against the other, and no setting tried "
+        "meets all four on fresh seeds.",
         "- Final rewards are at 60 steps (part 1) and 120 steps (the decoy and benign floors); nothing here "
         "measures a world model that drifts during a run.",
     ]
@@ -367,6 +413,16 @@ def write_report(
                         "bound_benign_floor": benign_floor(bound),
                     }
                     if bound
+                    else {}
+                ),
+                **(
+                    {
+                        "v2_noise_floor": noise_floor(v2),
+                        "v2_decoy_floor": decoy_floor(v2),
+                        "v2_benign_floor": benign_floor(v2),
+                        "v2_decoy_extra": extra_decoy(v2),
+                    }
+                    if v2
                     else {}
                 ),
             },

@@ -119,6 +119,28 @@ def bound_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
     return plan
 
 
+# Part 4: the same floors, fresh seeds, the default with a steadier bias estimate and Part 3's bound.
+V2 = ["fusion.kwargs.window=60", "fusion.kwargs.bias_horizon=20", "fusion.kwargs.rho2_quantile=0.05"]
+V2_SEEDS = {"noise": list(range(1200, 1220)), "decoy": list(range(2200, 2210)), "benign": list(range(3200, 3210))}
+V2_DECOY_EXTRA = list(range(2210, 2220))
+"""Registered beside Part 4's decoy floor, not deciding: ten more decoy seeds read with the same criterion."""
+
+
+def v2_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
+    """(group, arms, seeds) of Part 4: Part 2's arms on fresh seeds, ``V2`` on every default arm; the
+    extra decoy seeds as group ``decoy_extra``."""
+    plan = []
+    for group, arms, _ in floor_plan():
+        changed = {
+            arm: [*overrides, *V2] if arm.startswith("noise") or arm.endswith("-default") else overrides
+            for arm, overrides in arms.items()
+        }
+        plan.append((group, changed, V2_SEEDS[group]))
+        if group == "decoy":
+            plan.append(("decoy_extra", changed, V2_DECOY_EXTRA))
+    return plan
+
+
 def decoy_check_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
     """Exploratory, after Part 3's decoy floor failed: the shipped default (point estimate) on Part 3's
     decoy seeds, beside the same seeds' ``real``."""
@@ -172,21 +194,26 @@ def calibration(runs: Path, report_only: bool = False) -> dict[str, Any]:
     return out
 
 
-def floors(runs: Path, report_only: bool = False, *, bound: bool = False, decoy_check: bool = False) -> dict[str, Any]:
-    """Part 2's floors; with ``bound`` Part 3's (in ``runs/floors_bound``); with ``decoy_check`` the
-    exploratory decoy check (``runs/decoy_check``; ``decoy-real`` is Part 3's, run again)."""
+PARTS = {
+    "floors": (floor_plan, "floors"),
+    "floors-bound": (bound_plan, "floors_bound"),
+    "decoy-check": (decoy_check_plan, "decoy_check"),
+    "floors-v2": (v2_plan, "floors_v2"),
+}
+"""Command -> (plan, folder under ``--runs``): Part 2's floors, Part 3's, the exploratory decoy check
+(``decoy-real`` is Part 3's, run again) and Part 4's."""
+
+
+def floors(runs: Path, report_only: bool = False, part: str = "floors") -> dict[str, Any]:
+    """Train (or, ``report_only``, collect) the runs of one part of :data:`PARTS`: arm -> seed -> summary.
+    Part 4's extra decoy seeds come back as arms ``decoy_extra-real`` and ``decoy_extra-default``."""
+    make_plan, folder = PARTS[part]
     out: dict[str, Any] = {}
-    plan, part = (
-        (decoy_check_plan(), "decoy_check")
-        if decoy_check
-        else (bound_plan(), "floors_bound")
-        if bound
-        else (floor_plan(), "floors")
-    )
-    for group, arms, seeds in plan:
-        folders = _train(arms, seeds, runs / part / group, report_only)
+    for group, arms, seeds in make_plan():
+        folders = _train(arms, seeds, runs / folder / group, report_only)
         for (arm, seed), run_dir in folders.items():
-            out.setdefault(arm, {})[seed] = run_summary(run_dir)
+            name = arm.replace("decoy-", "decoy_extra-", 1) if group == "decoy_extra" else arm
+            out.setdefault(name, {})[seed] = run_summary(run_dir)
     return out
 
 
@@ -225,7 +252,7 @@ def benign_floor(results: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("calibration", "floors", "floors-bound", "decoy-check", "report"))
+    parser.add_argument("what", choices=("calibration", *PARTS, "report"))
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults"))
     parser.add_argument("--out", type=Path, default=None, help="report: where the page and its archive go")
     parser.add_argument(
@@ -244,9 +271,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         else:  # what each run showed, kept so that the page can be rebuilt without the runs
             results = [
                 calibration(args.runs, True),
-                floors(args.runs, True),
-                floors(args.runs, True, bound=True),
-                floors(args.runs, True, decoy_check=True),
+                *(floors(args.runs, True, part) for part in PARTS),
             ]
             out.mkdir(parents=True, exist_ok=True)
             archive.write_bytes(gzip.compress(json.dumps(results).encode(), mtime=0))
@@ -255,7 +280,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if args.what == "calibration":
         result = calibration(args.runs)
     else:
-        result = floors(args.runs, bound=args.what == "floors-bound", decoy_check=args.what == "decoy-check")
+        result = floors(args.runs, part=args.what)
     print(json.dumps({k: {s: v["final"] for s, v in by.items()} for k, by in result.items()}, indent=1))
     return 0
 
