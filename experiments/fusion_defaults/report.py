@@ -30,6 +30,7 @@ python -m experiments.fusion_defaults.synthetic floors --runs runs/fusion_defaul
 python -m experiments.fusion_defaults.synthetic floors-bound --runs runs/fusion_defaults
 python -m experiments.fusion_defaults.synthetic decoy-check --runs runs/fusion_defaults   # exploratory
 python -m experiments.fusion_defaults.synthetic floors-v2 --runs runs/fusion_defaults
+python -m experiments.fusion_defaults.synthetic benign-v2 --runs runs/fusion_defaults
 python -m experiments.fusion_defaults.synthetic report --runs runs/fusion_defaults --out docs/results/synthetic/fusion_defaults
 python -m experiments.fusion_defaults.synthetic report --from-archive --out docs/results/synthetic/fusion_defaults  # from runs.json.gz
 ```"""
@@ -329,6 +330,36 @@ def v2_section(v2: dict[str, Any]) -> list[str]:
     ]
 
 
+def benign_v2_section(benign_v2: dict[str, Any], v2: dict[str, Any]) -> list[str]:
+    """Part 5: Part 4's benign floor on thirty fresh seeds, its rule, and the forty seeds together."""
+    floor = benign_floor(benign_v2)
+    both = benign_floor({arm: {**v2.get(arm, {}), **benign_v2.get(arm, {})} for arm in benign_v2})
+    return [
+        "## Part 5: Part 4's benign floor with thirty seeds",
+        "",
+        f"**Part 5**, Part 4's benign floor on seeds {_seed_range(floor['per_seed'])}, paired: compute to 95% of the "
+        f"seed's `real` final, default with Part 4's settings / `inverse_variance`: mean {floor['mean']:.3f} ± "
+        f"{floor['half_width']:.3f}, upper bound {floor['upper']:.3f}: **{'met' if floor['met'] else 'not met'}**. "
+        f"Parts 4 and 5 together ({len(both['per_seed'])} seeds, not deciding): {both['mean']:.3f} ± "
+        f"{both['half_width']:.3f}, upper bound {both['upper']:.3f}.",
+        "",
+        "By the rule registered before these seeds: "
+        + (
+            "the upper bound is at most 1.10, so Part 4's three settings are `mse_weighted`'s defaults from now on."
+            if floor["met"]
+            else "the upper bound is above 1.10, so the defaults stay as they were."
+        ),
+        "",
+        "| seed | target | `inverse_variance`, s | default, s | ratio |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {seed} | {r['target']:.3f} | {r['inverse_variance_s'] or 'never'} | {r['default_s'] or 'never'} | "
+            f"{r['ratio']:.3f} |"
+            for seed, r in floor["per_seed"].items()
+        ),
+    ]
+
+
 def write_report(
     calibration: dict[str, Any],
     floor_results: dict[str, Any],
@@ -336,6 +367,7 @@ def write_report(
     bound: dict[str, Any] | None = None,
     decoy_check: dict[str, Any] | None = None,
     v2: dict[str, Any] | None = None,
+    benign_v2: dict[str, Any] | None = None,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     archive = replay_archive()
@@ -361,6 +393,7 @@ def write_report(
             "all four floors met, so these three settings are `mse_weighted`'s defaults from now on.",
             "a floor failed, so the defaults stay as they were.",
         ),
+        *(["", *benign_v2_section(benign_v2, v2 or {})[2:5]] if benign_v2 else []),
         "",
         *calibration_section(calibration, archive),
         "",
@@ -376,6 +409,7 @@ def write_report(
         ),
         *(decoy_check_section(decoy_check, bound or {}) + [""] if decoy_check else []),
         *(v2_section(v2) + [""] if v2 else []),
+        *(benign_v2_section(benign_v2, v2 or {}) + [""] if benign_v2 else []),
         "![true reward against charged compute](floors.png)",
         "",
         "## What this does not show",
@@ -391,9 +425,10 @@ def write_report(
         "- The decoy floor holds on Part 2's ten seeds and fails on one of Part 3's ten (seed 2103, under either "
         "setting of the weight: the gate opened at step 1 and the default ended 0.02 below `real`): ten seeds do "
         "not bound how often a confident decoy fools the default, only that it can. Part 4's steadier bias "
-        "estimate held on all twenty of its decoy seeds and cost the benign world model compute (its floor "
-        "failed): on this bandit the bias estimate trades one floor against the other, and no setting tried "
-        "meets all four on fresh seeds.",
+        "estimate held on all twenty of its decoy seeds (and the twenty development seeds); its benign cost "
+        "was read twice, over ten seeds (failed) and thirty (met), and the forty together put it within a few "
+        "percent of `inverse_variance`, not below it. The adopted defaults were chosen over five parts on this "
+        "one bandit; the AutoResearch addition is their test on another domain.",
         "- Final rewards are at 60 steps (part 1) and 120 steps (the decoy and benign floors); nothing here "
         "measures a world model that drifts during a run.",
     ]
@@ -415,6 +450,7 @@ def write_report(
                     if bound
                     else {}
                 ),
+                **({"benign_v2_floor": benign_floor(benign_v2)} if benign_v2 else {}),
                 **(
                     {
                         "v2_noise_floor": noise_floor(v2),

@@ -141,6 +141,14 @@ def v2_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
     return plan
 
 
+V2_BENIGN_SEEDS = list(range(3300, 3330))
+
+
+def benign_v2_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
+    """(group, arms, seeds) of Part 5: Part 4's benign arms on thirty fresh seeds."""
+    return [(group, arms, V2_BENIGN_SEEDS) for group, arms, _ in v2_plan() if group == "benign"]
+
+
 def decoy_check_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
     """Exploratory, after Part 3's decoy floor failed: the shipped default (point estimate) on Part 3's
     decoy seeds, beside the same seeds' ``real``."""
@@ -199,9 +207,10 @@ PARTS = {
     "floors-bound": (bound_plan, "floors_bound"),
     "decoy-check": (decoy_check_plan, "decoy_check"),
     "floors-v2": (v2_plan, "floors_v2"),
+    "benign-v2": (benign_v2_plan, "benign_v2"),
 }
 """Command -> (plan, folder under ``--runs``): Part 2's floors, Part 3's, the exploratory decoy check
-(``decoy-real`` is Part 3's, run again) and Part 4's."""
+(``decoy-real`` is Part 3's, run again), Part 4's and Part 5's."""
 
 
 def floors(runs: Path, report_only: bool = False, part: str = "floors") -> dict[str, Any]:
