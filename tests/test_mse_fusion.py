@@ -151,7 +151,7 @@ def test_noise_pairs_get_a_point_estimate_above_zero_and_a_lower_bound_at_zero()
 
 def test_the_quantile_option_lowers_only_the_inverse_variance_weight():
     rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
-    point, bounded = MSEWeightedFuser(level=0.5), MSEWeightedFuser(level=0.5, rho2_quantile=0.05)
+    point, bounded = MSEWeightedFuser(level=0.5, rho2_quantile=None), MSEWeightedFuser(level=0.5, rho2_quantile=0.05)
     cal_a, cal_b = RewardCalibrator(), RewardCalibrator()
     for step in range(1, 8):
         a = _step(point, cal_a, rng_a, rho=0.5, step=step)

@@ -87,6 +87,23 @@ def test_a_finished_run_with_other_settings_is_refused(synthetic_config, tmp_pat
     run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=[*COMMON, "logging.tensorboard=true"])
 
 
+@pytest.mark.slow
+def test_settings_a_run_never_read_or_that_postdate_it_do_not_refuse_it(synthetic_config, tmp_path):
+    (real,) = run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=COMMON)
+    # a real-mode run reads no fusion setting: another fusion method or its settings find it finished
+    again = [*COMMON, "fusion.method=mse_weighted", "fusion.kwargs.window=7"]
+    (same,) = run_arms(synthetic_config, ARMS[:1], [0], tmp_path, overrides=again)
+    assert not same.trained
+    (wmrl,) = run_arms(synthetic_config, ARMS[1:], [0], tmp_path, overrides=COMMON)
+    with pytest.raises(ConfigError, match=r"fusion\.kwargs\.window: 60 -> 7"):  # a wmrl run reads them
+        run_arms(synthetic_config, ARMS[1:], [0], tmp_path, overrides=again)
+    # a setting added after the run was written is absent from its file: not compared, whatever its value now
+    path = wmrl.run_dir / "config.yaml"
+    path.write_text(path.read_text().replace("    rho2_quantile: 0.05\n", ""))
+    (kept,) = run_arms(synthetic_config, ARMS[1:], [0], tmp_path, overrides=[*COMMON, "fusion.kwargs.rho2_quantile=0.2"])
+    assert not kept.trained and real.run_dir.exists()
+
+
 def test_experiment_settings_are_written_once_and_then_refused_when_they_differ(tmp_path):
     check_settings(tmp_path, {"samples": 4, "tasks": [0, 1]})
     check_settings(tmp_path, {"samples": 4, "tasks": [0, 1]})

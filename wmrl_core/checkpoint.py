@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from wmrl_core.config import LEGACY_FUSION_KEYS, TrainConfig, flatten
+from wmrl_core.config import LEGACY_FUSION_KEYS, TrainConfig, flatten, unread_settings
 from wmrl_core.errors import ConfigError, WMRLError
 from wmrl_core.faults import atomic_torch_save
 
@@ -146,6 +146,7 @@ def check_resume(cfg: TrainConfig, saved: dict[str, Any], directory: Path, curre
         )
     old = record.get("config")
     changed = {} if old is None else _changed(old, flatten(cfg))
+    changed = {k: v for k, v in changed.items() if not _matches(k, unread_settings(cfg))}
     other = {k: v for k, v in changed.items() if k in IDENTITY_KEYS and not _matches(k, cfg.resume_allow_changes)}
     if other:
         listing = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in other.items())

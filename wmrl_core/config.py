@@ -732,5 +732,13 @@ def flatten(cfg: TrainConfig) -> dict[str, Any]:
     return out
 
 
+def unread_settings(cfg: TrainConfig) -> tuple[str, ...]:
+    """The config sections a run of ``cfg`` never reads: the fusion method and its settings outside
+    ``wmrl`` mode or with fusion off (every group's advantages are then its own rewards'). Two runs that
+    differ only there computed the same thing, so a resume or a study's check of finished runs ignores them.
+    """
+    return ("fusion.method", "fusion.kwargs") if cfg.mode != "wmrl" or not cfg.fusion.enabled else ()
+
+
 def to_yaml(cfg: TrainConfig) -> str:
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))

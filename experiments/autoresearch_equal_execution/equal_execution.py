@@ -107,12 +107,13 @@ def plan_seeds(plan: dict[str, Any]) -> list[int]:
     return list(plan.get("seed_list", range(plan["seeds"])))
 
 
-def arms(plan: dict[str, Any]) -> list[Arm]:
-    """The plan's arms, each keeping a checkpoint at its evaluated steps."""
+def arms(plan: dict[str, Any], pins: dict[str, list[str]] | None = None) -> list[Arm]:
+    """The plan's arms, each keeping a checkpoint at its evaluated steps; ``pins`` (arm -> overrides,
+    not part of the stored plan) keep an arm on the settings it started with after a default changed."""
     out = []
     for name, overrides in plan_arms(plan).items():
         kept = ",".join(map(str, eval_steps(name, plan)))
-        out.append(Arm(name, (*overrides, f"checkpoint.at_steps=[{kept}]")))
+        out.append(Arm(name, (*(pins or {}).get(name, []), *overrides, f"checkpoint.at_steps=[{kept}]")))
     return out
 
 
@@ -268,7 +269,7 @@ def settings(args) -> dict[str, Any]:
 def run(args) -> list[ArmRun]:
     """Train and evaluate every arm-seed (``--analyse``: collect the finished ones)."""
     plan = args.plan
-    arm_list = arms(plan)
+    arm_list = arms(plan, getattr(args, "arm_pins", None))
     total = plan["seeds"] * len(arm_list)
     progress: dict[str, Any] = {"done": 0, "worked": 0, "trained": 0, "evaluations": 0, "work_s": 0.0}
     started = time.perf_counter()

@@ -39,6 +39,10 @@ ARMS: dict[str, list[str]] = {
 }
 """Arm -> overrides on the main job's config (the defaults as shipped: ``fusion.method=mse_weighted``
 and the chosen calibration), in run order within a seed."""
+MSE_BEFORE_V2 = ["fusion.kwargs.window=20", "fusion.kwargs.bias_horizon=10", "fusion.kwargs.rho2_quantile=null"]
+"""``mse_weighted``'s settings before the synthetic study's Part 5 adopted Part 4's (``PREREGISTRATION.md``)."""
+ARM_PINS = {"default": MSE_BEFORE_V2, "default_noise_wm": MSE_BEFORE_V2}
+"""The registered default arms keep the settings they started with (the pre-registration's Part 4)."""
 SEEDS = list(range(10, 20))
 """Fresh seeds: the equal-execution page used 0-5 (and evaluation seeds ``EVAL_SEED + 0..5``, its noise
 check ``EVAL_SEED + 1000..1005``)."""
@@ -108,6 +112,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if args.pack_partial:
         return ee.pack_partial(parser, args)
     args.plan, args.samples, args.max_tasks = dict(PLAN), SAMPLES, None
+    args.arm_pins = ARM_PINS
     args.uncached_seeds, args.quick, args.noise_check = set(), False, False
     args.analyse = args.report
     args.train_cache = args.runs / "train_cache.jsonl"

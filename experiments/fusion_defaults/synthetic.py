@@ -43,6 +43,9 @@ WORLD_MODELS = {
     "decoy": ["world_model.kwargs.quality=confident_decoy"],
     "noise": ["world_model.name=noise", "steps=30", "eval.every=0"],
 }
+MSE_BEFORE_V2 = ["fusion.kwargs.window=20", "fusion.kwargs.bias_horizon=10", "fusion.kwargs.rho2_quantile=null"]
+"""``mse_weighted``'s settings when Parts 1-3 ran, pinned on their ``mse_weighted`` arms since Part 5
+adopted Part 4's (a later part's own overrides come after them)."""
 CALIBRATORS = ("isotonic", "smoothed", "ranked")
 SCALES = ("own", "real")
 FUSIONS = ("mse_weighted", "inverse_variance")
@@ -57,8 +60,10 @@ def calibration_arms() -> dict[str, list[str]]:
             for calibrator in CALIBRATORS:
                 for scale in SCALES:
                     slope = [f"calibration.slope={RANKED_SLOPE}"] if calibrator == "ranked" else []
+                    pins = MSE_BEFORE_V2 if fusion == "mse_weighted" else []
                     arms[f"{wm}-{fusion}-{calibrator}-{scale}"] = [
                         f"fusion.method={fusion}",
+                        *pins,
                         f"calibration.calibrator={calibrator}",
                         f"calibration.advantage_scale={scale}",
                         *slope,
@@ -86,17 +91,18 @@ def floor_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
             f"anchors.fraction={fraction}",
             "steps=30",
             "eval.every=0",
+            *MSE_BEFORE_V2,
         ]
         for fraction in NOISE_FRACTIONS.values()
     }
     decoy = {
         "decoy-real": ["mode=real", "steps=60"],
-        "decoy-default": ["world_model.kwargs.quality=confident_decoy", "steps=120"],
+        "decoy-default": ["world_model.kwargs.quality=confident_decoy", "steps=120", *MSE_BEFORE_V2],
     }
     benign = {
         "benign-real": ["mode=real", "steps=60"],
         "benign-inverse_variance": ["fusion.method=inverse_variance", "steps=120"],
-        "benign-default": ["steps=120"],
+        "benign-default": ["steps=120", *MSE_BEFORE_V2],
     }
     return [("noise", noise, NOISE_SEEDS), ("decoy", decoy, DECOY_SEEDS), ("benign", benign, BENIGN_SEEDS)]
 
@@ -154,7 +160,7 @@ def decoy_check_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
     decoy seeds, beside the same seeds' ``real``."""
     arms = {
         "decoy-real": ["mode=real", "steps=60"],
-        "decoy-default": ["world_model.kwargs.quality=confident_decoy", "steps=120"],
+        "decoy-default": ["world_model.kwargs.quality=confident_decoy", "steps=120", *MSE_BEFORE_V2],
     }
     return [("decoy", arms, BOUND_SEEDS["decoy"])]
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wmrl_core.config import TrainConfig, flatten, load_config
+from wmrl_core.config import TrainConfig, flatten, load_config, unread_settings
 from wmrl_core.errors import ConfigError
 
 __all__ = [
@@ -171,16 +171,29 @@ def _matches(key: str, prefixes: Sequence[str]) -> bool:
 
 
 def _changed_settings(run_dir: Path, cfg: TrainConfig, ignore: Sequence[str]) -> list[str]:
-    """Settings in which the config stored in ``run_dir`` differs from ``cfg`` (read back through
-    :func:`load_config`, so a field added since takes its default on both sides)."""
-    stored = flatten(load_config(run_dir / "config.yaml"))
+    """Settings in which the config stored in ``run_dir`` differs from ``cfg``. A setting added since
+    the run was written is absent from its file and not compared: the run did what the code did before
+    the setting existed, which today's default need not be."""
+    from omegaconf import OmegaConf
+
+    ignore = [*ignore, *unread_settings(cfg)]
+    path = run_dir / "config.yaml"
+    written = set(_flat_keys(OmegaConf.to_container(OmegaConf.load(path))))
+    stored = flatten(load_config(path))
     now = flatten(cfg)
     missing = object()
     return [
         f"{k}: {stored.get(k)!r} -> {now.get(k)!r}"
         for k in sorted(set(stored) | set(now))
-        if stored.get(k, missing) != now.get(k, missing) and not _matches(k, ignore)
+        if k in written and stored.get(k, missing) != now.get(k, missing) and not _matches(k, ignore)
     ]
+
+
+def _flat_keys(node: Any, prefix: str = "") -> list[str]:
+    """The dotted keys of a config file's leaves (an empty mapping is a leaf, as in :func:`flatten`)."""
+    if isinstance(node, dict) and (node or not prefix):
+        return [key for k, v in node.items() for key in _flat_keys(v, f"{prefix}.{k}" if prefix else str(k))]
+    return [prefix]
 
 
 def _trained_to(run_dir: Path, steps: int) -> bool:

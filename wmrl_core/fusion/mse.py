@@ -106,11 +106,11 @@ class MSEWeightedFuser:
         close_level: float = 0.05,
         close_below: float = 0.0,
         max_bet: float = 0.5,
-        window: int = 20,
+        window: int = 60,
         min_pairs: int = 4,
         validation_prior: bool = True,
-        bias_horizon: float = 10.0,
-        rho2_quantile: float | None = None,
+        bias_horizon: float = 20.0,
+        rho2_quantile: float | None = 0.05,
     ):
         MSEWeightedSettings(  # validates
             level, close_level, close_below, max_bet, window, min_pairs, validation_prior, bias_horizon, rho2_quantile

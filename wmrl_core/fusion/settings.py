@@ -44,7 +44,7 @@ class MSEWeightedSettings:
         metadata={"help": "Gate: the largest share of the closing test's wealth bet on one anchor group, in (0, 1)."},
     )
     window: int = field(
-        default=20,
+        default=60,
         metadata={"help": "Earlier anchor groups whose per-group gradients estimate the bias and the variances."},
     )
     min_pairs: int = field(
@@ -58,7 +58,7 @@ class MSEWeightedSettings:
         },
     )
     bias_horizon: float = field(
-        default=10.0,
+        default=20.0,
         metadata={
             "help": "H: updates over which the calibrated stream's bias accumulates while sampling noise averages "
             "out; the weight minimises the mean of H updates' squared error (1: one update's)."
@@ -66,7 +66,7 @@ class MSEWeightedSettings:
     )
     # Optional, not ``float | None``: OmegaConf before 2.4 reads only ``Optional``
     rho2_quantile: Optional[float] = field(  # noqa: UP045
-        default=None,
+        default=0.05,
         metadata={
             "help": "The inverse-variance weight's rho^2: ``None``, the point estimate; q in (0, 0.5], its "
             "q-quantile over a bootstrap of the anchor groups (what the anchors vouch for at confidence 1-q)."
