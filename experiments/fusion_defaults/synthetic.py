@@ -113,16 +113,21 @@ BOUND = ["fusion.kwargs.rho2_quantile=0.05"]
 BOUND_SEEDS = {"noise": list(range(1100, 1120)), "decoy": list(range(2100, 2110)), "benign": list(range(3100, 3110))}
 
 
-def bound_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
-    """(group, arms, seeds) of Part 3: Part 2's arms on fresh seeds, ``BOUND`` on every default arm."""
+def floors_with(settings: list[str], seeds: dict[str, list[int]]) -> list[tuple[str, dict[str, list[str]], list[int]]]:
+    """(group, arms, seeds): Part 2's arms on other seeds, ``settings`` after every default arm's overrides."""
     plan = []
     for group, arms, _ in floor_plan():
-        bounded = {
-            arm: [*overrides, *BOUND] if arm.startswith("noise") or arm.endswith("-default") else overrides
+        changed = {
+            arm: [*overrides, *settings] if arm.startswith("noise") or arm.endswith("-default") else overrides
             for arm, overrides in arms.items()
         }
-        plan.append((group, bounded, BOUND_SEEDS[group]))
+        plan.append((group, changed, seeds[group]))
     return plan
+
+
+def bound_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
+    """(group, arms, seeds) of Part 3: Part 2's arms on fresh seeds, ``BOUND`` on every default arm."""
+    return floors_with(BOUND, BOUND_SEEDS)
 
 
 # Part 4: the same floors, fresh seeds, the default with a steadier bias estimate and Part 3's bound.
@@ -135,16 +140,9 @@ V2_DECOY_EXTRA = list(range(2210, 2220))
 def v2_plan() -> list[tuple[str, dict[str, list[str]], list[int]]]:
     """(group, arms, seeds) of Part 4: Part 2's arms on fresh seeds, ``V2`` on every default arm; the
     extra decoy seeds as group ``decoy_extra``."""
-    plan = []
-    for group, arms, _ in floor_plan():
-        changed = {
-            arm: [*overrides, *V2] if arm.startswith("noise") or arm.endswith("-default") else overrides
-            for arm, overrides in arms.items()
-        }
-        plan.append((group, changed, V2_SEEDS[group]))
-        if group == "decoy":
-            plan.append(("decoy_extra", changed, V2_DECOY_EXTRA))
-    return plan
+    plan = floors_with(V2, V2_SEEDS)
+    decoy_arms = next(arms for group, arms, _ in plan if group == "decoy")
+    return [*plan, ("decoy_extra", decoy_arms, V2_DECOY_EXTRA)]
 
 
 V2_BENIGN_SEEDS = list(range(3300, 3330))
