@@ -129,6 +129,13 @@ def _noise_weight(name: str, overrides: tuple[str, ...]) -> Callable[[Path], int
     return build
 
 
+def _value_check(out: Path) -> int:
+    from experiments.synthetic import value_check
+
+    archive = RESULTS / "synthetic/value_check_runs.json.gz"
+    return value_check.main(["--from-archive", "--archive", str(archive), "--report", str(out / "value_check.md")])
+
+
 def _user_domain(out: Path) -> int:
     from experiments.fusion_defaults import user_domain
 
@@ -213,6 +220,12 @@ PAGES: tuple[Page, ...] = (
         "python -m experiments.synthetic.theorem --from-archive experiments/synthetic/archive/theorem.json.gz "
         "--out docs/results/synthetic",
     ),
+    Page(
+        "synthetic",
+        ("value_check.md", "value_check.json"),
+        _value_check,
+        "python -m experiments.synthetic.value_check --from-archive --report docs/results/synthetic/value_check.md",
+    ),
     *(
         Page(
             "synthetic",
@@ -255,7 +268,6 @@ UNARCHIVED: dict[str, str] = {
     "libero/world_models.md": "world-model report runs",
     "libero/world_models_onestep.md": "world-model report runs",
     "libero/world_models_t0-9.md": "world-model report runs",
-    "synthetic/value_check.md": "synthetic runs",
 }
 """Pages whose runs were not kept, so no command regenerates them, and why; each says so under its title
 (:data:`UNARCHIVED_NOTE`). Their figures are those of the code on the date they were made. They are the ones
