@@ -48,3 +48,17 @@ def test_an_unreached_seed_is_a_failure_and_the_floor_reads_every_run():
     )
     assert ep.weight_floor({1: [0.0] * 30})["met"]
     assert math.isnan(ep.paired_difference({}, "default", "real")["mean"])
+
+
+def test_the_registered_addition_reads_its_own_arm_and_noise_control():
+    curves = {**CURVES, "default_v2": {1: _curve([0.3, 0.3, 0.3, 0.4, 0.45, 0.6], [0, 8, 16, 32, 64, 128])}}
+    earned = {
+        "default_noise_wm": {1: {"weights": [0.9] * 30}},
+        "default_v2_noise_wm": {1: {"weights": [0.0] * 30}},
+        "default_v2": {1: {"gate_opened_at": 3}},
+    }
+    lines = ep.page(curves, earned, 10, ["real", "anchors_only", "default_v2"], default="default_v2")
+    text = "\n".join(lines)
+    assert "`default_v2` − `anchors_only`" in text and "+0.150" in text  # 0.60 - 0.45, not default's +0.100
+    assert "| 4. noise world model: steps > 0.1, worst run's mean | 1 | 0.0%, 0.000 | met |" in text
+    assert "| 1 | +0.150 | +0.100 | 128 | 3 |" in text  # real's 0.5 first reached at step 32

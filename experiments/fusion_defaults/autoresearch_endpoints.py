@@ -89,14 +89,19 @@ def _interval(row: Mapping[str, Any]) -> str:
 
 
 def page(
-    curves: Curves, earned: Mapping[str, Mapping[int, Mapping[str, Any]]], planned_seeds: int, arms: Sequence[str]
+    curves: Curves,
+    earned: Mapping[str, Mapping[int, Mapping[str, Any]]],
+    planned_seeds: int,
+    arms: Sequence[str],
+    default: str = "default",
 ) -> list[str]:
-    """The endpoints' section, verdicts read from the bounds; ``earned``: arm -> seed -> the run's
-    ``world_model_earned`` summary and its per-step weights (``weights``)."""
-    primary = paired_difference(curves, "default", "anchors_only")
-    versus_real = paired_difference(curves, "default", "real")
-    ratio = execution_ratio(curves)
-    floor = weight_floor({s: e["weights"] for s, e in earned.get("default_noise_wm", {}).items()})
+    """The endpoints' section of arm ``default`` (its noise control ``{default}_noise_wm``), verdicts read
+    from the bounds; ``earned``: arm -> seed -> the run's ``world_model_earned`` summary and its per-step
+    weights (``weights``)."""
+    primary = paired_difference(curves, default, "anchors_only")
+    versus_real = paired_difference(curves, default, "real")
+    ratio = execution_ratio(curves, default)
+    floor = weight_floor({s: e["weights"] for s, e in earned.get(f"{default}_noise_wm", {}).items()})
     done = min((len(curves.get(arm, {})) for arm in arms), default=0)
     finished = ", ".join(f"`{arm}` {len(curves.get(arm, {}))}" for arm in arms)
     lines = [
@@ -104,9 +109,9 @@ def page(
         "",
         "| endpoint | seeds | estimate (95% t) | verdict |",
         "|---|---|---|---|",
-        f"| 1. `default` − `anchors_only`, step 32 | {primary['seeds']} | {_interval(primary)} | "
+        f"| 1. `{default}` − `anchors_only`, step 32 | {primary['seeds']} | {_interval(primary)} | "
         f"{_verdict(primary, primary['low'] > 0, 'superior', 'not shown')} |",
-        f"| 2. `default` − `real`, step 32, margin {MARGIN} | {versus_real['seeds']} | {_interval(versus_real)} | "
+        f"| 2. `{default}` − `real`, step 32, margin {MARGIN} | {versus_real['seeds']} | {_interval(versus_real)} | "
         f"{_verdict(versus_real, versus_real['low'] > -MARGIN, 'non-inferior', 'not non-inferior')} |",
     ]
     for label, key in (("without", "without_w"), ("with", "with_w")):
@@ -123,11 +128,11 @@ def page(
     )
     lines += [
         "",
-        "| seed | `default` − `anchors_only` | `default` − `real` | executions to `real`'s score | gate opened at step |",
+        f"| seed | `{default}` − `anchors_only` | `{default}` − `real` | executions to `real`'s score | gate opened at step |",
     ]
     lines.append("|---|---|---|---|---|")
     for s in sorted(primary["per_seed"]):
-        gate = earned.get("default", {}).get(s, {}).get("gate_opened_at")
+        gate = earned.get(default, {}).get(s, {}).get("gate_opened_at")
         reached = ratio["per_seed"].get(s)
         lines.append(
             f"| {s} | {primary['per_seed'][s]:+.3f} | {versus_real['per_seed'].get(s, math.nan):+.3f} | "
