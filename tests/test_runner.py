@@ -100,7 +100,9 @@ def test_settings_a_run_never_read_or_that_postdate_it_do_not_refuse_it(syntheti
     # a setting added after the run was written is absent from its file: not compared, whatever its value now
     path = wmrl.run_dir / "config.yaml"
     path.write_text(path.read_text().replace("    rho2_quantile: 0.05\n", ""))
-    (kept,) = run_arms(synthetic_config, ARMS[1:], [0], tmp_path, overrides=[*COMMON, "fusion.kwargs.rho2_quantile=0.2"])
+    (kept,) = run_arms(
+        synthetic_config, ARMS[1:], [0], tmp_path, overrides=[*COMMON, "fusion.kwargs.rho2_quantile=0.2"]
+    )
     assert not kept.trained and real.run_dir.exists()
 
 
