@@ -54,7 +54,7 @@ def summary_lines(summary: dict, caveat: str | None = None) -> list[str]:
         opened = earned["gate_opened_at"]
         lines.append(
             (
-                f"world model: weight from step {opened} of {earned['steps']}"
+                f"world model: gate open from step {opened} of {earned['steps']}"
                 if opened is not None
                 else f"world model: weight 0 on all {earned['steps']} steps (this run is GRPO on its anchor groups)"
             )
