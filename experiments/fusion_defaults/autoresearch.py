@@ -27,6 +27,7 @@ if __package__ in (None, ""):  # run as a script: the checkout's root holds the 
 
 from experiments.autoresearch_equal_execution import equal_execution as ee  # noqa: E402
 from experiments.autoresearch_heldout_gain import heldout_gain as hg  # noqa: E402
+from experiments.fusion_defaults.synthetic import MSE_BEFORE_V2  # noqa: E402
 
 LEARN = ["world_model.kwargs.learn_from_anchors=true"]
 ARMS: dict[str, list[str]] = {
@@ -45,8 +46,6 @@ ADDED_ARMS: dict[str, list[str]] = {
 }
 """The registered addition (the pre-registration's last section): the default as shipped since the
 synthetic study's Part 5, and its matched noise control, run after each seed's registered arms."""
-MSE_BEFORE_V2 = ["fusion.kwargs.window=20", "fusion.kwargs.bias_horizon=10", "fusion.kwargs.rho2_quantile=null"]
-"""``mse_weighted``'s settings before the synthetic study's Part 5 adopted Part 4's (``PREREGISTRATION.md``)."""
 ARM_PINS = {"default": MSE_BEFORE_V2, "default_noise_wm": MSE_BEFORE_V2}
 """The registered default arms keep the settings they started with (the pre-registration's Part 4)."""
 SEEDS = list(range(10, 20))
