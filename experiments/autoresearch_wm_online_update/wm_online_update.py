@@ -22,6 +22,7 @@ task is the unit that would change in another corpus) and over shuffles (anchor 
 
     wmrl experiment wm-online-update                   # the table in the report
     wmrl experiment wm-online-update --quick --out /tmp/wmu
+    wmrl experiment wm-online-update --from-json DIR/summary.json --out DIR   # the table from its record
 """
 
 from __future__ import annotations
@@ -170,6 +171,41 @@ def summarize(shuffles: list[dict], group_size: int, n_tasks: int) -> list[dict]
     return table
 
 
+def table_markdown(record: dict) -> str:
+    """The table of a run's ``summary.json`` record: its replayed tasks and executions, and for each prior,
+    λ and number of anchor groups, the prior's and the updated model's within-task Spearman and their
+    difference with its intervals."""
+    args = record["args"]
+    lines = [
+        f"Within-task Spearman on each task's unseen programs, {args['shuffles']} shuffles, groups of "
+        f"{args['group_size']} ({record['tasks']} tasks, {record['executions']} executions)",
+        "",
+        "| prior | λ | anchor groups | seen/task | prior ρ | updated ρ | Δ (95% CI over tasks) | Δ (95% CI over shuffles) | tasks better |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in record["results"]:
+        (dt, ht), (ds, hs) = r["diff_over_tasks"], r["diff_over_shuffles"]
+        lines.append(
+            f"| {r['prior']} | {r['shrinkage']:g} | {r['groups']} | {r['seen_per_task']:.1f} | "
+            f"{r['prior_rho']:.3f} | {r['updated_rho']:.3f} | {dt:+.3f} ± {ht:.3f} | {ds:+.3f} ± {hs:.3f} | "
+            f"{r['tasks_better']}/{r['tasks']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _table_from_record(parser: argparse.ArgumentParser, record: Path, out: Path | None) -> int:
+    if out is None:
+        parser.error("--from-json needs --out (the folder for table.md)")
+    try:
+        text = table_markdown(json.loads(record.read_text()))
+    except (OSError, ValueError, KeyError) as exc:
+        parser.error(f"--from-json {record}: not a summary.json of this study ({exc!r})")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(text)
+    print(text, end="")
+    return 0
+
+
 def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-update") -> int:
     parser = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -184,7 +220,15 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-u
     parser.add_argument("--max-tasks", type=int, default=None, help="replay only this many tasks (the first by id)")
     parser.add_argument("--quick", action="store_true", help="2 shuffles, marks 0 4 8, shrinkage 8, task-fold prior")
     parser.add_argument("--out", type=Path, default=None, help="write table.md and summary.json here")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help="rewrite --out's table.md from this summary.json, replaying nothing",
+    )
     args = parser.parse_args(argv)
+    if args.from_json is not None:
+        return _table_from_record(parser, args.from_json, args.out)
     if args.quick:
         args.shuffles, args.marks, args.shrinkage, args.priors = 2, [0, 4, 8], [8.0], ["task-fold"]
     from wmrl_autoresearch.environment import collect_tasks
@@ -219,28 +263,18 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-u
                 for row in summarize(shuffles, args.group_size, len(task_ids)):
                     results.append({"prior": prior, "shrinkage": lam, **row})
 
-    lines = [
-        f"Within-task Spearman on each task's unseen programs, {args.shuffles} shuffles, groups of "
-        f"{args.group_size} ({len(task_ids)} tasks, {len(replayed)} executions)",
-        "",
-        "| prior | λ | anchor groups | seen/task | prior ρ | updated ρ | Δ (95% CI over tasks) | Δ (95% CI over shuffles) | tasks better |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        (dt, ht), (ds, hs) = r["diff_over_tasks"], r["diff_over_shuffles"]
-        lines.append(
-            f"| {r['prior']} | {r['shrinkage']:g} | {r['groups']} | {r['seen_per_task']:.1f} | "
-            f"{r['prior_rho']:.3f} | {r['updated_rho']:.3f} | {dt:+.3f} ± {ht:.3f} | {ds:+.3f} ± {hs:.3f} | "
-            f"{r['tasks_better']}/{r['tasks']} |"
-        )
-    text = "\n".join(lines)
-    print(text)
+    record = {
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "tasks": len(task_ids),
+        "executions": len(replayed),
+        "results": results,
+    }
+    text = table_markdown(record)
+    print(text, end="")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "table.md").write_text(text + "\n")
-        (args.out / "summary.json").write_text(
-            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=2)
-        )
+        (args.out / "table.md").write_text(text)
+        (args.out / "summary.json").write_text(json.dumps(record, indent=2))
     return 0
 
 

@@ -1,6 +1,8 @@
 """LIBERO world models on synthetic tensors: shapes, disagreement, horizon, progress, metrics."""
 
 import copy
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +36,8 @@ from wmrl_libero.world_models.quality import (
     per_task,
     within_group_spearman,
     within_task_auroc,
+    write_page,
+    write_report,
 )
 from wmrl_libero.world_models.scorer import (
     fit_scorer,
@@ -328,3 +332,24 @@ def test_within_task_auroc_compares_only_episodes_of_one_task():
     assert within_task_auroc(tasks, y, [0.1, 0.3, 0.9, 0.9, 0.5]) == (0.25, 2)  # a wrong, b tied
     value, pairs = within_task_auroc(["a", "b"], [True, False], [0.5, 0.5])
     assert np.isnan(value) and pairs == 0
+
+
+RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results" / "libero"
+
+
+@pytest.mark.parametrize("name", ["world_models", "world_models_t0-9"])
+def test_a_report_page_is_rebuilt_from_its_record_alone(name, tmp_path):
+    record = json.loads((RESULTS / f"{name}.json").read_text())
+    command = record.pop("command")
+    page = write_report(record, tmp_path / "report", command, name=name)
+    assert json.loads((tmp_path / "report" / f"{name}.json").read_text())["command"] == command
+    rebuilt = write_page(tmp_path / "report" / f"{name}.json", tmp_path / "page")
+    assert rebuilt.read_text() == page.read_text() == (RESULTS / f"{name}.md").read_text()
+    # the within-task column only where the report measured it (the four-task report did not)
+    assert ("AUROC within task" in page.read_text()) == ("auroc_within_task" in record["imagination"])
+
+
+def test_a_record_without_its_command_is_refused_by_name(tmp_path):
+    (tmp_path / "other.json").write_text(json.dumps({"imagination": {}}))
+    with pytest.raises(ValueError, match="names no 'command'.*wm-report"):
+        write_page(tmp_path / "other.json", tmp_path)

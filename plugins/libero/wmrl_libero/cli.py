@@ -1,5 +1,5 @@
 """The ``wmrl-libero`` command: install, doctor, eval, bench, bench-batch, bench-sim, record-demos, train-bc, dagger,
-and the world-model commands record-wm-data, train-wm, wm-report."""
+and the world-model commands record-wm-data, train-wm, wm-report, wm-page."""
 
 from __future__ import annotations
 

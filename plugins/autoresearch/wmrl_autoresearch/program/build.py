@@ -12,7 +12,8 @@ model needs none: it is fitted on the shipped corpus at first use and cached). W
 (:mod:`~.cross_validation`), the outcome model and the ridge baseline, and writes
 ``world_model_cv.json``, ``world_model_calibration.png`` (reliability of P(failure), predicted
 against real reward, coverage of the predicted spread) and ``world_model_cv.md`` there.
-``--families W`` fits (and reports) on the world-model families' executions only
+``--from-json RECORD --report DIR`` rewrites ``DIR/RECORD-stem.md`` from such a JSON record alone, fitting
+nothing. ``--families W`` fits (and reports) on the world-model families' executions only
 (:mod:`wmrl_autoresearch.tasks.families`): the model of the quickstart, which never saw its
 training families R nor the held-out E (``world_model.kwargs.fit_families: [W]`` fits the same
 model at first use; the fit is deterministic for a seed).
@@ -145,7 +146,10 @@ def _plot_calibration(report: dict, path: Path) -> dict:
     }
 
 
-def _cv_table(summary: dict) -> str:
+def cv_table(summary: dict) -> str:
+    """The Markdown table of a cross-validation summary (``world_model_cv.json``): each model's within-task
+    Spearman, scored within one fold's model and pooled out of fold, and the calibration of P(failure)
+    and of the predicted spread."""
     lines = [
         f"Within-task Spearman on new programs of the training tasks: {summary['folds']}-fold cross-validation "
         f"grouped by program, {summary['n_executions']} executions ({summary['corpus']}); mean over tasks, 95% t-interval",
@@ -171,6 +175,19 @@ def _cv_table(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _page_from_record(parser: argparse.ArgumentParser, record: Path, report: Path | None) -> int:
+    if report is None:
+        parser.error("--from-json needs --report DIR (the folder for the page)")
+    try:
+        text = cv_table(json.loads(record.read_text()))
+    except (OSError, ValueError, KeyError) as exc:
+        parser.error(f"--from-json {record}: not a world_model_cv.json written by --report ({exc!r})")
+    report.mkdir(parents=True, exist_ok=True)
+    (report / f"{record.stem}.md").write_text(text)
+    print(text, end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="wmrl-autoresearch build-world-model",
@@ -189,7 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="fit on these families' executions only: family names or W / R (default: every training family)",
     )
+    parser.add_argument(
+        "--from-json", type=Path, default=None, help="with --report DIR: write DIR/NAME.md from this NAME.json record"
+    )
     args = parser.parse_args(argv)
+    if args.from_json is not None:
+        return _page_from_record(parser, args.from_json, args.report)
     from wmrl_autoresearch.program.corpus import CORPUS_PATH, load_corpus
     from wmrl_autoresearch.program.world_model import SHIPPED_CHECKPOINT, save_outcome_model
 
@@ -228,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             "calibration": _plot_calibration(report, args.report / "world_model_calibration.png"),
         }
         (args.report / "world_model_cv.json").write_text(json.dumps(summary, indent=2))
-        (args.report / "world_model_cv.md").write_text(_cv_table(summary))
-        print(_cv_table(summary))
+        (args.report / "world_model_cv.md").write_text(cv_table(summary))
+        print(cv_table(summary))
     return 0
 
 

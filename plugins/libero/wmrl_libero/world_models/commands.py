@@ -1,8 +1,9 @@
-"""The world-model sub-commands of ``wmrl-libero``: record-wm-data, train-wm, wm-report."""
+"""The world-model sub-commands of ``wmrl-libero``: record-wm-data, train-wm, wm-report, wm-page."""
 
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from wmrl_libero.int_ranges import parse_int_ranges
 
@@ -82,6 +83,17 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_page(args) -> int:
+    from wmrl_libero.world_models.quality import write_page
+
+    try:
+        path = write_page(args.record, args.out or Path(args.record).parent)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"wmrl-libero wm-page: {exc}") from None
+    print(f"written {path}")
+    return 0
+
+
 def add_world_model_commands(sub) -> None:
     """Add the world-model sub-commands to the ``wmrl-libero`` parser."""
     p = sub.add_parser("record-wm-data", help="record the scripted expert with perturbations (successes and failures)")
@@ -122,3 +134,8 @@ def add_world_model_commands(sub) -> None:
     p.add_argument("--vla-batch", type=int, default=64, help="small-VLA episodes imagined in one batch (speed)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.set_defaults(fn=_cmd_report)
+
+    p = sub.add_parser("wm-page", help="rewrite a wm-report page (NAME.md) from its JSON record alone")
+    p.add_argument("record", help="a NAME.json written by wm-report")
+    p.add_argument("--out", default=None, help="folder for NAME.md (default: the record's folder)")
+    p.set_defaults(fn=_cmd_page)

@@ -429,22 +429,54 @@ def _header_lines(r: dict[str, Any], command: str) -> list[str]:
 
 
 def _prediction_lines(im: dict[str, Any], pr: dict[str, Any], sc: dict[str, Any]) -> list[str]:
-    """The predicted-success table of the three models, and imagination's guards."""
+    """The predicted-success table of the three models, and imagination's guards. The within-task AUROC
+    column appears when the report measured it (reports of one held-out task file did not)."""
+    within = any("auroc_within_task" in m for m in (im, pr, sc))
+    rows = [
+        [
+            f"imagination (recorded actions replayed in the ensemble, {im['horizon_steps']} steps)",
+            f"{_f(im['auroc'])}{_ci(im)}",
+            _within(im),
+            _f(im["ece"]),
+            f"{_f(im['brier'])} ({_f(im['base_rate_brier'])})",
+            f"{_f(im['spearman_within_group'][0])} ({im['spearman_within_group'][1]})",
+        ],
+        [
+            "scorer on the real final state (no dynamics)",
+            f"{_f(sc['auroc'])}{_ci(sc)}",
+            _within(sc),
+            _f(sc["ece"]),
+            _f(sc["brier"]),
+            "",
+        ],
+        [
+            "progress scorer, potential-style (last 3 - first 3 of 8 states)",
+            f"{_f(pr['auroc'])}{_ci(pr)}",
+            _within(pr),
+            "",
+            "",
+            f"{_f(pr['spearman_within_group'][0])} ({pr['spearman_within_group'][1]})",
+        ],
+        [
+            "progress scorer, peak (max of 8; for comparison)",
+            _f(pr["peak_auroc"]),
+            "",
+            "",
+            "",
+            f"{_f(pr['peak_spearman_within_group'][0])} ({pr['peak_spearman_within_group'][1]})",
+        ],
+    ]
+    header = ["model", "AUROC", "AUROC within task (pairs)", "ECE", "Brier (base-rate Brier)"]
+    header.append("Spearman within group (groups)")
+    if not within:
+        header.pop(2)
+        rows = [row[:2] + row[3:] for row in rows]
     return [
         "## Predicted success",
         "",
-        "| model | AUROC | AUROC within task (pairs) | ECE | Brier (base-rate Brier) | Spearman within group (groups) |",
-        "|---|---:|---:|---:|---:|---:|",
-        f"| imagination (recorded actions replayed in the ensemble, {im['horizon_steps']} steps) | "
-        f"{_f(im['auroc'])}{_ci(im)} | {_within(im)} | "
-        f"{_f(im['ece'])} | {_f(im['brier'])} ({_f(im['base_rate_brier'])}) | "
-        f"{_f(im['spearman_within_group'][0])} ({im['spearman_within_group'][1]}) |",
-        f"| scorer on the real final state (no dynamics) | {_f(sc['auroc'])}{_ci(sc)} | {_within(sc)} | "
-        f"{_f(sc['ece'])} | {_f(sc['brier'])} | |",
-        f"| progress scorer, potential-style (last 3 - first 3 of 8 states) | {_f(pr['auroc'])}{_ci(pr)} | "
-        f"{_within(pr)} | | | {_f(pr['spearman_within_group'][0])} ({pr['spearman_within_group'][1]}) |",
-        f"| progress scorer, peak (max of 8; for comparison) | {_f(pr['peak_auroc'])} | | | | "
-        f"{_f(pr['peak_spearman_within_group'][0])} ({pr['peak_spearman_within_group'][1]}) |",
+        f"| {' | '.join(header)} |",
+        "|---|" + "---:|" * (len(header) - 1),
+        *("|" + "|".join(f" {cell} " if cell else " " for cell in row) + "|" for row in rows),
         "",
         f"Imagination guards: {100 * im['cut_fraction']:.0f}% of imagined episodes were cut by ensemble "
         f"disagreement; {100 * im['imagined_success_fraction']:.0f}% ended by the smoothed success rule; "
@@ -512,9 +544,24 @@ def _speed_lines(r: dict[str, Any], im: dict[str, Any], pr: dict[str, Any]) -> l
 
 
 def write_report(r: dict[str, Any], out_dir: str | Path, command: str, name: str = "world_models") -> Path:
+    """Write ``NAME.json`` (the record, with the ``command`` that made it) and ``NAME.md`` into ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{name}.json").write_text(json.dumps(r, indent=1, default=str))
-    path = out_dir / f"{name}.md"
-    path.write_text(report_markdown(r, command))
+    (out_dir / f"{name}.json").write_text(json.dumps({**r, "command": command}, indent=1, default=str))
+    return write_page(out_dir / f"{name}.json", out_dir)
+
+
+def write_page(record: str | Path, out_dir: str | Path) -> Path:
+    """Write the page of a :func:`write_report` record into ``out_dir`` (same file stem), from the record
+    alone: how a committed report is rebuilt without its checkpoint and held-out episodes.
+
+    :raises ValueError: if the record does not name the command that made it.
+    """
+    record = Path(record)
+    r = json.loads(record.read_text())
+    if "command" not in r:
+        raise ValueError(f"{record} names no 'command': it was not written by write_report (wmrl-libero wm-report)")
+    path = Path(out_dir) / f"{record.stem}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(report_markdown(r, r["command"]))
     return path
