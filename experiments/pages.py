@@ -164,6 +164,13 @@ def _wm_online_update(out: Path) -> int:
         return wm_online_update.main(["--from-json", str(record), "--out", str(out)])
 
 
+def _main_job(out: Path) -> int:
+    from experiments.main_job import page
+
+    page.write_page(page.ARCHIVE, out)
+    return 0
+
+
 def _user_domain(out: Path) -> int:
     from experiments.fusion_defaults import user_domain
 
@@ -190,6 +197,7 @@ PAGES: tuple[Page, ...] = (
         _heldout_gain("autoresearch/heldout_gain_outcome_wm"),
         "python -m experiments.autoresearch_heldout_gain.page --out docs/results/autoresearch/heldout_gain_outcome_wm",
     ),
+    Page("autoresearch", ("main_job_runs.md",), _main_job, "python -m experiments.main_job.page"),
     Page(
         "autoresearch/lambda_estimates",
         ("lambda_estimates.md",),
@@ -301,7 +309,7 @@ NOT_REBUILT: dict[str, str] = {
     "autoresearch/fusion_defaults/README.md": "the pre-registered study is still running; its page is built when it ends",
     "autoresearch/lambda_estimates/README.md": "prose around the rebuilt lambda_estimates.md",
     "autoresearch/world_model/README.md": "prose around the rebuilt world_model_cv.md and online_update/table.md",
-    "autoresearch/main_job.md": "the quickstart's figures, written by hand from a fresh clone's run of `bash quickstart.sh`",
+    "autoresearch/main_job.md": "prose around the rebuilt main_job_runs.md",
     "libero/group_ranking.md": "hand-written around a table that a test checks against group_ranking.json",
     "libero/real_learns/README.md": "the pre-registered study is still running; built by its runner's --report",
     "synthetic/floor_level999_preregistration.md": "a pre-registration",
