@@ -106,3 +106,15 @@ def test_a_study_that_does_not_import_is_named(tmp_path):
     _study(tmp_path, "kit_broken_study", "import a_module_that_is_not_there\n")
     with pytest.raises(WMRLError, match="kit_broken_study/study.py does not import .*ModuleNotFoundError"):
         register_studies(get_plugin_manager(), tmp_path)
+
+
+def test_a_page_is_written_from_its_record_or_the_record_is_named(tmp_path):
+    (tmp_path / "record.json").write_text('{"score": 0.5}')
+    text = report.page_from_record(
+        tmp_path / "record.json", tmp_path / "out" / "page.md", lambda r: f"{r['score']}\n", "x"
+    )
+    assert text == (tmp_path / "out" / "page.md").read_text() == "0.5\n"
+    (tmp_path / "other.json").write_text('{"other": 1}')
+    with pytest.raises(ValueError, match=r"other.json: not a score record \(KeyError"):
+        report.page_from_record(tmp_path / "other.json", tmp_path / "p.md", lambda r: r["score"], "a score record")
+    assert not (tmp_path / "p.md").exists()

@@ -41,6 +41,7 @@ from wmrl_autoresearch.program.grammar import Program, ProgramScript
 from wmrl_autoresearch.program.outcome_model import OutcomePrediction
 from wmrl_autoresearch.program.world_model import LearnedWorldModel, save_outcome_model
 
+from wmrl_core.experiments.report import page_from_record
 from wmrl_core.experiments.stats import mean_ci95, within_group_spearman
 from wmrl_core.types import Outcome
 
@@ -197,12 +198,9 @@ def _table_from_record(parser: argparse.ArgumentParser, record: Path, out: Path 
     if out is None:
         parser.error("--from-json needs --out (the folder for table.md)")
     try:
-        text = table_markdown(json.loads(record.read_text()))
-    except (OSError, ValueError, KeyError) as exc:
-        parser.error(f"--from-json {record}: not a summary.json of this study ({exc!r})")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "table.md").write_text(text)
-    print(text, end="")
+        print(page_from_record(record, out / "table.md", table_markdown, "a summary.json of this study"), end="")
+    except ValueError as exc:
+        parser.error(f"--from-json {exc}")
     return 0
 
 

@@ -288,8 +288,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="no training: the page from what is finished")
     ap.add_argument("--pack-partial", action="store_true", help="pack half-done arm-seeds into the archive")
     ap.add_argument("--smoke", metavar="DIR", help="every arm end to end in DIR: 2 seeds, 2 steps, tiny groups")
+    ap.add_argument("--out", type=Path, help=f"the page's folder (default {PAGE.parent.relative_to(ROOT)})")
+    ap.add_argument("--runs", type=Path, help=f"the run folders (default {RUNS.relative_to(ROOT)})")
     args = ap.parse_args(argv)
     runs, archive, page_path, seeds, common, settings = RUNS, ARCHIVE, PAGE, SEEDS, COMMON, SETTINGS
+    runs = args.runs or runs
+    page_path = args.out / PAGE.name if args.out else page_path
     evaluate = Evaluator()
     if args.smoke:
         smoke = Path(args.smoke)

@@ -12,8 +12,10 @@ command-line flags and the one parser of seed and index lists.
 from __future__ import annotations
 
 import argparse
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from wmrl_core.experiments.stats import mean_t_interval
@@ -27,6 +29,7 @@ __all__ = [
     "number",
     "interval_text",
     "per_seed_table",
+    "page_from_record",
 ]
 
 
@@ -172,3 +175,18 @@ def per_seed_table(values: Mapping[str, Mapping[int, float | None]], digits: int
         ["mean [95% t]", *(interval_text([values[c].get(s) for s in seeds], digits, signed=signed) for c in columns)]
     )
     return markdown_table(["seed", *columns], rows)
+
+
+def page_from_record(record: Path, page: Path, render: Callable[[dict], str], what: str) -> str:
+    """Write ``page`` from a JSON ``record`` alone, ``render(record)``, and return its text: how a study's page is
+    rebuilt from the record its run wrote.
+
+    :raises ValueError: naming the record and ``what`` it should be, when it cannot be read or rendered.
+    """
+    try:
+        text = render(json.loads(Path(record).read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{record}: not {what} ({exc!r})") from None
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(text)
+    return text

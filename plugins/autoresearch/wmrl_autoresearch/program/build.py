@@ -176,15 +176,19 @@ def cv_table(summary: dict) -> str:
 
 
 def _page_from_record(parser: argparse.ArgumentParser, record: Path, report: Path | None) -> int:
+    from wmrl_core.experiments.report import page_from_record
+
     if report is None:
         parser.error("--from-json needs --report DIR (the folder for the page)")
     try:
-        text = cv_table(json.loads(record.read_text()))
-    except (OSError, ValueError, KeyError) as exc:
-        parser.error(f"--from-json {record}: not a world_model_cv.json written by --report ({exc!r})")
-    report.mkdir(parents=True, exist_ok=True)
-    (report / f"{record.stem}.md").write_text(text)
-    print(text, end="")
+        print(
+            page_from_record(
+                record, report / f"{record.stem}.md", cv_table, "a world_model_cv.json written by --report"
+            ),
+            end="",
+        )
+    except ValueError as exc:
+        parser.error(f"--from-json {exc}")
     return 0
 
 
