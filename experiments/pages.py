@@ -91,6 +91,14 @@ def _libero_positive_control(out: Path) -> int:
         return positive_control.main(["--report", "--out", str(out), "--runs", runs])
 
 
+def _libero_real_learns(out: Path) -> int:
+    from experiments.libero_grpo import real_learns
+
+    with tempfile.TemporaryDirectory(prefix="wmrl-runs-") as runs:  # report-only restores the archive into it
+        with contextlib.redirect_stdout(io.StringIO()):
+            return real_learns.main(["--report", "--out", str(out), "--runs", runs])
+
+
 def _gradient_snr(out: Path) -> int:
     from experiments.libero_grpo import gradient_snr
 
@@ -230,6 +238,12 @@ PAGES: tuple[Page, ...] = (
         "python -m experiments.libero_grpo.positive_control --report",
     ),
     Page(
+        "libero/real_learns",
+        ("README.md", "real_learns.json"),
+        _libero_real_learns,
+        "python -m experiments.libero_grpo.real_learns --report",
+    ),
+    Page(
         "libero/gradient_snr",
         ("README.md",),
         _gradient_snr,
@@ -311,7 +325,6 @@ NOT_REBUILT: dict[str, str] = {
     "autoresearch/world_model/README.md": "prose around the rebuilt world_model_cv.md and online_update/table.md",
     "autoresearch/main_job.md": "prose around the rebuilt main_job_runs.md",
     "libero/group_ranking.md": "hand-written around a table that a test checks against group_ranking.json",
-    "libero/real_learns/README.md": "the pre-registered study is still running; built by its runner's --report",
     "synthetic/floor_level999_preregistration.md": "a pre-registration",
     "synthetic/floor_shrinkage_preregistration.md": "a pre-registration",
     "synthetic/README.md": "prose around the rebuilt table.md, figures and policy_evaluation.md",
