@@ -380,11 +380,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             print(f"{name}: no builder: {why}")
         return 0
     if args.check:
-        differ = [d for page in PAGES for d in check(page)]
-        for d in differ:
+        differ = {page: check(page) for page in PAGES}
+        for d in (d for found in differ.values() for d in found):
             print(f"differs from what its archive rebuilds: {d}", file=sys.stderr)
-        print(f"{len(PAGES) - len({d.split(':')[0] for d in differ})} of {len(PAGES)} pages rebuilt unchanged")
-        return 1 if differ else 0
+        unchanged = sum(not found for found in differ.values())
+        print(f"{unchanged} of {len(PAGES)} pages rebuilt unchanged")
+        return 0 if unchanged == len(PAGES) else 1
     for page in PAGES:
         status = page.build(RESULTS / page.folder)
         print(f"{page.folder}: {', '.join(page.files)} ({'ok' if not status else f'exit {status}'})")

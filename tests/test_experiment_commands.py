@@ -53,7 +53,9 @@ def test_the_online_update_table_is_rewritten_from_its_record_alone(tmp_path, ca
     row = {"prior": "task-fold", "shrinkage": 8.0, "groups": 16, "seen_per_task": 0.17, "prior_rho": 0.485}
     row |= {"updated_rho": 0.482, "diff_over_tasks": [-0.003, 0.002], "diff_over_shuffles": [-0.003, 0.004]}
     record = {"args": {"shuffles": "5", "group_size": "2"}, "tasks": 188, "executions": 5238, "results": [row]}
-    (tmp_path / "summary.json").write_text(json.dumps({**record, "results": [row | {"tasks_better": 23, "tasks": 188}]}))
+    (tmp_path / "summary.json").write_text(
+        json.dumps({**record, "results": [row | {"tasks_better": 23, "tasks": 188}]})
+    )
     assert wm_online_update.main(["--from-json", str(tmp_path / "summary.json"), "--out", str(tmp_path / "t")]) == 0
     table = (tmp_path / "t" / "table.md").read_text()
     assert "5 shuffles, groups of 2 (188 tasks, 5238 executions)" in table

@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-u
                     results.append({"prior": prior, "shrinkage": lam, **row})
 
     record = {
-        "args": {k: str(v) for k, v in vars(args).items()},
+        "args": {k: str(v) for k, v in vars(args).items() if k != "from_json"},
         "tasks": len(task_ids),
         "executions": len(replayed),
         "results": results,

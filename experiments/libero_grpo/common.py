@@ -106,10 +106,17 @@ def run_study(
     settings: Mapping[str, Any],
     evaluate: LazyLiberoEnv | Callable[[Any], Any],
     report_only: bool,
+    after_run: Callable[[Any], None] | None = None,
 ) -> list[Any]:
     """Every arm for every seed (resumable; finished arm-seeds archived), the evaluation environment closed
-    whatever happens; the worker count may differ between resumptions."""
+    whatever happens; the worker count may differ between resumptions. ``after_run(run)`` follows each
+    arm-seed's progress line (``run_arms``' ``on_run``)."""
     from wmrl_core.experiments.runner import run_arms
+
+    def on_run(run) -> None:
+        print(f"== seed {run.seed} {run.arm.name}", flush=True)
+        if after_run is not None:
+            after_run(run)
 
     try:
         return run_arms(
@@ -124,7 +131,7 @@ def run_study(
             ignore=["environment.kwargs.num_workers"],
             report_only=report_only,
             progress=True,
-            on_run=lambda run: print(f"== seed {run.seed} {run.arm.name}", flush=True),
+            on_run=on_run,
         )
     finally:
         evaluate.close()

@@ -13,7 +13,7 @@ training did to it; temperature 1, a noise draw per action, as the base policy w
 training init state (0-39) and every held-out one (40-49) of tasks 4 and 6, :data:`EVAL_SAMPLES` episodes
 each, with evaluation noise shared by the seed's arms.
 
-    python -m experiments.libero_grpo.real_learns                 # run (resumable), then the page
+    python -m experiments.libero_grpo.real_learns                 # run (resumable); the page as each seed ends
     python -m experiments.libero_grpo.real_learns --report        # the page from what is finished
     python -m experiments.libero_grpo.real_learns --pack-partial  # after stopping mid-run
     python -m experiments.libero_grpo.real_learns --smoke DIR     # every arm end to end, tiny
@@ -22,8 +22,11 @@ each, with evaluation noise shared by the seed's arms.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +284,17 @@ def page(result: dict[str, Any]) -> str:
     )
 
 
+def rebuild_page_when_a_seed_ends(run) -> None:
+    """After a seed's last arm is archived, rewrite the page from the archive alone (what ``python -m
+    experiments.pages --check`` compares), so that committing the archive and the page together is all a
+    session has to do."""
+    if run.arm.name != list(ARMS)[-1]:
+        return
+    with tempfile.TemporaryDirectory(prefix="wmrl-runs-") as runs, contextlib.redirect_stdout(io.StringIO()):
+        main(["--report", "--runs", runs])
+    print(f"   page rebuilt from the archive: {PAGE.relative_to(ROOT)}", flush=True)
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from wmrl_core.experiments.runner import pack_unfinished
 
@@ -323,6 +337,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         settings=settings,
         evaluate=evaluate,
         report_only=args.report,
+        after_run=None if args.report or args.smoke or args.out or args.runs else rebuild_page_when_a_seed_ends,
     )
     records, curves, updates = collect(arm_runs)
     if not {"real", "noise_control"} <= set(records):

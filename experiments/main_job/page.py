@@ -7,7 +7,7 @@
 quickstart.sh`` runs) into ``experiments/main_job/archive/LABEL/``: its ``summary.json`` (what ``wmrl
 train`` prints at the end is made from it, by :func:`wmrl_core.cli.summary_lines`), ``metrics.jsonl``,
 ``config.yaml``, and ``provenance.json`` (the commit, the command and a note on the machine). The page
-lists the archived runs oldest first; the prose around it is ``docs/results/autoresearch/main_job.md``.
+lists the archived runs oldest first (by the number the label starts with); the prose around it is ``docs/results/autoresearch/main_job.md``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import argparse
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 from wmrl_core.cli import summary_lines
 from wmrl_core.experiments.report import markdown_table, number
@@ -38,22 +41,33 @@ STEP_COLUMNS = {
 
 
 def add_run(run_dir: Path, label: str, commit: str, command: str, note: str, archive: Path = ARCHIVE) -> Path:
-    """Copy a finished run into ``archive/label`` with its provenance.
+    """Copy a finished run into ``archive/label`` with its provenance (all or nothing).
 
-    :raises ValueError: if the run has not finished (no ``summary.json``) or the label is taken.
+    :raises ValueError: if the run has not finished (no ``summary.json``), the label is not a plain folder
+        name, or it is taken.
     """
     missing = [name for name in RUN_FILES if not (run_dir / name).is_file()]
     if missing:
         raise ValueError(f"{run_dir} lacks {', '.join(missing)}: archive a run that finished")
+    if not label or Path(label).name != label or label.startswith("."):
+        raise ValueError(f"--label {label!r}: a plain folder name, e.g. 3-my-change (its number orders the page)")
     target = archive / label
     if target.exists():
         raise ValueError(f"{target} exists: choose another --label (an archived run is never overwritten)")
-    target.mkdir(parents=True)
-    for name in RUN_FILES:
-        shutil.copy(run_dir / name, target / name)
-    provenance = {"commit": commit, "command": command, "note": note}
-    (target / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    archive.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=archive, prefix=".adding-") as tmp:
+        for name in RUN_FILES:
+            shutil.copy(run_dir / name, Path(tmp) / name)
+        provenance = {"commit": commit, "command": command, "note": note}
+        (Path(tmp) / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+        Path(tmp).rename(target)
     return target
+
+
+def _order(folder: Path) -> tuple[int, str]:
+    """Archived runs oldest first: by the number their label starts with, then by name."""
+    number = folder.name.split("-", 1)[0]
+    return (int(number) if number.isdigit() else sys.maxsize, folder.name)
 
 
 def step_rows(metrics: list[dict]) -> list[list[str]]:
@@ -75,6 +89,7 @@ def run_section(folder: Path) -> str:
     """The section of one archived run: its provenance, what ``wmrl train`` printed, the steps."""
     provenance = json.loads((folder / "provenance.json").read_text())
     summary = json.loads((folder / "summary.json").read_text())
+    caveat = OmegaConf.select(OmegaConf.load(folder / "config.yaml"), "logging.caveat")
     metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
     header = ["step", *(title for title, _ in STEP_COLUMNS.values())]
     rows = step_rows(metrics)
@@ -83,10 +98,11 @@ def run_section(folder: Path) -> str:
         "",
         f"`{provenance['command']}` at commit {provenance['commit']}. {provenance['note']}",
         "",
-        "What `wmrl train` prints at its end for this run (`wmrl_core.cli.summary_lines` on its `summary.json`):",
+        "What `wmrl train` prints at its end for this run, in today's wording (`wmrl_core.cli.summary_lines` on "
+        "its `summary.json` and its config's caveat):",
         "",
         "```",
-        *summary_lines(summary),
+        *summary_lines(summary, caveat),
         "```",
         "",
     ]
@@ -97,7 +113,7 @@ def run_section(folder: Path) -> str:
 
 def write_page(archive: Path = ARCHIVE, out: Path = OUT) -> Path:
     """Write :data:`PAGE` into ``out``: every archived run, oldest first (by its folder's name)."""
-    folders = sorted(p for p in archive.iterdir() if (p / "provenance.json").is_file())
+    folders = sorted((p for p in archive.iterdir() if (p / "provenance.json").is_file()), key=_order)
     if not folders:
         raise ValueError(f"no archived run in {archive}: add one with --add RUN_DIR")
     text = [

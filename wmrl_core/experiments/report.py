@@ -185,7 +185,7 @@ def page_from_record(record: Path, page: Path, render: Callable[[dict], str], wh
     """
     try:
         text = render(json.loads(Path(record).read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, LookupError, TypeError, AttributeError) as exc:  # whatever a wrong record raises
         raise ValueError(f"{record}: not {what} ({exc!r})") from None
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(text)

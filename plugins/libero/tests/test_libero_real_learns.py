@@ -59,3 +59,13 @@ def test_the_recipe_is_the_one_the_pre_registration_names():
     for override in real_learns.RECIPE:
         assert f"`{override}`" in text, override
     assert f"{real_learns.STEPS} steps" in text and ", ".join(map(str, SEEDS)) in text
+
+
+def test_the_page_is_rebuilt_from_the_archive_when_a_seed_s_last_arm_ends(monkeypatch):
+    from types import SimpleNamespace
+
+    calls = []
+    monkeypatch.setattr(real_learns, "main", lambda argv: calls.append(argv) or 0)
+    for arm in real_learns.ARMS:
+        real_learns.rebuild_page_when_a_seed_ends(SimpleNamespace(arm=SimpleNamespace(name=arm), seed=SEEDS[0]))
+    assert len(calls) == 1 and calls[0][:2] == ["--report", "--runs"]  # once, after noise_control, report-only

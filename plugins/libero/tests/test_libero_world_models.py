@@ -351,5 +351,10 @@ def test_a_report_page_is_rebuilt_from_its_record_alone(name, tmp_path):
 
 def test_a_record_without_its_command_is_refused_by_name(tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"imagination": {}}))
-    with pytest.raises(ValueError, match="names no 'command'.*wm-report"):
+    with pytest.raises(
+        ValueError, match="other.json: not a report written by wmrl-libero wm-report.*names no 'command'"
+    ):
         write_page(tmp_path / "other.json", tmp_path)
+    (tmp_path / "partial.json").write_text(json.dumps({"command": "wmrl-libero wm-report x", "imagination": {}}))
+    with pytest.raises(ValueError, match="partial.json: not a report written by wmrl-libero wm-report"):
+        write_page(tmp_path / "partial.json", tmp_path)

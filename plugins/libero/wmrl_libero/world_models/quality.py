@@ -555,13 +555,18 @@ def write_page(record: str | Path, out_dir: str | Path) -> Path:
     """Write the page of a :func:`write_report` record into ``out_dir`` (same file stem), from the record
     alone: how a committed report is rebuilt without its checkpoint and held-out episodes.
 
-    :raises ValueError: if the record does not name the command that made it.
+    :raises ValueError: naming the record, if it is not one :func:`write_report` wrote (no ``command``, or
+        a key the page needs missing).
     """
+    from wmrl_core.experiments.report import page_from_record
+
     record = Path(record)
-    r = json.loads(record.read_text())
-    if "command" not in r:
-        raise ValueError(f"{record} names no 'command': it was not written by write_report (wmrl-libero wm-report)")
     path = Path(out_dir) / f"{record.stem}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report_markdown(r, r["command"]))
+    page_from_record(record, path, _page_of_record, "a report written by wmrl-libero wm-report")
     return path
+
+
+def _page_of_record(r: dict[str, Any]) -> str:
+    if "command" not in r:
+        raise ValueError("it names no 'command'")
+    return report_markdown(r, r["command"])
