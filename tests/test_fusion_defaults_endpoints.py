@@ -62,3 +62,71 @@ def test_the_registered_addition_reads_its_own_arm_and_noise_control():
     assert "`default_v2` − `anchors_only`" in text and "+0.150" in text  # 0.60 - 0.45, not default's +0.100
     assert "| 4. noise world model: steps > 0.1, worst run's mean | 1 | 0.0%, 0.000 | met |" in text
     assert "| 1 | +0.150 | +0.100 | 128 | 3 |" in text  # real's 0.5 first reached at step 32
+
+
+def test_secondary_earned_and_curve_tables_read_every_seed():
+    curves = {
+        "real": {
+            1: _curve([0.3, 0.3, 0.3, 0.4, 0.5, 0.5], [0] * 6),
+            2: _curve([0.3, 0.3, 0.3, 0.4, 0.5, 0.6], [0] * 6),
+        },
+        "world_model": {1: _curve([0.3] * 5 + [0.45], [0] * 6), 2: _curve([0.3] * 5 + [0.65], [0] * 6)},
+    }
+    text = "\n".join(ep.secondary_lines(curves))
+    assert "| `world_model` − `real` | 2 | " in text and "1: -0.050, 2: +0.050" in text
+    assert "| `inverse_variance` − `anchors_only` | 0 | - | - |" in text
+    summary = "\n".join(ep.curve_summary_lines(curves))
+    assert "| `real` | 0.300 ± 0.000 (2) |" in summary and "0.550 ± 0.635 (2) |" in summary  # t(1) 12.71 x 0.05
+    earned = {"default": {1: {"gate_opened_at": 4, "mean_weight": 0.2, "effective_per_executed": 1.5}, 2: {}}}
+    row = ep.earned_lines(earned, ["default", "default_v2"])[-1]
+    assert row.startswith("| `default` | 2 | 1 of 2; 1: 4, 2: never |")  # an arm without seeds has no row
+
+
+def test_the_page_is_written_from_runs_with_the_noise_check(tmp_path):
+    """write_page: every section from (fake) finished runs, the plot, and the noise paragraph."""
+    import json
+    import types
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from experiments.fusion_defaults import autoresearch as study
+
+    runs = []
+    for arm in study.PLAN["arms"]:
+        for seed, lift in ((10, 0.0), (11, 0.02)):
+            folder = tmp_path / "runs" / f"{arm}-seed{seed}"
+            folder.mkdir(parents=True)
+            weight = 0.0 if arm.endswith("noise_wm") else 0.5
+            steps = [
+                {
+                    "step": t,
+                    "fusion/w_world_model": weight,
+                    "fusion/gate_open": float(weight > 0),
+                    "anchors/groups": 1,
+                    "fusion/n_real": 4,
+                    "fusion/n_effective": 4 + 8 * weight,
+                }
+                for t in (1, 2)
+            ]
+            (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+            curve = [{**p, "execution_s": 0.0, "se": 0.01} for p in _curve([0.3 + lift] * 5 + [0.4 + lift], [0] * 6)]
+            runs.append(
+                types.SimpleNamespace(
+                    arm=types.SimpleNamespace(name=arm), seed=seed, record={"curve": curve}, run_dir=folder
+                )
+            )
+    noise = {
+        "seeds": [10, 11],
+        "per_seed": {10: 0.01, 11: -0.01},
+        "sd": 0.014,
+        "predicted_sd": 0.02,
+        "resolution95": 0.127,
+        "mean": 0.0,
+    }
+    study.write_page(runs, tmp_path / "page", noise)
+    text = (tmp_path / "page" / "README.md").read_text()
+    assert (tmp_path / "page" / "fusion_defaults.png").stat().st_size > 0
+    assert "Seeds finished in every arm: 2 of 10" in text and "## The registered addition" in text
+    assert "| `default_v2` | 2 | 2 of 2; 10: 1, 11: 1 | 0.500 ± 0.000 | 2.000 ± 0.000 |" in text
+    assert "| `default_noise_wm` | 2 | 0 of 2; 10: never, 11: never | 0.000 ± 0.000 | 1.000 ± 0.000 |" in text
+    assert "fresh − shared, per seed: 10: +0.010, 11: -0.010" in text
+    assert "| `world_model` − `real` | 2 | +0.000 [+0.000, +0.000] |" in text

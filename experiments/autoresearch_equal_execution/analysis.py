@@ -426,10 +426,10 @@ def table(result: Mapping[str, Any], corpus_line: str) -> str:
     if result.get("live_ratio"):
         lines += _live_ratio_lines(result["live_ratio"])
     if result.get("evaluation_noise"):
-        lines += _evaluation_noise_lines(result["evaluation_noise"])
+        lines += evaluation_noise_lines(result["evaluation_noise"])
     if result.get("world_model_on_anchors"):
         lines += _anchor_lines(result["world_model_on_anchors"])
-    lines += _curve_lines(result["curves"])
+    lines += curve_lines(result["curves"])
     return "\n".join(lines) + "\n"
 
 
@@ -504,7 +504,7 @@ def _live_ratio_lines(live_ratio: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _evaluation_noise_lines(n: Mapping[str, Any]) -> list[str]:
+def evaluation_noise_lines(n: Mapping[str, Any]) -> list[str]:
     """The report's paragraph on the evaluation's noise, measured by re-evaluating each initial policy."""
     per = ", ".join(f"{s}: {_fmt(v)}" for s, v in sorted(n["per_seed"].items()))
     return [
@@ -540,7 +540,7 @@ def _anchor_lines(on_anchors: Mapping[str, Sequence[Mapping[str, Any]]]) -> list
     return lines
 
 
-def _curve_lines(curves: Mapping[str, Mapping[int, Curve]]) -> list[str]:
+def curve_lines(curves: Mapping[str, Mapping[int, Curve]]) -> list[str]:
     """The report's last table: every arm-seed's evaluations."""
     lines = ["", "## Every arm-seed: score ± evaluation s.e. at each kept step [executions, charged s]", ""]
     lines += ["| arm | seed | evaluations |", "|---|---|---|"]

@@ -214,6 +214,23 @@ def noise_check(args) -> dict[int, dict[str, Any]]:
     return out
 
 
+def evaluation_noise(args, folders: dict[tuple[str, int], Path]) -> dict[str, Any] | None:
+    """The noise checks written so far against each seed's shared-noise step-0 evaluation (``real``'s),
+    as :func:`~wmrl_core.experiments.stats.repeated_evaluation_noise`; ``None`` before the first check."""
+    shared = {s: folders.get(("real", s), args.runs / f"real-seed{s}") / eval_file(0) for s in plan_seeds(args.plan)}
+    checks = {s: path for s, path in noise_check_files(args).items() if s in shared and shared[s].is_file()}
+    if not checks:
+        return None
+    before = {s: hg.summarize_eval(json.loads(shared[s].read_text())) for s in checks}
+    again = {s: hg.summarize_eval(json.loads(path.read_text())) for s, path in checks.items()}
+    return repeated_evaluation_noise(
+        shared={s: v["mean"] for s, v in before.items()},
+        fresh={s: v["mean"] for s, v in again.items()},
+        shared_se={s: v["se"] for s, v in before.items()},
+        fresh_se={s: v["se"] for s, v in again.items()},
+    )
+
+
 def w_corpus_cost() -> dict[str, Any]:
     """The W families' rows of the shipped corpus: what fitting the world model cost, once."""
     from wmrl_autoresearch.program.corpus import load_corpus
@@ -393,17 +410,9 @@ def analyse(args, runs: list[ArmRun]) -> str:
             if arm.startswith("wmrl_") and by_seed  # the arms whose world model learns from the anchors
         }
     )
-    shared = {s: folders.get(("real", s), args.runs / f"real-seed{s}") / eval_file(0) for s in plan_seeds(args.plan)}
-    checks = {s: path for s, path in noise_check_files(args).items() if shared[s].is_file()}
-    if checks:
-        before = {s: hg.summarize_eval(json.loads(shared[s].read_text())) for s in checks}
-        again = {s: hg.summarize_eval(json.loads(path.read_text())) for s, path in checks.items()}
-        result["evaluation_noise"] = repeated_evaluation_noise(
-            shared={s: v["mean"] for s, v in before.items()},
-            fresh={s: v["mean"] for s, v in again.items()},
-            shared_se={s: v["se"] for s, v in before.items()},
-            fresh_se={s: v["se"] for s, v in again.items()},
-        )
+    noise = evaluation_noise(args, folders)
+    if noise is not None:
+        result["evaluation_noise"] = noise
     result["accounting"] = accounting(folders)
     result["live_ratio"] = analysis.live_and_measured_ratios(
         {

@@ -64,38 +64,67 @@ SAMPLES = 4
 """Programs sampled per E task at each evaluation (63 tasks x 4 = 252 executions)."""
 
 
-def write_page(runs: list, out: Path) -> None:
-    """The results page from the finished arm-seeds: the pre-registered endpoints, every seed."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from autoresearch_endpoints import page
+FUSING_ARMS = ["default", "default_noise_wm", "default_v2", "default_v2_noise_wm", "inverse_variance"]
+"""The arms whose fusion weighs the world model: what it earned is reported per seed."""
 
+
+def write_page(runs: list, out: Path, noise: dict | None) -> None:
+    """The results page from the finished arm-seeds: the pre-registered endpoints and the registered
+    addition's, the secondary differences, what the world model earned, every arm's curve (table and
+    plot with 95% t error bars), the evaluation's noise measured directly, and every arm-seed."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from autoresearch_endpoints import curve_summary_lines, earned_lines, page, secondary_lines
+
+    from experiments.autoresearch_equal_execution import analysis
     from wmrl_core.fusion.value import world_model_earned
     from wmrl_core.metrics import read_metrics
 
-    curves: dict[str, dict[int, list]] = {}
+    curves: dict[str, dict[int, list]] = {arm: {} for arm in PLAN["arms"]}
     earned: dict[str, dict[int, dict]] = {}
-    for run in runs:
-        curves.setdefault(run.arm.name, {})[run.seed] = run.record["curve"]
+    for run in sorted(runs, key=lambda r: r.seed):
+        curves[run.arm.name][run.seed] = run.record["curve"]
         records = read_metrics(run.run_dir)
         weights = [float(r["fusion/w_world_model"]) for r in records if r.get("fusion/w_world_model") is not None]
         earned.setdefault(run.arm.name, {})[run.seed] = {**world_model_earned(records), "weights": weights}
+    curves = {arm: by_seed for arm, by_seed in curves.items() if by_seed}
     text = [
         "# The new defaults on AutoResearch",
         "",
         "[Pre-registration](../../../../experiments/fusion_defaults/PREREGISTRATION_AUTORESEARCH.md), committed "
         "before the first seed. Built from the archive beside this page by "
         "`python experiments/fusion_defaults/autoresearch.py --report`; the run itself: the same command without "
-        "`--report` (resumable).",
+        "`--report` (resumable), then `--noise-check`.",
+        "",
+        "## The registered endpoints (`default`: the default when the study was registered)",
         "",
         *page(curves, earned, len(SEEDS), list(ARMS)),
+        "",
+        "Secondary, registered as such (no verdict):",
+        "",
+        *secondary_lines(curves),
         "",
         "## The registered addition: the default as shipped since the synthetic study's Part 5",
         "",
         *page(curves, earned, len(SEEDS), ["real", "anchors_only", *ADDED_ARMS], default="default_v2"),
         "",
-        "What it does not show: a program policy on tabular tasks, not an LLM agent; one anchor group a step.",
+        "## What the world model earned (training steps; mean ± 95% t over seeds)",
+        "",
+        *earned_lines(earned, FUSING_ARMS),
+        "",
+        "## Every arm's held-out score at each evaluated step (mean ± 95% t half-width, seeds)",
+        "",
+        *curve_summary_lines(curves),
+        "",
+        "![held-out score against charged training executions](fusion_defaults.png)",
     ]
+    if noise is not None:
+        text += analysis.evaluation_noise_lines(noise)
+    else:
+        text += ["", "## The evaluation's noise", "", "Not measured yet (`--noise-check`, after the last seed)."]
+    text += analysis.curve_lines(curves)
+    text += ["", "What it does not show: a program policy on tabular tasks, not an LLM agent; one anchor group a step."]
     out.mkdir(parents=True, exist_ok=True)
+    analysis.plot({"curves": curves}, out / "fusion_defaults.png")
     (out / "README.md").write_text("\n".join(text) + "\n")
     print("\n".join(text), flush=True)
 
@@ -114,7 +143,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument(
         "--noise-check",
         action="store_true",
-        help="after the runs: each seed's initial policy evaluated again under fresh sampling noise",
+        help="after the last seed (it writes the page): train nothing; each seed's initial policy evaluated again "
+        "under fresh sampling noise (252 executions a seed), then the page",
     )
     args = parser.parse_args(argv)
     args.cache = args.runs / "eval_cache.jsonl"
@@ -122,19 +152,19 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return ee.pack_partial(parser, args)
     args.plan, args.samples, args.max_tasks = dict(PLAN), SAMPLES, None
     args.arm_pins = ARM_PINS
-    args.uncached_seeds, args.quick, args.noise_check = set(), False, False
-    args.analyse = args.report
+    args.uncached_seeds, args.quick = set(), False
+    args.analyse = args.report or args.noise_check  # neither trains nor evaluates an arm
     args.train_cache = args.runs / "train_cache.jsonl"
     args.config = hg.freeze_config(args.config, [], args.runs / "config.yaml")
     args.invocation = {"trained": 0, "evaluations": 0}
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
     runs = ee.run(args)
     print(f"[done] {len(runs)} of {len(SEEDS) * len(PLAN['arms'])} arm-seeds finished", flush=True)
-    if args.report:
-        write_page(runs, args.archive.parent)
-        return 0
     if args.noise_check:
         ee.noise_check(args)
+    if args.report or args.noise_check:
+        folders = {(r.arm.name, r.seed): r.run_dir for r in runs}
+        write_page(runs, args.archive.parent, ee.evaluation_noise(args, folders))
     return 0
 
 

@@ -80,6 +80,60 @@ def weight_floor(weights_by_seed: Mapping[int, Sequence[float]]) -> dict[str, An
     return {"share_above": share, "worst_mean": worst, "means": means, "met": share <= 0.05 and worst <= 0.05}
 
 
+SECONDARY = (("inverse_variance", "anchors_only"), ("world_model", "real"))
+"""The registered secondary differences at step 32 (labelled as such on the page)."""
+
+
+def secondary_lines(curves: Curves) -> list[str]:
+    """The registered secondary differences at step 32, paired, with their 95% t-intervals (no verdict)."""
+    lines = ["| secondary, step 32 | seeds | estimate (95% t) | per seed |", "|---|---|---|---|"]
+    for arm, baseline in SECONDARY:
+        d = paired_difference(curves, arm, baseline)
+        per = ", ".join(f"{s}: {v:+.3f}" for s, v in sorted(d["per_seed"].items()))
+        lines.append(f"| `{arm}` − `{baseline}` | {d['seeds']} | {_interval(d)} | {per or '-'} |")
+    return lines
+
+
+def earned_lines(earned: Mapping[str, Mapping[int, Mapping[str, Any]]], arms: Sequence[str]) -> list[str]:
+    """Per arm that fuses: the step each seed's gate opened, the mean weight of the world model and the
+    effective rollouts per executed one (``world_model_earned``), mean ± 95% t over seeds and per seed."""
+    lines = [
+        "| arm | seeds | gate opened (seeds; steps) | mean weight | effective rollouts per executed one |",
+        "|---|---|---|---|---|",
+    ]
+    for arm in arms:
+        by_seed = earned.get(arm, {})
+        if not by_seed:
+            continue
+        opened = {s: e.get("gate_opened_at") for s, e in sorted(by_seed.items())}
+        steps = ", ".join(f"{s}: {'never' if g is None else g}" for s, g in opened.items())
+        cells = []
+        for key in ("mean_weight", "effective_per_executed"):
+            values = [float(e.get(key, math.nan)) for e in by_seed.values()]
+            mean, half = mean_t_interval(values) if len(values) >= 2 else (float(np.mean(values)), math.nan)
+            cells.append(f"{mean:.3f} ± {half:.3f}" if math.isfinite(half) else f"{mean:.3f}")
+        n_open = sum(g is not None for g in opened.values())
+        lines.append(f"| `{arm}` | {len(by_seed)} | {n_open} of {len(by_seed)}; {steps} | {cells[0]} | {cells[1]} |")
+    return lines
+
+
+def curve_summary_lines(curves: Curves) -> list[str]:
+    """Every arm's score at each evaluated step: mean ± 95% t-interval half-width over its seeds (n)."""
+    steps = sorted({int(p["step"]) for by_seed in curves.values() for c in by_seed.values() for p in c})
+    lines = ["| arm | " + " | ".join(f"step {s}" for s in steps) + " |", "|---|" + "---|" * len(steps)]
+    for arm, by_seed in curves.items():
+        cells = []
+        for step in steps:
+            values = [v for v in (score_at(c, step) for c in by_seed.values()) if math.isfinite(v)]
+            if not values:
+                cells.append("-")
+                continue
+            mean, half = mean_t_interval(values)
+            cells.append(f"{mean:.3f} ± {half:.3f} ({len(values)})")
+        lines.append(f"| `{arm}` | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _verdict(row: Mapping[str, Any], holds: bool, yes: str, no: str) -> str:
     return "no data yet" if row["seeds"] < 2 else yes if holds else no
 
