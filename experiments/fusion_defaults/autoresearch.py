@@ -135,10 +135,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/fusion_defaults_ar"))
     parser.add_argument("--archive", type=Path, default=Path("docs/results/autoresearch/fusion_defaults/archive"))
     parser.add_argument("--pack-partial", action="store_true", help="after stopping: pack half-done arm-seeds")
+    parser.add_argument("--out", type=Path, default=None, help="where the page goes (default: the archive's folder)")
     parser.add_argument(
         "--report",
         action="store_true",
-        help="train nothing: write the page (docs/results/autoresearch/fusion_defaults) from the finished arm-seeds",
+        help="train nothing: write the page (--out) from the finished arm-seeds",
     )
     parser.add_argument(
         "--noise-check",
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         ee.noise_check(args)
     if args.report or args.noise_check:
         folders = {(r.arm.name, r.seed): r.run_dir for r in runs}
-        write_page(runs, args.archive.parent, ee.evaluation_noise(args, folders))
+        write_page(runs, args.out or args.archive.parent, ee.evaluation_noise(args, folders))
     return 0
 
 
