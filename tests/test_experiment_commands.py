@@ -63,3 +63,8 @@ def test_the_online_update_table_is_rewritten_from_its_record_alone(tmp_path, ca
     with pytest.raises(SystemExit):
         wm_online_update.main(["--from-json", str(tmp_path / "summary.json")])
     assert "--from-json needs --out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        wm_online_update.main(
+            ["--from-json", str(tmp_path / "summary.json"), "--out", str(tmp_path), "--shuffles", "2"]
+        )
+    assert "--shuffles would change the run, not the page" in capsys.readouterr().err

@@ -118,3 +118,30 @@ def test_a_page_is_written_from_its_record_or_the_record_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"other.json: not a score record \(KeyError"):
         report.page_from_record(tmp_path / "other.json", tmp_path / "p.md", lambda r: r["score"], "a score record")
     assert not (tmp_path / "p.md").exists()
+
+
+def test_a_rebuild_from_a_record_refuses_the_flags_of_a_run(capsys):
+    parser = argparse.ArgumentParser(prog="study")
+    parser.add_argument("--from-json")
+    parser.add_argument("--out")
+    parser.add_argument("--shuffles", type=int, default=10)
+    report.refuse_run_flags(parser, parser.parse_args(["--from-json", "r.json", "--out", "d"]), ("from_json", "out"))
+    args = parser.parse_args(["--from-json", "r.json", "--out", "d", "--shuffles", "3"])
+    with pytest.raises(SystemExit) as exit_:
+        report.refuse_run_flags(parser, args, ("from_json", "out"))
+    assert exit_.value.code == 2
+    assert "--shuffles would change the run, not the page" in capsys.readouterr().err
+
+
+def test_the_noise_weight_page_refuses_a_record_of_other_runs(tmp_path, capsys):
+    import json
+
+    from experiments.synthetic import noise_weight
+
+    record = tmp_path / "w.json"
+    record.write_text(json.dumps({"0.1": {"seed0": [0.0] * 3, "seed1": [0.0] * 3}}))
+    flags = ["--from-json", str(record), "--fractions", "0.1", "--steps", "3"]
+    assert noise_weight.main([*flags, "--seeds", "0-1"]) == 0
+    with pytest.raises(SystemExit):
+        noise_weight.main([*flags, "--seeds", "0-2"])
+    assert "are not the ones --seeds, --steps and --fractions describe" in capsys.readouterr().err

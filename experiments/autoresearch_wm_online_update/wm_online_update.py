@@ -41,7 +41,7 @@ from wmrl_autoresearch.program.grammar import Program, ProgramScript
 from wmrl_autoresearch.program.outcome_model import OutcomePrediction
 from wmrl_autoresearch.program.world_model import LearnedWorldModel, save_outcome_model
 
-from wmrl_core.experiments.report import page_from_record
+from wmrl_core.experiments.report import page_from_record, refuse_run_flags
 from wmrl_core.experiments.stats import mean_ci95, within_group_spearman
 from wmrl_core.types import Outcome
 
@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-u
     )
     args = parser.parse_args(argv)
     if args.from_json is not None:
+        refuse_run_flags(parser, args, keep=("from_json", "out"))
         return _table_from_record(parser, args.from_json, args.out)
     if args.quick:
         args.shuffles, args.marks, args.shrinkage, args.priors = 2, [0, 4, 8], [8.0], ["task-fold"]

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from wmrl_core.config import load_config
+from wmrl_core.experiments.report import refuse_run_flags
 from wmrl_core.experiments.stats import mean_t_interval
 from wmrl_core.metrics import read_metrics
 from wmrl_core.plugins import get_plugin_manager
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.from_json:
+        refuse_run_flags(parser, args, keep=("from_json", "out"))
         stored = json.loads(args.from_json.read_text())
         results = {name: {int(seed): row for seed, row in by_seed.items()} for name, by_seed in stored.items()}
     else:

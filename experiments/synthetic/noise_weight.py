@@ -131,6 +131,18 @@ def markdown_report(weights: dict[str, dict[str, list[float]]], command: str) ->
     return "\n".join(lines) + "\n"
 
 
+def _check_record_matches(parser: argparse.ArgumentParser, weights: dict, args: argparse.Namespace) -> None:
+    """The flags printed as the page's command must be the record's: its fractions, seeds and steps."""
+    runs = {f"{f:g}": {f"seed{s}" for s in args.seeds} for f in args.fractions}
+    stored = {fraction: set(by_run) for fraction, by_run in weights.items()}
+    steps = {len(w) for by_run in weights.values() for w in by_run.values()}
+    if stored != runs or steps != {args.steps}:
+        parser.error(
+            f"--from-json {args.from_json}: its runs (fractions {sorted(stored)}, {len(steps) and max(steps)} steps) "
+            "are not the ones --seeds, --steps and --fractions describe; pass the flags of the run that wrote it"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="where the runs go (required unless --from-json)")
@@ -145,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.from_json:
         weights = json.loads(args.from_json.read_text())
+        _check_record_matches(parser, weights, args)
     elif args.out is None:
         parser.error("--out is required to run (or pass --from-json to rebuild a report)")
     else:

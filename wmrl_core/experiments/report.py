@@ -190,3 +190,19 @@ def page_from_record(record: Path, page: Path, render: Callable[[dict], str], wh
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(text)
     return text
+
+
+def refuse_run_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, keep: Sequence[str]) -> None:
+    """With ``--from-json``, stop on any flag that shapes the run rather than the page: the record fixed
+    the run's settings, so such a flag would be silently ignored. ``keep``: the destinations that belong to
+    rebuilding (``from_json``, the output folder). Exits through ``parser.error`` naming the flags."""
+    changed = [
+        f"--{dest.replace('_', '-')}"
+        for dest, value in vars(args).items()
+        if dest not in keep and value != parser.get_default(dest)
+    ]
+    if changed:
+        parser.error(
+            f"--from-json rebuilds the page from its record, which fixed the run's settings: {', '.join(changed)} "
+            "would change the run, not the page; drop it, or run without --from-json"
+        )

@@ -45,3 +45,6 @@ def test_a_record_of_something_else_or_no_folder_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         build.main(["--from-json", str(record)])
     assert "--from-json needs --report DIR" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the record fixed the folds: a flag of the run is refused, not ignored
+        build.main(["--from-json", str(record), "--report", str(tmp_path), "--folds", "3"])
+    assert "--folds would change the run, not the page" in capsys.readouterr().err

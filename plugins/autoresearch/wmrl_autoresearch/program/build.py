@@ -215,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.from_json is not None:
+        from wmrl_core.experiments.report import refuse_run_flags
+
+        refuse_run_flags(parser, args, keep=("from_json", "report"))
         return _page_from_record(parser, args.from_json, args.report)
     from wmrl_autoresearch.program.corpus import CORPUS_PATH, load_corpus
     from wmrl_autoresearch.program.world_model import SHIPPED_CHECKPOINT, save_outcome_model
