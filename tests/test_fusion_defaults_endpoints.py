@@ -130,3 +130,21 @@ def test_the_page_is_written_from_runs_with_the_noise_check(tmp_path):
     assert "| `default_noise_wm` | 2 | 0 of 2; 10: never, 11: never | 0.000 ± 0.000 | 1.000 ± 0.000 |" in text
     assert "fresh − shared, per seed: 10: +0.010, 11: -0.010" in text
     assert "| `world_model` − `real` | 2 | +0.000 [+0.000, +0.000] |" in text
+
+
+def test_noise_check_trains_nothing_measures_the_noise_and_writes_the_page(tmp_path, monkeypatch):
+    """``--noise-check`` reaches the check (it was once parsed and then overwritten) without training."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from experiments.fusion_defaults import autoresearch as study
+
+    calls = []
+    monkeypatch.setattr(study.ee, "run", lambda args: calls.append(("run", args.analyse)) or [])
+    monkeypatch.setattr(study.ee, "noise_check", lambda args: calls.append(("noise_check",)))
+    monkeypatch.setattr(study.ee, "evaluation_noise", lambda args, folders: {"measured": True})
+    monkeypatch.setattr(study, "write_page", lambda runs, out, noise: calls.append(("page", out, noise)))
+    flags = ["--runs", str(tmp_path / "runs"), "--archive", str(tmp_path / "archive"), "--out", str(tmp_path / "p")]
+    assert study.main([*flags, "--noise-check"]) == 0
+    assert calls == [("run", True), ("noise_check",), ("page", tmp_path / "p", {"measured": True})]
+    calls.clear()
+    assert study.main(flags) == 0  # the run itself: trains, writes no page
+    assert calls == [("run", False)]
