@@ -80,13 +80,19 @@ class _MemoPrior:
         return OutcomePrediction(*(np.array(col) for col in zip(*(self.memo[k] for k in keys))))
 
 
-def _world_model(checkpoint: str | None, shrinkage: float, cache: dict) -> LearnedWorldModel:
-    wm = LearnedWorldModel(checkpoint=checkpoint, learn_from_anchors=True, shrinkage=shrinkage)
-    key = checkpoint or "shipped"
-    if key not in cache:
-        cache[key] = _MemoPrior(wm.model)
-    wm.model = cache[key]
-    return wm
+def _world_models(checkpoints: dict[str, str | None], shrinkage: float, priors: dict) -> dict[str, LearnedWorldModel]:
+    """Per task, its prior's world model. Tasks with the same prior share one model (corrections are
+    per task, so it learns what a model per task would), and each prior's predictions are memoized in
+    ``priors``, which a caller may keep across shuffles."""
+    by_checkpoint = {}
+    for checkpoint in sorted(set(checkpoints.values()), key=str):
+        wm = LearnedWorldModel(checkpoint=checkpoint, learn_from_anchors=True, shrinkage=shrinkage)
+        key = checkpoint or "shipped"
+        if key not in priors:
+            priors[key] = _MemoPrior(wm.model)
+        wm.model = priors[key]
+        by_checkpoint[checkpoint] = wm
+    return {t: by_checkpoint[c] for t, c in checkpoints.items()}
 
 
 def within_task_spearman(pred: np.ndarray, real: np.ndarray) -> float:
@@ -105,18 +111,21 @@ def replay(
     group_size: int,
     marks: list[int],
     seed: int,
+    priors: dict | None = None,
 ) -> dict[int, dict[str, tuple[float, float]]]:
     """One shuffle: ``{groups_seen: {task_id: (spearman_updated, spearman_prior)}}`` on unseen programs.
 
-    Each task gets its own world model (its prior may be leave-that-task-out); a group teaches only
-    its task's model, which is what a shared model would learn too (corrections are per task)."""
+    Each task has its own prior (it may be leave-that-task-out); a group teaches only its task's
+    corrections. ``priors`` memoizes the priors' predictions (pass the same dict to every shuffle)."""
     rng = np.random.default_rng(seed)
     reward = AutoResearchScoreReward()
     by_task = {t: [r for r in rows if r["task_id"] == t] for t in sorted({r["task_id"] for r in rows})}
     order = {t: list(rng.permutation(len(rs))) for t, rs in by_task.items()}
     seen = {t: 0 for t in by_task}
-    priors: dict = {}
-    models = {t: _world_model(checkpoints[t], shrinkage, priors) for t in by_task}
+    models = _world_models({t: checkpoints[t] for t in by_task}, shrinkage, {} if priors is None else priors)
+    for model in {id(m): m for m in models.values()}.values():  # one batched prediction fills the memo
+        mine = [r for t, rs in by_task.items() if models[t] is model for r in rs]
+        model.prior_rewards([tasks_by_id[r["task_id"]] for r in mine], [Program(tuple(r["choices"])) for r in mine])
     out: dict[int, dict[str, tuple[float, float]]] = {}
     groups = 0
     for mark in sorted(marks):
@@ -240,6 +249,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-u
         task_ids = task_ids[: args.max_tasks]
     replayed = [r for r in rows if r["task_id"] in set(task_ids)]
     results = []
+    priors: dict = {}  # each prior's memoized predictions, shared by every shuffle and λ
     with tempfile.TemporaryDirectory() as tmp:
         for prior in args.priors:
             if prior == "task-fold":
@@ -256,6 +266,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-u
                         group_size=args.group_size,
                         marks=args.marks,
                         seed=s,
+                        priors=priors,
                     )
                     for s in range(args.shuffles)
                 ]

@@ -86,8 +86,11 @@ def _policy(truth, best_share: float, decoy_share: float) -> np.ndarray:
 def _sample(env, probs: np.ndarray, n: int, rng: np.random.Generator) -> tuple[list, list]:
     tasks = env.tasks()
     t = rng.integers(len(tasks), size=n)
-    arms = [int(rng.choice(probs.shape[1], p=probs[i])) for i in t]
-    return [tasks[i] for i in t], arms
+    # Inverse-CDF draws, one uniform per sample: what ``rng.choice(A, p=probs[i])`` does, all rows at once.
+    cdf = np.cumsum(probs, axis=1)
+    cdf /= cdf[:, -1:]
+    arms = (cdf[t] <= rng.random(n)[:, None]).sum(axis=1)
+    return [tasks[i] for i in t], [int(a) for a in arms]
 
 
 @dataclass

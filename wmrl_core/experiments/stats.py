@@ -173,13 +173,15 @@ def paired_bootstrap_se(
         )
     rng = np.random.default_rng(seed)
     n_tasks, k = mats[0].shape
-    draws = np.empty(n_boot)
-    for b in range(n_boot):
-        if k > 1:
-            rows, cols = np.arange(n_tasks)[:, None], rng.integers(0, k, size=(n_tasks, k))
-        else:
-            rows, cols = rng.integers(0, n_tasks, size=(n_tasks, 1)), np.zeros((n_tasks, 1), dtype=int)
-        draws[b] = sum(w * np.nanmean(m[rows, cols]) for m, w in zip(mats, weights, strict=True))
+    # Index arrays of shape (n_boot, tasks, samples), drawn one resample at a time (the seeded stream);
+    # every matrix is then averaged over all resamples at once.
+    if k > 1:
+        rows = np.broadcast_to(np.arange(n_tasks)[None, :, None], (n_boot, n_tasks, k))
+        cols = np.stack([rng.integers(0, k, size=(n_tasks, k)) for _ in range(n_boot)])
+    else:
+        rows = np.stack([rng.integers(0, n_tasks, size=(n_tasks, 1)) for _ in range(n_boot)])
+        cols = np.zeros((n_boot, n_tasks, 1), dtype=int)
+    draws = sum(w * np.nanmean(m[rows, cols], axis=(1, 2)) for m, w in zip(mats, weights, strict=True))
     return float(np.std(draws, ddof=1))
 
 

@@ -1,13 +1,13 @@
 """The AutoResearch studies' committed results pages, rebuilt into a temporary folder from what is
 committed (an archive of arm-seeds, or the runs' record beside the page) by each study's page
-builder: byte for byte what the repository holds."""
+builder: byte for byte what the repository holds. The equal-execution page, rebuilt from its archive,
+is checked with every other page by ``tests/test_results_pages.py``."""
 
 import shutil
 from pathlib import Path
 
 import pytest
 
-from experiments.autoresearch_equal_execution import page as equal_execution_page
 from experiments.autoresearch_heldout_gain import page as heldout_gain_page
 from experiments.autoresearch_lambda_estimates import page as lambda_estimates_page
 from experiments.autoresearch_noise_control import page as noise_control_page
@@ -19,12 +19,6 @@ RESULTS = ROOT / "docs" / "results" / "autoresearch"
 def _same(built: Path, committed: Path, names: list[str]) -> None:
     for name in names:
         assert (built / name).read_bytes() == (committed / name).read_bytes(), name
-
-
-@pytest.mark.slow  # reads 48 arm-seeds' evaluations and bootstraps every endpoint (about 20 s)
-def test_equal_execution_page_is_rebuilt_from_its_archive(tmp_path):
-    assert equal_execution_page.main(["--archive", str(equal_execution_page.ARCHIVE), "--out", str(tmp_path)]) == 0
-    _same(tmp_path, RESULTS / "equal_execution", ["table.md", "summary.json", "equal_execution.png"])
 
 
 @pytest.mark.parametrize("page", [RESULTS, RESULTS / "heldout_gain_outcome_wm"], ids=["default", "outcome_wm"])
