@@ -85,6 +85,23 @@ def test_paired_bootstrap_with_one_sample_per_task_resamples_tasks():
         paired_bootstrap_se([m, m], [1.0])
 
 
+@pytest.mark.parametrize("shape", [(40_000, 5), (200_000, 1)], ids=["samples", "one-per-task"])
+def test_paired_bootstrap_in_chunks_draws_what_one_resample_at_a_time_draws(shape):
+    """Large enough that the resamples are averaged in chunks of 5 (the last one short); NaNs are left out."""
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=shape), rng.normal(size=shape)
+    a[::7, 0] = np.nan
+    reference, draw = [], np.random.default_rng(3)
+    for _ in range(53):  # the bootstrap, one resample at a time
+        if shape[1] > 1:
+            rows, cols = np.arange(shape[0])[:, None], draw.integers(0, shape[1], size=shape)
+        else:
+            rows, cols = draw.integers(0, shape[0], size=shape), np.zeros(shape, dtype=int)
+        reference.append(2.0 * np.nanmean(a[rows, cols]) - np.nanmean(b[rows, cols]))
+    se = paired_bootstrap_se([a, b], [2.0, -1.0], n_boot=53, seed=3)
+    assert se == pytest.approx(float(np.std(reference, ddof=1)), rel=1e-12)
+
+
 def test_within_group_spearman_skips_constant_outcomes_and_counts_constant_predictions_as_zero():
     groups = ["a"] * 3 + ["b"] * 3 + ["c"] * 3 + ["d"] * 3
     predictions = [0.1, 0.2, 0.3] + [0.3, 0.2, 0.1] + [0.5, 0.5, 0.5] + [0.1, 0.2, 0.3]

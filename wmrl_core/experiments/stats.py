@@ -173,15 +173,20 @@ def paired_bootstrap_se(
         )
     rng = np.random.default_rng(seed)
     n_tasks, k = mats[0].shape
-    # Index arrays of shape (n_boot, tasks, samples), drawn one resample at a time (the seeded stream);
-    # every matrix is then averaged over all resamples at once.
-    if k > 1:
-        rows = np.broadcast_to(np.arange(n_tasks)[None, :, None], (n_boot, n_tasks, k))
-        cols = np.stack([rng.integers(0, k, size=(n_tasks, k)) for _ in range(n_boot)])
-    else:
-        rows = np.stack([rng.integers(0, n_tasks, size=(n_tasks, 1)) for _ in range(n_boot)])
-        cols = np.zeros((n_boot, n_tasks, 1), dtype=int)
-    draws = sum(w * np.nanmean(m[rows, cols], axis=(1, 2)) for m, w in zip(mats, weights, strict=True))
+
+    def resample() -> tuple[np.ndarray, np.ndarray]:  # one resample's (rows, cols), from the seeded stream
+        if k > 1:
+            return np.broadcast_to(np.arange(n_tasks)[:, None], (n_tasks, k)), rng.integers(0, k, size=(n_tasks, k))
+        return rng.integers(0, n_tasks, size=(n_tasks, 1)), np.zeros((n_tasks, 1), dtype=int)
+
+    # Resamples are averaged a chunk at a time: vectorized, with memory bounded whatever the matrices' size.
+    chunk = max(1, 1_000_000 // max(1, n_tasks * k))
+    draws = np.empty(n_boot)
+    for start in range(0, n_boot, chunk):
+        rows, cols = (np.stack(a) for a in zip(*(resample() for _ in range(min(chunk, n_boot - start)))))
+        draws[start : start + len(rows)] = sum(
+            w * np.nanmean(m[rows, cols], axis=(1, 2)) for m, w in zip(mats, weights, strict=True)
+        )
     return float(np.std(draws, ddof=1))
 
 
