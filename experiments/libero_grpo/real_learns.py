@@ -167,6 +167,77 @@ def verdict(train: dict[str, Any]) -> str:
     return "no effect as large as the smallest of interest" if hi < SMALLEST_EFFECT else "unresolved"
 
 
+SIZING_SD = 0.06
+"""The per-seed sd of ``real`` - control the pre-registration's sizing assumed."""
+
+
+def seeds_for_half_width(sd: float, half_width: float, confidence: float = 0.95, most: int = 1000) -> int | None:
+    r"""The fewest seeds ``n`` (at least 2) whose t-interval is no wider than ``half_width`` at per-seed sd ``sd``:
+    :math:`\min\{n : t_{(1+c)/2,\,n-1}\, s / \sqrt n \le h\}`; ``None`` if more than ``most`` would be needed."""
+    from scipy import stats
+
+    if sd < 0 or half_width <= 0:
+        raise ValueError(f"need sd >= 0 and half_width > 0, got sd={sd}, half_width={half_width}")
+    for n in range(2, most + 1):
+        if stats.t.ppf((1 + confidence) / 2, n - 1) * sd / np.sqrt(n) <= half_width:
+            return n
+    return None
+
+
+TRIED = [
+    "The pre-registered [LIBERO-Long transfer](../transfer_resolving/transfer_resolving.md) (24 steps, the "
+    "recipe before issue 52): no arm learned beyond the noise control, `real` included; its first update was lost "
+    "to a `log_probs` that zeroed the mask, and at lr 3e-5 with one pass the importance ratio stayed 1.",
+    "The fixes: `log_probs` pure (step 1 updates), per-step instrumentation, a simulator 1.5x cheaper per "
+    "episode with bit-identical replays.",
+    "A pre-registered [positive control](../positive_control/README.md): sigma widened three-fold, 3 seeds x 24 "
+    "steps x 32 episodes at lr 1e-4 with two passes (clipping acts). It did not pass: `real` stayed above the "
+    "noise control but recovered half the lost success on no seed.",
+    "A [gradient signal-to-noise probe](../gradient_snr/README.md) at the base policy, five exploration settings "
+    "(per-step and per-chunk noise, temperatures 0.7-2): no measurable signal in the network's gradient at 16 "
+    "groups of 8 in any of them; `log_std`'s weakly.",
+    f"This study: the recipe above, {STEPS} steps of {EPISODES_PER_STEP} episodes "
+    f"({STEPS * EPISODES_PER_STEP} simulated episodes an arm-seed), {len(SEEDS)} seeds.",
+]
+
+
+def what_was_tried(result: dict[str, Any]) -> str:
+    """What was tried to make ``real`` learn here, and, once the verdict is in and is not "learns", what the
+    primary interval rules out and how many seeds its observed spread would need."""
+    lines = ["## What was tried", "", *(f"{i}. {t}" for i, t in enumerate(TRIED, 1)), ""]
+    if result["verdict"] is None:
+        return "\n".join(lines)
+    train = result["train"]
+    lo, hi = train["ci"]
+    if result["verdict"] == "learns":
+        lines.append(
+            "`real` learns here; the pre-registration's second stage (`wmrl-progress` and `anchors-only` under the "
+            "same recipe) is what comes next."
+        )
+        return "\n".join(lines)
+    sd = float(np.std(train["real_minus_control"], ddof=1))
+    needed = seeds_for_half_width(sd, SMALLEST_EFFECT)
+    if hi < SMALLEST_EFFECT:
+        reach = f"so an effect as large as the smallest of interest (+{SMALLEST_EFFECT:.2f})"
+    else:
+        reach = f"but not an effect as large as the smallest of interest (+{SMALLEST_EFFECT:.2f})"
+    if lo > 0:
+        reach += "; `real` stays above the control without being shown to improve on the base"
+    else:
+        reach += f"; no gain at all lies inside the interval [{lo:+.3f}, {hi:+.3f}]"
+    lines += [
+        "## What this rules out",
+        "",
+        f"Under this recipe at this budget, on tasks 4 and 6, the primary interval rules out a mean gain over the "
+        f"noise control above {hi:+.3f} on the training init states, {reach}. The per-seed sd of `real` - control "
+        f"was {sd:.3f}, against the {SIZING_SD:.2f} the sizing assumed; at that sd a 95% half-width of "
+        f"{SMALLEST_EFFECT:.2f} needs {f'{needed} seeds' if needed else 'more than 1000 seeds'}. It does not rule "
+        "out GRPO on LIBERO: a larger policy, more episodes a step, more steps and other tasks are untested here.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def plot(result: dict[str, Any], curves: dict[int, list[float]], path: Path) -> None:
     """Left: each seed's ``real`` - control (train and held-out init states) with the mean's 95% t-interval.
     Right: ``real``'s training success per step, each seed and the mean with its 95% t-band."""
@@ -276,6 +347,7 @@ def page(result: dict[str, Any]) -> str:
             "",
             update_table(result.get("updates", {})),
             "",
+            what_was_tried(result),
             "What it does not show: two tasks of LIBERO-10 and one small policy trained on this machine; a sampled "
             "policy evaluated at the behaviour-cloning sigma (not the mean action, not its learned sigma); the noise control imagines its rollouts, so it "
             "also differs from `real` in episode lengths.",

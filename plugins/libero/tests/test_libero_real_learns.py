@@ -1,5 +1,6 @@
 """The `real`-learns study's endpoints and page, from hand-made evaluation records (no simulator)."""
 
+import numpy as np
 import pytest
 
 from experiments.libero_grpo import real_learns
@@ -69,3 +70,41 @@ def test_the_page_is_rebuilt_from_the_archive_when_a_seed_s_last_arm_ends(monkey
     for arm in real_learns.ARMS:
         real_learns.rebuild_page_when_a_seed_ends(SimpleNamespace(arm=SimpleNamespace(name=arm), seed=SEEDS[0]))
     assert len(calls) == 1 and calls[0][:2] == ["--report", "--runs"]  # once, after noise_control, report-only
+
+
+def test_seeds_for_half_width_is_the_smallest_n_whose_t_interval_fits():
+    from scipy import stats
+
+    n = real_learns.seeds_for_half_width(0.06, 0.063)
+    assert n == 6  # the pre-registration's sizing: 2.571 x 0.06 / sqrt(6) = 0.063
+    for m, fits in ((n - 1, False), (n, True)):
+        assert bool(stats.t.ppf(0.975, m - 1) * 0.06 / m**0.5 <= 0.063) is fits
+    assert real_learns.seeds_for_half_width(0.0, 0.01) == 2
+    assert real_learns.seeds_for_half_width(10.0, 0.01, most=50) is None
+    with pytest.raises(ValueError, match="half_width"):
+        real_learns.seeds_for_half_width(0.1, 0.0)
+
+
+@pytest.mark.parametrize(
+    "gains, says",
+    [
+        ([1, -2, 0, 2, -1, 0], "so an effect as large as the smallest of interest"),
+        ([60, -40, 30, -20, 50, -30], "but not an effect as large as the smallest of interest"),
+    ],
+)
+def test_a_negative_verdict_says_what_it_rules_out_and_the_seeds_its_spread_needs(gains, says):
+    result = analyse(_records(gains))
+    text = page(result)
+    hi = result["train"]["ci"][1]
+    sd = float(np.std([g / 320 for g in gains], ddof=1))
+    assert "## What was tried" in text and "## What this rules out" in text
+    assert f"above {hi:+.3f} on the training init states, {says}" in text
+    assert f"{real_learns.seeds_for_half_width(sd, real_learns.SMALLEST_EFFECT)} seeds" in text
+
+
+def test_what_was_tried_is_listed_before_the_verdict_and_nothing_is_ruled_out_then():
+    records = _records([40] * len(SEEDS))
+    del records["real"][SEEDS[-1]]
+    text = page(analyse(records))
+    assert "## What was tried" in text and "What this rules out" not in text
+    assert "What this rules out" not in page(analyse(_records([40, 45, 35, 50, 42, 38])))  # it learns
