@@ -219,22 +219,27 @@ def plot(floor_results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def floor_lines(noise: dict[str, Any], decoy: dict[str, Any], benign: dict[str, Any]) -> list[str]:
+    """One line per registered floor: the noise world model's at each anchor rate, the decoy's, the benign's."""
+    lines = [
+        f"- Noise world model, {label} a step: {'met' if row['met'] else '**not met**'} (steps above 0.1: "
+        f"{row['share_above']:.1%}; worst run's mean weight {row['worst_run_mean']:.3f}; gates opened "
+        f"{row['gate_opened']} of {row['runs']})."
+        for label, row in noise.items()
+    ]
+    return lines + [
+        f"- Confident decoy reaches `real`'s final on every seed: {'met' if decoy['met'] else '**not met**'}.",
+        f"- Benign world model, compute to target / `inverse_variance`: {benign['mean']:.3f} ± "
+        f"{benign['half_width']:.3f}, upper bound {benign['upper']:.3f}: {'met' if benign['met'] else '**not met**'}.",
+    ]
+
+
 def verdicts(calibration: dict[str, Any], floor_results: dict[str, Any]) -> list[str]:
     """The pre-registered readings first, one line each."""
     calibrator, scale, _ = calibration_choice(calibration)
     noise, decoy, benign = noise_floor(floor_results), decoy_floor(floor_results), benign_floor(floor_results)
     lines = ["## Verdicts (pre-registered)", "", f"- Calibration default: `{calibrator}`, advantage scale `{scale}`."]
-    for label, row in noise.items():
-        lines.append(
-            f"- Noise world model, {label} a step: {'met' if row['met'] else '**not met**'} (steps above 0.1: "
-            f"{row['share_above']:.1%}; worst run's mean weight {row['worst_run_mean']:.3f}; gates opened "
-            f"{row['gate_opened']} of {row['runs']})."
-        )
-    lines += [
-        f"- Confident decoy reaches `real`'s final on every seed: {'met' if decoy['met'] else '**not met**'}.",
-        f"- Benign world model, compute to target / `inverse_variance`: {benign['mean']:.3f} ± "
-        f"{benign['half_width']:.3f}, upper bound {benign['upper']:.3f}: {'met' if benign['met'] else '**not met**'}.",
-    ]
+    lines += floor_lines(noise, decoy, benign)
     if not all(row["met"] for row in noise.values()):
         lines += [
             "",
@@ -261,17 +266,7 @@ def part_verdicts(results: dict[str, Any], heading: str, adopted: str, kept: str
     noise, decoy, benign = noise_floor(results), decoy_floor(results), benign_floor(results)
     met = all(row["met"] for row in noise.values()) and decoy["met"] and benign["met"]
     lines = ["", f"**{heading}** (fresh seeds):", ""]
-    for label, row in noise.items():
-        lines.append(
-            f"- Noise world model, {label} a step: {'met' if row['met'] else '**not met**'} (steps above 0.1: "
-            f"{row['share_above']:.1%}; worst run's mean weight {row['worst_run_mean']:.3f}; gates opened "
-            f"{row['gate_opened']} of {row['runs']})."
-        )
-    lines += [
-        f"- Confident decoy reaches `real`'s final on every seed: {'met' if decoy['met'] else '**not met**'}.",
-        f"- Benign world model, compute to target / `inverse_variance`: {benign['mean']:.3f} ± "
-        f"{benign['half_width']:.3f}, upper bound {benign['upper']:.3f}: {'met' if benign['met'] else '**not met**'}.",
-    ]
+    lines += floor_lines(noise, decoy, benign)
     extra = extra_decoy(results)
     if extra["seeds"]:
         fooled = [s for s, r in extra["per_seed"].items() if r["default"] < r["real"] - DECOY_TOLERANCE]
