@@ -1,4 +1,4 @@
-"""The ``wmrl`` command line: ``train``, ``plugins``, ``experiment``."""
+"""The ``wmrl`` command line: ``train``, ``plugins``, ``plot``, ``experiment``."""
 
 from __future__ import annotations
 

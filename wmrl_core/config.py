@@ -378,7 +378,10 @@ class TrainConfig:
     )
     run_dir: str = field(
         default="runs/default",
-        metadata={"help": "Where config.yaml, metrics.jsonl, summary.json, checkpoints/ and tensorboard/ go."},
+        metadata={
+            "help": "Where config.yaml, metrics.jsonl, anchor_pairs.jsonl, summary.json, checkpoints/, plots/ and "
+            "tensorboard/ go."
+        },
     )
     resume: bool = field(
         default=False,

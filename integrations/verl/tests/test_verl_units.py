@@ -176,7 +176,7 @@ def test_wmrl_section_of_verls_config():
 @pytest.mark.parametrize(
     "loss_agg_mode, aggregation", [("token-mean", "token_mean"), ("seq-mean-token-mean", "sequence_mean")]
 )
-@pytest.mark.parametrize("method", ["mse_weighted", "rectified", "inverse_variance", "pooled"])
+@pytest.mark.parametrize("method", ["mse_weighted", "rectified", "inverse_variance", "pooled", "anchors_only"])
 def test_estimator_writes_wmrl_engines_advantages(method, loss_agg_mode, aggregation):
     from wmrl_verl import WMRLAdvantageEstimator
 

@@ -3,13 +3,13 @@
 * :mod:`~wmrl_autoresearch.experiments.sandbox_load` (``wmrl experiment sandbox-load``, registered in
   :mod:`wmrl_autoresearch.plugin`): many executions at full parallelism, mixed scripts;
 * :mod:`~wmrl_autoresearch.experiments.sandbox_bench`: sandbox start-up latency and throughput
-  (``wmrl-autoresearch bench``);
+  (``wmrl-autoresearch bench-sandbox``);
 * :mod:`~wmrl_autoresearch.experiments.gpu_checks`: the plugin's checks in ``benchmarks/gpu_check.py``.
 
 The pre-registered studies on this plugin (held-out gain, equal execution, noise control, the world
 model's online update, λ estimates) and the ``autoresearch`` suite of the compute-to-target
-benchmark are research, not product: they sit in a checkout's
-``experiments/autoresearch_*/`` folders and ``wmrl experiment`` finds them there.
+benchmark are research, not product: they sit in a checkout's ``experiments/autoresearch_*/`` and
+``experiments/compute_to_target/`` folders and ``wmrl experiment`` finds them there.
 
 :func:`config_path` finds the configs shipped with the package (``configs/autoresearch`` in the
 repository links to the same folder).
