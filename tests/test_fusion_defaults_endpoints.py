@@ -82,13 +82,10 @@ def test_secondary_earned_and_curve_tables_read_every_seed():
     assert row.startswith("| `default` | 2 | 1 of 2; 1: 4, 2: never |")  # an arm without seeds has no row
 
 
-def test_the_page_is_written_from_runs_with_the_noise_check(tmp_path):
-    """write_page: every section from (fake) finished runs, the plot, and the noise paragraph."""
+def _fake_runs(tmp_path, study) -> list:
+    """Every arm at seeds 10 and 11, as finished runs with metrics and curves."""
     import json
     import types
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from experiments.fusion_defaults import autoresearch as study
 
     runs = []
     for arm in study.PLAN["arms"]:
@@ -114,6 +111,16 @@ def test_the_page_is_written_from_runs_with_the_noise_check(tmp_path):
                     arm=types.SimpleNamespace(name=arm), seed=seed, record={"curve": curve}, run_dir=folder
                 )
             )
+    return runs
+
+
+def test_the_page_is_written_from_runs_with_the_noise_check(tmp_path, monkeypatch):
+    """write_page: every section from (fake) finished runs, the plot, and the noise paragraph."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from experiments.fusion_defaults import autoresearch as study
+
+    monkeypatch.setattr(study, "SEEDS", [10, 11])  # the fake runs finish the study
+    runs = _fake_runs(tmp_path, study)
     noise = {
         "seeds": [10, 11],
         "per_seed": {10: 0.01, 11: -0.01},
@@ -125,11 +132,27 @@ def test_the_page_is_written_from_runs_with_the_noise_check(tmp_path):
     study.write_page(runs, tmp_path / "page", noise)
     text = (tmp_path / "page" / "README.md").read_text()
     assert (tmp_path / "page" / "fusion_defaults.png").stat().st_size > 0
-    assert "Seeds finished in every arm: 2 of 10" in text and "## The registered addition" in text
+    assert "Seeds finished in every arm: 2 of 2" in text and "## The registered addition" in text
     assert "| `default_v2` | 2 | 2 of 2; 10: 1, 11: 1 | 0.500 ± 0.000 | 2.000 ± 0.000 |" in text
     assert "| `default_noise_wm` | 2 | 0 of 2; 10: never, 11: never | 0.000 ± 0.000 | 1.000 ± 0.000 |" in text
     assert "fresh − shared, per seed: 10: +0.010, 11: -0.010" in text
     assert "| `world_model` − `real` | 2 | +0.000 [+0.000, +0.000] |" in text
+
+
+def test_until_every_arm_has_every_seed_the_page_shows_progress_and_no_estimate(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from experiments.fusion_defaults import autoresearch as study
+
+    runs = [r for r in _fake_runs(tmp_path, study) if not (r.arm.name == "default_v2" and r.seed == 11)]
+    (tmp_path / "page").mkdir()
+    (tmp_path / "page" / "fusion_defaults.png").write_bytes(b"an earlier plot")
+    study.write_page(runs, tmp_path / "page", None)
+    text = (tmp_path / "page" / "README.md").read_text()
+    total = len(study.SEEDS) * len(study.PLAN["arms"])
+    assert f"**In progress: {2 * len(study.PLAN['arms']) - 1} of {total} arm-seeds finished.**" in text
+    assert "| `default_v2` | 1 of 10 | 10 |" in text and "| `real` | 2 of 10 | 10, 11 |" in text
+    assert "estimate (95% t)" not in text and "0.3" not in text  # nothing read from the curves
+    assert not (tmp_path / "page" / "fusion_defaults.png").exists()
 
 
 def test_noise_check_trains_nothing_measures_the_noise_and_writes_the_page(tmp_path, monkeypatch):

@@ -284,7 +284,8 @@ def settings(args) -> dict[str, Any]:
 
 
 def run(args) -> list[ArmRun]:
-    """Train and evaluate every arm-seed (``--analyse``: collect the finished ones)."""
+    """Train and evaluate every arm-seed (``--analyse``: collect the finished ones). ``args.on_trained``, if
+    set, is called with every arm-seed finished so far each time this invocation finishes training one."""
     plan = args.plan
     arm_list = arms(plan, getattr(args, "arm_pins", None))
     total = plan["seeds"] * len(arm_list)
@@ -298,8 +299,11 @@ def run(args) -> list[ArmRun]:
     caches = [args.cache, args.train_cache]
     if not args.analyse:
         restore_caches(args.archive, caches)
+    finished: list[ArmRun] = []
+    on_trained = getattr(args, "on_trained", None)
 
     def on_run(run: ArmRun) -> None:
+        finished.append(run)
         progress["done"] += 1
         now = time.perf_counter()
         worked = run.trained or now - mark[0] > 1.0
@@ -319,6 +323,8 @@ def run(args) -> list[ArmRun]:
             flush=True,
         )
         mark[0] = now
+        if on_trained is not None and run.trained:
+            on_trained(list(finished))  # e.g. the page rewritten as each arm-seed is archived
 
     overrides = [*COMMON, f"steps={plan['steps']}", f"checkpoint.every={plan['every']}"]
     if args.quick:

@@ -68,10 +68,41 @@ FUSING_ARMS = ["default", "default_noise_wm", "default_v2", "default_v2_noise_wm
 """The arms whose fusion weighs the world model: what it earned is reported per seed."""
 
 
+def progress_page(finished: dict[str, list[int]]) -> list[str]:
+    """The page while the study runs: which arm-seeds are finished, and no estimate. The endpoints are read
+    when every arm has every seed (the pre-registration), so no interim look can steer the run."""
+    done = sum(len(seeds) for seeds in finished.values())
+    rows = [
+        f"| `{arm}` | {len(seeds)} of {len(SEEDS)} | {', '.join(map(str, seeds)) or '-'} |"
+        for arm, seeds in finished.items()
+    ]
+    return [
+        "# The new defaults on AutoResearch",
+        "",
+        "[Pre-registration](../../../../experiments/fusion_defaults/PREREGISTRATION_AUTORESEARCH.md), committed "
+        "before the first seed. The run: `python experiments/fusion_defaults/autoresearch.py` (resumable), then "
+        "`--noise-check`; `--report` writes this page from the archive beside it.",
+        "",
+        f"**In progress: {done} of {len(SEEDS) * len(finished)} arm-seeds finished.** The endpoints are read when "
+        f"every arm has all {len(SEEDS)} seeds, as pre-registered; until then this page shows no estimate.",
+        "",
+        "| arm | seeds finished | which |",
+        "|---|---|---|",
+        *rows,
+    ]
+
+
 def write_page(runs: list, out: Path, noise: dict | None) -> None:
     """The results page from the finished arm-seeds: the pre-registered endpoints and the registered
     addition's, the secondary differences, what the world model earned, every arm's curve (table and
-    plot with 95% t error bars), the evaluation's noise measured directly, and every arm-seed."""
+    plot with 95% t error bars), the evaluation's noise measured directly, and every arm-seed. Until every
+    arm has every seed, only :func:`progress_page`."""
+    finished = {arm: sorted(r.seed for r in runs if r.arm.name == arm) for arm in PLAN["arms"]}
+    if any(len(seeds) < len(SEEDS) for seeds in finished.values()):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "fusion_defaults.png").unlink(missing_ok=True)
+        (out / "README.md").write_text("\n".join(progress_page(finished)) + "\n")
+        return
     sys.path.insert(0, str(Path(__file__).parent))
     from autoresearch_endpoints import curve_summary_lines, earned_lines, page, secondary_lines
 
@@ -158,6 +189,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args.train_cache = args.runs / "train_cache.jsonl"
     args.config = hg.freeze_config(args.config, [], args.runs / "config.yaml")
     args.invocation = {"trained": 0, "evaluations": 0}
+    page_dir = args.out or args.archive.parent
+    args.on_trained = lambda finished: write_page(finished, page_dir, None)  # the page follows the archive
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
     runs = ee.run(args)
     print(f"[done] {len(runs)} of {len(SEEDS) * len(PLAN['arms'])} arm-seeds finished", flush=True)

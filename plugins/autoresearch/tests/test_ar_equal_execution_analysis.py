@@ -172,3 +172,45 @@ def test_live_ratio_beside_the_measured_one_counts_seeds_without_it():
     assert out["live"]["mean"] == pytest.approx(1.0) and out["live"]["seeds"] == 3
     assert out["measured"]["per_seed"] == {0: pytest.approx(2.5)}  # seed 1: real has no target; seed 2: not reached
     assert out["seeds_not_measured"] == [1, 2]
+
+
+def test_run_calls_on_trained_with_every_arm_seed_finished_so_far(tmp_path, monkeypatch):
+    """``args.on_trained`` (e.g. a study's page following its archive) after each arm-seed trained in this
+    invocation, never after one read back."""
+    import argparse
+    from types import SimpleNamespace
+
+    def fake_run_arms(config, arm_list, *, seeds, on_run, **_):
+        runs = []
+        for arm in arm_list:
+            run = SimpleNamespace(
+                arm=arm,
+                seed=seeds[0],
+                trained=arm.name != "real",
+                restored=False,
+                record={"curve": [{"executions": 4}]},
+            )
+            on_run(run)
+            runs.append(run)
+        return runs
+
+    monkeypatch.setattr(ee, "run_arms", fake_run_arms)
+    monkeypatch.setattr(ee, "archive_caches", lambda archive, caches: None)
+    monkeypatch.setattr(ee, "restore_caches", lambda archive, caches: None)
+    calls = []
+    plan = {
+        "seeds": 2,
+        "seed_list": [7, 8],
+        "steps": 1,
+        "every": 1,
+        "eval_steps": [0],
+        "real_extra": [],
+        "arms": {"real": [], "b": []},
+    }
+    args = argparse.Namespace(
+        plan=plan, analyse=False, archive=tmp_path, cache=tmp_path / "e", train_cache=tmp_path / "t", quick=False,
+        uncached_seeds=set(), config=tmp_path / "c.yaml", samples=1, max_tasks=None, runs=tmp_path / "runs",
+        on_trained=lambda finished: calls.append([(r.arm.name, r.seed) for r in finished]),
+    )  # fmt: skip
+    assert len(ee.run(args)) == 4
+    assert calls == [[("real", 7), ("b", 7)], [("real", 7), ("b", 7), ("real", 8), ("b", 8)]]
