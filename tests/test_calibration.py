@@ -68,6 +68,9 @@ def test_bad_input_raises():
         RewardCalibrator(window=1)
     with pytest.raises(ValueError, match="equal length"):
         RewardCalibrator().update(np.array([1.0]), np.array([1.0, 2.0]), np.array([0]))
+    for slope in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match="slope must be >= 0"):
+            RewardCalibrator(calibrator="ranked", slope=slope)
 
 
 def test_smoothed_isotonic_hand_computed():

@@ -34,6 +34,25 @@ def test_nan_rewards_are_left_out_and_get_zero():
     np.testing.assert_allclose(adv, [-1.0, 0.0, 1.0])
 
 
+def test_a_spread_within_eps_is_rounding_and_gets_zero_scaled_or_not():
+    for scale in (True, False):
+        np.testing.assert_array_equal(group_advantages([0.0, 1e-6], [0, 0], scale=scale), [0.0, 0.0])
+    np.testing.assert_allclose(group_advantages([0.0, 4e-6], [0, 0]), [-2 / 3, 2 / 3])  # 2e-6 / (2e-6 + 1e-6)
+    np.testing.assert_allclose(group_advantages([0.0, 4e-6], [0, 0], scale=False), [-2e-6, 2e-6])
+
+
+def test_clipped_surrogate_and_entropy_bonus_refuse_nan_settings():
+    from wmrl_core.grpo import entropy_bonus
+
+    x = torch.zeros(1, 2)
+    for eps in (0.0, float("nan")):
+        with pytest.raises(ValueError, match="clip_eps must be > 0"):
+            clipped_surrogate(x, x, torch.ones(1), clip_eps=eps)
+    for coef in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="entropy coefficient must be >= 0"):
+            entropy_bonus(x, torch.ones(1, 2), coef, "token_mean")
+
+
 def test_unscaled_advantages_are_centered_only():
     np.testing.assert_allclose(group_advantages([1.0, 3.0], [0, 0], scale=False), [-1.0, 1.0])
 

@@ -135,6 +135,15 @@ def test_the_bootstrap_lower_bound_of_rho2_by_hand_and_its_invariances():
         explained_variance_lower_bound(real, calibrated, groups, 1.0)
 
 
+def test_tied_groups_are_resampled_and_widen_the_bound():
+    from wmrl_core.fusion.inverse_variance import explained_variance_lower_bound
+
+    # one group that ranks perfectly and one whose rewards all tie: a quarter of the draws hold only the tie
+    real, calibrated, groups = [0.0, 1, 0, 1, 5, 5, 5, 5], [0.0, 1, 0, 1, 3, 3, 3, 3], [0] * 4 + [1] * 4
+    assert explained_variance_lower_bound(real, calibrated, groups, 0.05) == 0.0
+    assert explained_variance_lower_bound(real, calibrated, groups, 0.5) == pytest.approx(1.0)
+
+
 def test_noise_pairs_get_a_point_estimate_above_zero_and_a_lower_bound_at_zero():
     from wmrl_core.fusion.inverse_variance import explained_variance_lower_bound, explained_within_group_variance
 

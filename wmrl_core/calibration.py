@@ -28,9 +28,10 @@ by the raw scores' order within the group (:func:`ranked_isotonic`):
 
 .. math:: \tilde f(w_i) = \hat f(w_i) + \text{slope}\cdot\hat\sigma_W\,\frac{\operatorname{rank}_g(w_i) - (n_g+1)/2}{n_g},
 
-with :math:`\hat\sigma_W` the real rewards' pooled within-group standard deviation: a group the
-step function ties keeps the world model's order, at a spread of at most ``slope`` real
-within-group standard deviations, so a weak world model's tie-breaks stay small.
+with :math:`\hat\sigma_W` the real rewards' pooled within-group standard deviation (while no stored
+group has two pairs, the standard deviation of all stored real rewards): a group the step function
+ties keeps the world model's order, at a spread of at most ``slope`` real within-group standard
+deviations, so a weak world model's tie-breaks stay small.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class RewardCalibrator:
             raise ValueError(f"window must be >= 2 pairs or None, got {window}")
         if calibrator not in CALIBRATORS:
             raise ValueError(f"calibrator={calibrator!r} is unknown; use one of {', '.join(CALIBRATORS)}")
-        if slope < 0:
+        if not slope >= 0:  # written so that NaN fails too
             raise ValueError(f"slope must be >= 0, got {slope}")
         self.window = window
         self.increasing = increasing

@@ -76,6 +76,8 @@ def group_advantages(
     :param group_ids: (N,) group of each rollout.
     :param scale: divide by the group's standard deviation (``False``: mean-centering only,
         as in Dr. GRPO).
+    :param eps: a group whose standard deviation is at most ``eps`` counts as tied and gets advantage 0,
+        scaled or not: differences that small are float rounding (of a calibration, say), not a ranking.
     :return: (N,) float64 advantages; never NaN.
     """
     r = np.asarray(rewards, dtype=np.float64)
@@ -90,7 +92,7 @@ def group_advantages(
         centered = r[idx] - r[idx].mean()
         std = r[idx].std()
         if std <= eps:
-            continue  # zero spread: no preference inside the group
+            continue  # no spread beyond rounding: no preference inside the group
         adv[idx] = centered / (std + eps) if scale else centered
     return adv
 
@@ -109,7 +111,7 @@ def clipped_surrogate(
     :param clip_eps: clip range :math:`\\varepsilon` (> 0).
     :return: (N, T) per-token losses (not yet masked).
     """
-    if clip_eps <= 0:
+    if not clip_eps > 0:  # written so that NaN fails too
         raise ValueError(f"clip_eps must be > 0, got {clip_eps}")
     ratio = torch.exp(log_probs - old_log_probs.detach())
     adv = advantages.to(log_probs.dtype).unsqueeze(-1)
@@ -176,7 +178,7 @@ def entropy_bonus(
         entropy of one token against the surrogate of one token).
     :return: scalar, to be added to the policy loss (minimising it raises the entropy).
     """
-    if coef < 0:
+    if not coef >= 0:  # written so that NaN fails too
         raise ValueError(f"entropy coefficient must be >= 0, got {coef}")
     return -coef * aggregate(entropy, mask, aggregation)
 

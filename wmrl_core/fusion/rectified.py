@@ -304,9 +304,9 @@ class RectifiedFuser:
     :param moments: ``solution`` (advantages of equal solutions summed), ``rollout``, or
         ``gradient`` (the slope from per-group gradient vectors, :func:`gradient_slope_terms`;
         the test against the null still reads the advantages, which need no geometry).
-    :param level: one-sided level of the t critical value that scales the slope's variance in
-        :func:`shrunk_lambda` (0.999: module docstring); ``None``: the plain positive-part
-        James-Stein factor.
+    :param level: one-sided normal level of the test of the slope against its variance under the
+        null (:meth:`informative`; 0.999: module docstring); ``None``: no test. Once the test passes,
+        :math:`\lambda` is the plain positive-part James-Stein factor (:func:`shrunk_lambda` at ``q = 1``).
     :param min_groups: :math:`\lambda = 0` until the window holds this many informative groups.
     """
 

@@ -97,8 +97,9 @@ def world_model_earned(records: list[dict[str, Any]]) -> dict[str, Any]:
     * ``gate_opened_at``: the first step whose fusion gave it weight (``fusion/gate_open``, or a
       weight above 0 for fusers without a gate); ``None`` if none did;
     * ``mean_weight``: its mean weight :math:`\bar w_W` (``fusion/w_world_model``);
-    * ``effective_per_executed``: :math:`\sum_t n_{\text{eff},t} / \sum_t n_{R,t}`, the real rollouts
-      the updates were worth per anchor rollout executed (1: the world model added nothing).
+    * ``effective_per_executed``: :math:`\sum_t n_{\text{eff},t} / \sum_t n_{R,t}` over the steps with
+      anchor rollouts (:math:`n_{R,t} > 0`), the real rollouts the updates were worth per anchor rollout
+      executed (1: the world model added nothing); a step without anchors buys nothing from execution.
     """
     from wmrl_core.metrics import nanmean
 
