@@ -131,6 +131,9 @@ def test_within_group_auroc_pools_pairs_of_one_group_and_counts_ties_half():
     assert res.per_group == {"a": 0.5, "b": 0.5} and res.groups == 2 and res.n == 3
     assert res.value == pytest.approx((1 + 0.5) / 3)  # pooled over the 3 pairs
     assert math.isnan(within_group_auroc(["a", "a"], [True, True], [0.1, 0.2]).value)
+    # a row without a score is left out, never counted as a lost pair
+    unscored = within_group_auroc(["a", "a", "a"], [False, True, False], [float("nan"), 0.2, 0.3])
+    assert unscored.value == 0.0 and unscored.n == 1
 
 
 def test_auroc_by_hand():

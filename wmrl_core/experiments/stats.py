@@ -251,15 +251,17 @@ def within_group_auroc(groups: Sequence[Any], labels: Sequence[bool], scores: Se
     :math:`\frac{\sum_g \#\{(i,j): s_i > s_j\} + \frac12 \#\{(i,j): s_i = s_j\}}{\sum_g n^+_g n^-_g}`
     over successes :math:`i` and failures :math:`j` of each group :math:`g`: the AUROC of the
     pairs GRPO compares. A group with one class only has no pair and is skipped; tied scores
-    count 1/2 (the module's rule). ``per_group`` holds each used group's own AUROC.
+    count 1/2 (the module's rule); a row without a finite score is left out, as in
+    :func:`within_group_spearman`. ``per_group`` holds each used group's own AUROC.
     """
     y, p = np.asarray(labels, dtype=bool), np.asarray(scores, dtype=np.float64)
     if y.shape != p.shape:
         raise ValueError(f"{y.size} labels for {p.size} scores")
+    scored = np.isfinite(p)
     wins = pairs = 0.0
     per_group: dict[str, float] = {}
     for key, m in _group_masks(groups, y.size):
-        pos, neg = p[m & y], p[m & ~y]
+        pos, neg = p[m & scored & y], p[m & scored & ~y]
         if not (pos.size and neg.size):
             continue
         w = float((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum())
