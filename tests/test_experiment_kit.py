@@ -30,7 +30,7 @@ def test_common_flags_take_seeds_as_a_list_never_a_count():
     with pytest.raises(SystemExit):
         parser.parse_args(["--seeds", "a"])
     with pytest.raises(
-        argparse.ArgumentTypeError, match="--seeds 3 is ambiguous: write 0-2 for 3 seed\\(s\\) from 0, or 3-3"
+        argparse.ArgumentTypeError, match="--seeds 3 is ambiguous: write 0-2 for 3 seeds from 0, or 3-3"
     ):
         report.seed_list("3")  # once a count in some studies: refused rather than silently read as seed 3
     assert report.seed_list("3-3") == [3] and report.format_int_ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"

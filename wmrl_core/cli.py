@@ -161,7 +161,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "metrics.jsonl").is_file():
         raise WMRLError(f"{run_dir} has no metrics.jsonl; pass a run directory written by `wmrl train`")
-    for path in plot_run(run_dir):
+    written = plot_run(run_dir)
+    if not written:
+        raise WMRLError(f"{run_dir / 'metrics.jsonl'} holds no metric a plot draws; is the run's first step done?")
+    for path in written:
         print(path)
     return 0
 

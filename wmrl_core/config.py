@@ -33,12 +33,12 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Optional, get_args, get_origin, get_type_hints
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from wmrl_core.errors import ConfigError
+from wmrl_core.errors import ConfigError, close_match_hint
 
 if TYPE_CHECKING:
     import pluggy
@@ -519,6 +519,7 @@ def validate(cfg: TrainConfig, fusers: FuserTable | None = None) -> None:
             f"written), got {bad}; drop them or raise steps"
         )
     _validate_calibration_and_fusion(cfg, fusers)
+    _validate_resume_allow_changes(cfg)
     if cfg.grpo.epochs < 1:
         raise ConfigError(f"grpo.epochs must be >= 1, got {cfg.grpo.epochs}")
     if not 1 <= cfg.grpo.minibatches <= cfg.rollout.batch_tasks:
@@ -541,6 +542,19 @@ def validate(cfg: TrainConfig, fusers: FuserTable | None = None) -> None:
         raise ConfigError(
             "distributed.backend=ray needs Ray, which is not installed: pip install 'wmrl[ray]' "
             "(or use distributed.backend=local)"
+        )
+
+
+def _validate_resume_allow_changes(cfg: TrainConfig) -> None:
+    """Each name in ``resume_allow_changes`` is a setting or a section of this config (or lies under a
+    component's free-form ``kwargs``): a misspelt one would otherwise allow nothing, silently."""
+    keys = list(flatten(cfg))
+    for name in cfg.resume_allow_changes:
+        if any(k == name or k.startswith(name + ".") for k in keys) or ".kwargs." in name:
+            continue
+        raise ConfigError(
+            f"resume_allow_changes names `{name}`, which is not a setting of this config."
+            f"{close_match_hint(name, keys)} Name a dotted key (grpo.lr) or a section (grpo)"
         )
 
 
@@ -654,6 +668,7 @@ def load_config(
             raise ConfigError(f"overrides must look like key=value, got {bad}")
         command_line = OmegaConf.from_dotlist(list(overrides))
         for layer in (*layers[1:], command_line):
+            _refuse_values_for_sections(layer)
             _rename_legacy_sections(layer)
             legacy |= _move_legacy_fusion_keys(layer)
         for layer in layers[1:]:
@@ -682,14 +697,41 @@ def load_config(
     return cfg
 
 
+def _refuse_values_for_sections(layer: DictConfig | ListConfig) -> None:
+    """A clear error for a section given a single value (``rollout=5``), or a list setting given one
+    (``resume_allow_changes=seed``), which OmegaConf's merge reports without naming the key."""
+    if not isinstance(layer, DictConfig):
+        return
+    for name, hint in get_type_hints(TrainConfig).items():
+        value = layer.get(name) if name in layer else None
+        if value is None or isinstance(value, (DictConfig, ListConfig)):
+            continue
+        section = next((t for t in (hint, *get_args(hint)) if dataclasses.is_dataclass(t)), None)
+        if section is not None:
+            example = dataclasses.fields(section)[0].name
+            raise ConfigError(
+                f"`{name}` is a section, not a value (got {value!r}): set its keys, e.g. {name}.{example}=..."
+            )
+        if get_origin(hint) is list:
+            raise ConfigError(f"`{name}` is a list (got {value!r}): write {name}=[{value}]")
+
+
 def _load_yaml(path: Path) -> DictConfig:
     """The YAML mapping in ``path``; a syntax error names the file, line and column."""
     import yaml
 
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory; pass a YAML file in it (see configs/)")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist; pass a YAML file (see configs/)")
     try:
+        root = yaml.compose(path.read_text(encoding="utf-8"))  # the top level's kind, before OmegaConf builds it
+        if root is not None and not isinstance(root, yaml.MappingNode):
+            kind = "a list" if isinstance(root, yaml.SequenceNode) else f"the value `{root.value}`"
+            raise ConfigError(f"{path}: the top level must be a mapping of keys (mode: ..., steps: ...), got {kind}")
         loaded = OmegaConf.load(path)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); pass a YAML file") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_core.contracts import REWARDED_STATUSES
-from wmrl_core.errors import ContractError
+from wmrl_core.errors import ConfigError, ContractError
 from wmrl_core.ledger import MEASURED_COST_KEY
 from wmrl_core.types import Outcome, Task, as_outcome
 
@@ -136,6 +136,10 @@ class CachedEnvironment:
         self.replayed = 0
         self.executed = 0
         self._records: dict[tuple[str, str, str], dict[str, Any]] = {}
+        if self.path.is_dir():
+            raise ConfigError(
+                f"environment.cache={self.path} is a directory; name a .jsonl file (it is created if absent)"
+            )
         if self.path.exists():
             for number, line in enumerate(self.path.read_text().splitlines(), start=1):
                 if not line.strip():

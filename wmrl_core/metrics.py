@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_core.errors import DataError
 from wmrl_core.faults import atomic_write_text, disk_full_guard
 
 __all__ = ["MetricsWriter", "nanmean", "read_metrics", "strict_json", "LEGACY_METRICS"]
@@ -167,5 +168,5 @@ def _records(path: str | Path) -> list[dict[str, Any]]:
                     stacklevel=3,
                 )
                 continue
-            raise ValueError(f"{path}, line {i}: not a JSON record ({exc.msg}); the file is corrupt") from None
+            raise DataError(f"{path}, line {i}: not a JSON record ({exc.msg}); the file is corrupt") from None
     return records

@@ -437,6 +437,8 @@ def train(cfg: TrainConfig, *, plugin_manager=None) -> dict[str, Any]:
     """
     pm = plugin_manager or get_plugin_manager()
     run_dir = Path(cfg.run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"run_dir={run_dir} is a file; name a directory for the run")
     run_dir.mkdir(parents=True, exist_ok=True)
     with run_dir_lock(run_dir, notice):
         return _train(cfg, pm, run_dir)

@@ -596,6 +596,8 @@ def _results(args: argparse.Namespace) -> dict[str, ArmResult]:
     from wmrl_core.errors import WMRLError
 
     if args.from_archive:
+        if not Path(args.from_archive).is_file():
+            raise WMRLError(f"--from-archive {args.from_archive}: no such file; pass the study's .json.gz archive")
         return load_archive(args.from_archive)[0]
     config = Path(args.config)
     if not config.is_file():

@@ -79,10 +79,8 @@ def seed_list(text: str) -> list[int]:
     text = str(text).strip()
     if text.isdigit():
         n = int(text)
-        raise argparse.ArgumentTypeError(
-            f"--seeds {text} is ambiguous: write {'0-' + str(n - 1) if n > 1 else '0-0'} for {n} seed(s) "
-            f"from 0, or {n}-{n} for seed {n} alone"
-        )
+        count = f"0-{n - 1} for {n} seed{'s' if n > 1 else ''} from 0, or " if n else ""
+        raise argparse.ArgumentTypeError(f"--seeds {text} is ambiguous: write {count}{n}-{n} for seed {n} alone")
     try:
         values = parse_int_ranges(text)
     except ValueError as exc:
