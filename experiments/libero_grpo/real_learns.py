@@ -224,7 +224,7 @@ def what_was_tried(result: dict[str, Any]) -> str:
     if lo > 0:
         reach += "; `real` stays above the control without being shown to improve on the base"
     else:
-        reach += f"; no gain at all lies inside the interval [{lo:+.3f}, {hi:+.3f}]"
+        reach += f"; a gain of zero lies inside the interval [{lo:+.3f}, {hi:+.3f}]"
     lines += [
         "## What this rules out",
         "",
