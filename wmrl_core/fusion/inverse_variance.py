@@ -136,9 +136,10 @@ def explained_variance_lower_bound(
     .. math:: \rho^{2}_{b} = \max\Big(0, \frac{m_b\cdot S^{rc}}{\sqrt{(m_b\cdot S^{rr})(m_b\cdot S^{cc})}}\Big)^2,
        \qquad \rho^2_{q} = \operatorname{quantile}_q\{\rho^2_b\}.
 
-    Every group of at least two pairs is resampled, tied ones too: a group without spread adds nothing
-    to the sums (a draw of such groups alone gives 0), so the anchor groups where the world model had
-    nothing to rank widen the bound rather than being dropped. 0 with fewer than two groups of two pairs.
+    Every group of at least two pairs is resampled, tied ones too: a stream that ties within a group has
+    z-scores 0 there and adds nothing to its sums, so a draw with no group where both streams vary gives 0,
+    and tied anchor groups widen the bound rather than being dropped. 0 with fewer than two groups of two
+    pairs.
     """
     if not 0.0 < quantile < 1.0:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
