@@ -1,6 +1,7 @@
 """The compute-to-target benchmark runs every arm end to end on its quick setting."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -92,4 +93,10 @@ def test_synthetic_quick_sweep(tmp_path):
     # the ideal ratio grows with the execution/generation cost ratio
     ideal = [row[0] for row in sweep["ideal"]]
     assert ideal == sorted(ideal) and ideal[0] < ideal[-1]
+    # every cell measured (wmrl reaches real's final reward on this seed), and the measured ratio at the
+    # smallest anchor fraction grows with the cost ratio too
+    measured = [row[0] for row in sweep["measured"]]
+    assert all(math.isfinite(v) for row in sweep["measured"] for v in row), sweep["measured"]
+    assert measured == sorted(measured) and measured[0] < measured[-1]
+    assert "not reached" not in (tmp_path / "sweep.md").read_text()
     assert (tmp_path / "sweep.png").stat().st_size > 0

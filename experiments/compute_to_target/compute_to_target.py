@@ -273,7 +273,7 @@ def run_sweep(out: Path, seeds: Sequence[int], quick: bool) -> dict:
                 for r_curve, a_curve in zip(real.curves, arm.curves)
             ]
             ratios = [base / c for base, c in reached if c and base]
-            measured[i, j] = float(np.mean(ratios)) if len(ratios) == seeds else np.nan
+            measured[i, j] = float(np.mean(ratios)) if len(ratios) == len(seeds) else np.nan
     _plot_sweep(cost_ratios, fractions, measured, ideal, out / "sweep.png")
     lines = ["| exec/gen cost | " + " | ".join(f"rho={f}" for f in fractions) + " |", "|---|" + "---|" * len(fractions)]
     for i, ratio in enumerate(cost_ratios):
