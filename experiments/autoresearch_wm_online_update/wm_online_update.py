@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-u
     parser.add_argument("--priors", nargs="+", default=["task-fold", "shipped"], choices=["task-fold", "shipped"])
     parser.add_argument("--task-folds", type=int, default=5)
     parser.add_argument("--max-tasks", type=int, default=None, help="replay only this many tasks (the first by id)")
-    parser.add_argument("--quick", action="store_true", help="2 shuffles, marks 0 4 8, shrinkage 8, task-fold prior")
+    parser.add_argument("--quick", action="store_true", help="2 shuffles, marks 0 4 8, shrinkage 8, task-fold prior of 2 folds")
     parser.add_argument("--out", type=Path, default=None, help="write table.md and summary.json here")
     parser.add_argument(
         "--from-json",
@@ -239,6 +239,7 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-u
         return _table_from_record(parser, args.from_json, args.out)
     if args.quick:
         args.shuffles, args.marks, args.shrinkage, args.priors = 2, [0, 4, 8], [8.0], ["task-fold"]
+        args.task_folds = 2  # each fold a fit of the outcome model (about 10 CPU-s): the fewest that hold one out
     from wmrl_autoresearch.environment import collect_tasks
 
     excluded = excluded_tasks()  # shares a held-out task's data: the pool dropped it
