@@ -225,7 +225,9 @@ def main(argv: list[str] | None = None, prog: str = "wmrl experiment wm-online-u
     parser.add_argument("--priors", nargs="+", default=["task-fold", "shipped"], choices=["task-fold", "shipped"])
     parser.add_argument("--task-folds", type=int, default=5)
     parser.add_argument("--max-tasks", type=int, default=None, help="replay only this many tasks (the first by id)")
-    parser.add_argument("--quick", action="store_true", help="2 shuffles, marks 0 4 8, shrinkage 8, task-fold prior of 2 folds")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 shuffles, marks 0 4 8, shrinkage 8, task-fold prior of 2 folds"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write table.md and summary.json here")
     parser.add_argument(
         "--from-json",
