@@ -1,6 +1,7 @@
 """Test-suite rules shared by the core and the plugin tests.
 
-``python3 -m pytest -m "not slow"`` is the fast loop (under a minute); CI runs everything.
+``python3 -m pytest -m "not slow"`` is the fast loop (under a minute); CI runs everything, the
+``serial`` tests alone and then the rest on two pytest-xdist workers (``docs/contributing.md``).
 Core tests carry ``@pytest.mark.slow`` by hand. In the plugin folders, where tests are added
 often, a test is marked ``slow`` automatically when it needs a real resource: it uses a Docker
 fixture (``docker_ready``, ``docker_client``, ``pool``), or it or one of its fixtures calls

@@ -177,6 +177,7 @@ class _CpuHog:
             p.wait()
 
 
+@pytest.mark.serial  # a CPU hog on every core would slow whatever runs beside it
 @pytest.mark.slow
 def test_ar_rewards_do_not_depend_on_load(docker_ready, tiny_classification, small_limits):
     """Issue 10.3: the same script graded alone and under a CPU hog on every core gets the same

@@ -86,6 +86,7 @@ def restartable_engine(docker_ready):
     require(ok, "stopping and restarting the Docker engine needs root and a local dockerd (/var/run/docker.pid)")
 
 
+@pytest.mark.serial  # stops the Docker engine: every container on the machine dies
 @pytest.mark.slow
 def test_ar_engine_stopping_mid_step_drops_those_rewards_waits_and_leaves_nothing(
     restartable_engine, live_sandboxes, tiny_classification

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 
+@pytest.mark.serial  # counts every container and process on the machine
 @pytest.mark.slow
 def test_ar_load_test_quick_records_every_outcome_once_and_leaves_nothing(docker_ready, tmp_path):
     proc = subprocess.run(
