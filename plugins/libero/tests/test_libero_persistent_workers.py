@@ -95,12 +95,14 @@ def test_grpo_batch_reuses_simulators_across_execute_calls_and_survives_a_killed
         tasks = [t for t in env.tasks("train") if t.data["init_state"] < 2]  # 2 tasks x 2 init states
         outcomes = env.execute(tasks, [_noop(4)] * len(tasks))
         assert [o.status for o in outcomes] == ["ok"] * 4 and all(o.info["steps"] == 4 for o in outcomes)
-        pids, builds = list(env._pool.pids), env.simulator_builds
-        assert builds == 2, f"2 workers and 2 tasks should build 2 environments, built {builds}"
-        for _ in range(2):  # later GRPO steps: same workers, no build
+        # each worker starts on its own task; a worker that frees up first may take the other task's
+        # episode (one more build, only when the other worker runs slower), never the same task twice
+        pids = list(env._pool.pids)
+        assert 2 <= env.simulator_builds and max(env._pool.builds) <= 2, env._pool.builds
+        for _ in range(2):  # later GRPO steps: the same workers, their built tasks reused
             outcomes = env.execute(tasks, [_noop(4)] * len(tasks))
             assert [o.status for o in outcomes] == ["ok"] * 4
-        assert env._pool.pids == pids and env.simulator_builds == builds
+        assert env._pool.pids == pids and max(env._pool.builds) <= 2, env._pool.builds
 
         os.kill(pids[0], signal.SIGKILL)  # dies between calls: restarted when next used
         outcomes = env.execute(tasks, [_noop(4)] * len(tasks))
