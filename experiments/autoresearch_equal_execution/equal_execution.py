@@ -284,14 +284,15 @@ def settings(args) -> dict[str, Any]:
 
 
 def run(args) -> list[ArmRun]:
-    """Train and evaluate every arm-seed (``--analyse``: collect the finished ones). ``args.on_trained``, if
-    set, is called with every arm-seed finished so far each time this invocation finishes training one."""
+    """Train and evaluate every arm-seed (``--analyse``: collect the finished ones). ``args.on_archived``, if
+    set, is called with every arm-seed finished so far each time this invocation archives one it trained or
+    evaluated (not one it only found finished)."""
     plan = args.plan
     arm_list = arms(plan, getattr(args, "arm_pins", None))
     total = plan["seeds"] * len(arm_list)
     progress: dict[str, Any] = {"done": 0, "worked": 0, "trained": 0, "evaluations": 0, "work_s": 0.0}
     started = time.perf_counter()
-    mark = [started]
+    mark = [started, 0]  # time and fresh evaluations at the last arm-seed
 
     def evaluate(run: ArmRun) -> dict[str, Any]:
         return evaluate_run(args, run, progress)
@@ -300,13 +301,13 @@ def run(args) -> list[ArmRun]:
     if not args.analyse:
         restore_caches(args.archive, caches)
     finished: list[ArmRun] = []
-    on_trained = getattr(args, "on_trained", None)
+    on_archived = getattr(args, "on_archived", None)
 
     def on_run(run: ArmRun) -> None:
         finished.append(run)
         progress["done"] += 1
         now = time.perf_counter()
-        worked = run.trained or now - mark[0] > 1.0
+        worked = run.trained or progress["evaluations"] > mark[1]  # trained or evaluated here
         if worked:
             archive_caches(None if args.analyse else args.archive, caches)  # what this arm-seed executed
             progress["worked"] += 1
@@ -322,9 +323,9 @@ def run(args) -> list[ArmRun]:
             f"ETA {eta} for {left} left]",
             flush=True,
         )
-        mark[0] = now
-        if on_trained is not None and run.trained:
-            on_trained(list(finished))  # e.g. the page rewritten as each arm-seed is archived
+        mark[0], mark[1] = now, progress["evaluations"]
+        if on_archived is not None and worked:
+            on_archived(list(finished))  # e.g. the page rewritten as each arm-seed is archived
 
     overrides = [*COMMON, f"steps={plan['steps']}", f"checkpoint.every={plan['every']}"]
     if args.quick:

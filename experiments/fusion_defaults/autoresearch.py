@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args.config = hg.freeze_config(args.config, [], args.runs / "config.yaml")
     args.invocation = {"trained": 0, "evaluations": 0}
     page_dir = args.out or args.archive.parent
-    args.on_trained = lambda finished: write_page(finished, page_dir, None)  # the page follows the archive
+    args.on_archived = lambda finished: write_page(finished, page_dir, None)  # the page follows the archive
     torch.set_num_threads(1)  # tiny networks: extra threads only contend on a shared machine
     runs = ee.run(args)
     print(f"[done] {len(runs)} of {len(SEEDS) * len(PLAN['arms'])} arm-seeds finished", flush=True)

@@ -174,26 +174,33 @@ def test_live_ratio_beside_the_measured_one_counts_seeds_without_it():
     assert out["seeds_not_measured"] == [1, 2]
 
 
-def test_run_calls_on_trained_with_every_arm_seed_finished_so_far(tmp_path, monkeypatch):
-    """``args.on_trained`` (e.g. a study's page following its archive) after each arm-seed trained in this
-    invocation, never after one read back."""
+def test_run_calls_on_archived_after_each_arm_seed_trained_or_evaluated_here(tmp_path, monkeypatch):
+    """``args.on_archived`` (e.g. a study's page following its archive) gets every arm-seed finished so far
+    after each one this invocation trained or evaluated afresh, never after one it only found finished."""
     import argparse
     from types import SimpleNamespace
 
-    def fake_run_arms(config, arm_list, *, seeds, on_run, **_):
+    def fake_run_arms(config, arm_list, *, seeds, evaluate, on_run, **_):
         runs = []
         for arm in arm_list:
             run = SimpleNamespace(
                 arm=arm,
                 seed=seeds[0],
-                trained=arm.name != "real",
+                trained=arm.name != "real",  # real: trained in an earlier invocation
                 restored=False,
                 record={"curve": [{"executions": 4}]},
             )
+            if arm.name != "real" or seeds[0] == 8:  # real seed 7 found evaluated, real seed 8 evaluated here
+                evaluate(run)
             on_run(run)
             runs.append(run)
         return runs
 
+    def fake_evaluate_run(args, run, progress):
+        progress["evaluations"] += 1
+        return {}
+
+    monkeypatch.setattr(ee, "evaluate_run", fake_evaluate_run)
     monkeypatch.setattr(ee, "run_arms", fake_run_arms)
     monkeypatch.setattr(ee, "archive_caches", lambda archive, caches: None)
     monkeypatch.setattr(ee, "restore_caches", lambda archive, caches: None)
@@ -210,7 +217,11 @@ def test_run_calls_on_trained_with_every_arm_seed_finished_so_far(tmp_path, monk
     args = argparse.Namespace(
         plan=plan, analyse=False, archive=tmp_path, cache=tmp_path / "e", train_cache=tmp_path / "t", quick=False,
         uncached_seeds=set(), config=tmp_path / "c.yaml", samples=1, max_tasks=None, runs=tmp_path / "runs",
-        on_trained=lambda finished: calls.append([(r.arm.name, r.seed) for r in finished]),
+        on_archived=lambda finished: calls.append([(r.arm.name, r.seed) for r in finished]),
     )  # fmt: skip
     assert len(ee.run(args)) == 4
-    assert calls == [[("real", 7), ("b", 7)], [("real", 7), ("b", 7), ("real", 8), ("b", 8)]]
+    assert calls == [
+        [("real", 7), ("b", 7)],
+        [("real", 7), ("b", 7), ("real", 8)],
+        [("real", 7), ("b", 7), ("real", 8), ("b", 8)],
+    ]
